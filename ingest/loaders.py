@@ -1,0 +1,381 @@
+"""Turn a knowledge-base file into a title and a stream of text blocks.
+
+Plain text and Markdown are decoded incrementally in blocks of about `BLOCK_BYTES`, so a large file never
+sits in memory whole. HTML and PDF parsers need the whole file anyway; `ingest.max_file_mb` bounds them.
+Every failure is a `LoadError` whose message names the file and the reason, raised before any text is
+produced whenever the problem can be seen up front.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from bs4 import BeautifulSoup, NavigableString, Tag
+from pypdf import PdfReader
+from pypdf.errors import PyPdfError
+
+from rag_service.settings import IngestSettings
+
+BLOCK_BYTES = 1 << 20
+MAX_TITLE_CHARS = 200
+# Only the start of a line matters for titles; capping the carried line bounds memory on
+# files with megabyte-long lines.
+_LINE_SCAN_CHARS = 4 * MAX_TITLE_CHARS
+_BYTES_PER_MB = 1024 * 1024
+# UTF-8 first (the -sig variant drops a BOM); GB18030 is the superset of GBK/GB2312 that legacy
+# Chinese files are written in.
+TEXT_ENCODINGS = ("utf-8-sig", "gb18030")
+_UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+# A charset declared by the page itself is trusted before guessing; it sits near the top.
+_HTML_SNIFF_BYTES = 4096
+_HTML_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:\-]+)""", re.IGNORECASE)
+
+_KIND_BY_EXTENSION = {
+    ".txt": "text",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".html": "html",
+    ".htm": "html",
+    ".pdf": "pdf",
+}
+
+_MD_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
+_MD_FENCE = re.compile(r"^ {0,3}(```|~~~)")
+_MD_IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
+_MD_LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
+
+_HTML_DROP = ("script", "style", "nav", "noscript", "template", "svg", "head")
+_HTML_BLOCKS = (
+    "p", "div", "section", "article", "main", "header", "footer", "aside", "h1", "h2", "h3", "h4", "h5",
+    "h6", "li", "ul", "ol", "dl", "dt", "dd", "pre", "blockquote", "figure", "figcaption", "caption",
+    "address", "table", "hr", "details", "summary",
+)  # fmt: skip
+_HTML_CELL_SEPARATOR = " | "
+_SPACES = re.compile(r"\s+")
+
+# pypdf signals malformed input through its own errors and, deeper in the object parser, through
+# ordinary ones; all of them mean "this is not a PDF we can read".
+_PDF_ERRORS = (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError, OSError)
+
+
+class LoadError(Exception):
+    """A file that cannot be ingested; the message names the file and says why."""
+
+
+@dataclass(frozen=True)
+class LoadedDoc:
+    title: str
+    blocks: Iterator[str]
+
+
+def supported_extensions(settings: IngestSettings) -> list[str]:
+    """The configured extensions that have a loader, lowercase, in configuration order."""
+    configured = [e.lower() if e.startswith(".") else f".{e.lower()}" for e in settings.extensions]
+    return [e for e in dict.fromkeys(configured) if e in _KIND_BY_EXTENSION]
+
+
+def check_file(path: Path, settings: IngestSettings, name: str | None = None) -> int:
+    """Validate what can be told without reading the file; return its size in bytes."""
+    label = name or str(path)
+    try:
+        if not path.exists():
+            raise LoadError(f"{label}: no such file or directory")
+        if not path.is_file():
+            raise LoadError(f"{label}: not a regular file")
+        supported = supported_extensions(settings)
+        if path.suffix.lower() not in supported:
+            raise LoadError(
+                f"{label}: unsupported file type {path.suffix or '(none)'!r}; supported: {', '.join(supported)}"
+            )
+        size = path.stat().st_size
+    except OSError as exc:
+        raise LoadError(f"{label}: cannot access the file ({exc.strerror or exc})") from exc
+    limit = settings.max_file_mb * _BYTES_PER_MB
+    if size > limit:
+        raise LoadError(
+            f"{label}: file is {size / _BYTES_PER_MB:.3g} MB, larger than ingest.max_file_mb = "
+            f"{settings.max_file_mb:g} MB; raise the setting or split the file"
+        )
+    if size == 0:
+        raise LoadError(f"{label}: empty file")
+    return size
+
+
+def load_document(path: Path, settings: IngestSettings, *, name: str | None = None) -> LoadedDoc:
+    """Open `path` as a document. `name` (default: the path) is used in messages and for the fallback
+    title, so an uploaded temporary file can be reported under its real source name."""
+    label = name or str(path)
+    check_file(path, settings, label)
+    stem = Path(label).stem or path.stem
+    kind = _KIND_BY_EXTENSION[path.suffix.lower()]
+    try:
+        if kind == "pdf":
+            return _load_pdf(path, label)
+        if kind == "html":
+            return _load_html(path, label, stem)
+        return _load_text(path, label, stem, markdown=kind == "markdown")
+    except OSError as exc:
+        raise LoadError(f"{label}: cannot read the file ({exc.strerror or exc})") from exc
+
+
+# ---------------------------------------------------------------- plain text and Markdown
+
+
+def _load_text(path: Path, label: str, stem: str, *, markdown: bool) -> LoadedDoc:
+    encoding, title = _probe_text(path, label, markdown=markdown)
+    blocks = _checked_blocks(path, encoding, label)
+    if markdown:
+        blocks = _map_lines(blocks, _clean_markdown_line)
+    return LoadedDoc(title=title or stem, blocks=blocks)
+
+
+def _candidate_encodings(path: Path) -> tuple[str, ...]:
+    with path.open("rb") as fh:
+        head = fh.read(len(codecs.BOM_UTF16_LE))
+    return ("utf-16",) if head in _UTF16_BOMS else TEXT_ENCODINGS
+
+
+def _probe_text(path: Path, label: str, *, markdown: bool) -> tuple[str, str | None]:
+    """Find an encoding that decodes the whole file, and the title, in one streaming pass per encoding.
+
+    Reading the file twice (probe, then the real pass) keeps memory bounded and lets every decoding
+    error surface before the pipeline touches the index.
+    """
+    first_error: UnicodeDecodeError | None = None
+    for encoding in _candidate_encodings(path):
+        finder = _TitleFinder(markdown=markdown)
+        has_text = False
+        try:
+            for block in _decode_blocks(path, encoding):
+                has_text = has_text or not block.isspace()
+                finder.feed(block)
+        except UnicodeDecodeError as exc:
+            first_error = first_error or exc
+            continue
+        if not has_text:
+            raise LoadError(f"{label}: the file contains only whitespace")
+        return encoding, finder.finish()
+    where = f" ({first_error.reason} at byte {first_error.start})" if first_error else ""
+    tried = ", ".join(_encoding_label(e) for e in _candidate_encodings(path))
+    raise LoadError(f"{label}: cannot decode the text as {tried}{where}")
+
+
+def _encoding_label(encoding: str) -> str:
+    return {"utf-8-sig": "UTF-8", "gb18030": "GB18030", "utf-16": "UTF-16"}.get(encoding, encoding)
+
+
+def _decode_blocks(path: Path, encoding: str) -> Iterator[str]:
+    # The incremental decoder keeps a multi-byte character that straddles two reads intact.
+    decoder = codecs.getincrementaldecoder(encoding)(errors="strict")
+    with path.open("rb") as fh:
+        while data := fh.read(BLOCK_BYTES):
+            text = decoder.decode(data)
+            if text:
+                yield text
+        tail = decoder.decode(b"", final=True)
+        if tail:
+            yield tail
+
+
+def _checked_blocks(path: Path, encoding: str, label: str) -> Iterator[str]:
+    # The probe already decoded the file; failing here means it changed in between.
+    try:
+        yield from _decode_blocks(path, encoding)
+    except UnicodeDecodeError as exc:
+        raise LoadError(f"{label}: cannot decode the text as {_encoding_label(encoding)} ({exc.reason})") from exc
+    except OSError as exc:
+        raise LoadError(f"{label}: cannot read the file ({exc.strerror or exc})") from exc
+
+
+class _TitleFinder:
+    """Feeds on text blocks; remembers the first non-empty line (text) or `# ` heading (Markdown)."""
+
+    def __init__(self, *, markdown: bool) -> None:
+        self._markdown = markdown
+        self._carry = ""
+        self._in_fence = False
+        self.title: str | None = None
+
+    def feed(self, block: str) -> None:
+        if self.title is not None:
+            return
+        lines = (self._carry + block).split("\n")
+        self._carry = lines.pop()[:_LINE_SCAN_CHARS]
+        for line in lines:
+            if self._offer(line):
+                return
+
+    def finish(self) -> str | None:
+        if self.title is None and self._carry:
+            self._offer(self._carry)
+        return self.title
+
+    def _offer(self, line: str) -> bool:
+        if self._markdown:
+            candidate = self._markdown_title(line)
+        else:
+            candidate = line if line.strip() else None
+        if candidate is None:
+            return False
+        title = _clean_title(candidate)
+        if title:
+            self.title = title
+        return bool(title)
+
+    def _markdown_title(self, line: str) -> str | None:
+        if _MD_FENCE.match(line):
+            self._in_fence = not self._in_fence
+            return None
+        heading = None if self._in_fence else _MD_HEADING.match(line)
+        if heading is None or len(heading.group(1)) != 1:
+            return None
+        return _strip_markdown_inline(heading.group(2))
+
+
+def _clean_title(text: str) -> str:
+    return " ".join(text.split())[:MAX_TITLE_CHARS]
+
+
+def _strip_markdown_inline(line: str) -> str:
+    return _MD_LINK.sub(r"\1", _MD_IMAGE.sub(r"\1", line))
+
+
+def _clean_markdown_line(line: str) -> str:
+    """Drop the syntax that only costs tokens: heading marks and link targets."""
+    heading = _MD_HEADING.match(line)
+    if heading:
+        line = heading.group(2)
+    return _strip_markdown_inline(line)
+
+
+def _map_lines(blocks: Iterator[str], clean: Callable[[str], str]) -> Iterator[str]:
+    """Apply `clean` to every complete line of a block stream, carrying partial lines across blocks."""
+    carry = ""
+    for block in blocks:
+        lines = (carry + block).split("\n")
+        carry = lines.pop()
+        out = "".join(clean(line) + "\n" for line in lines)
+        if len(carry) > BLOCK_BYTES:
+            # A line longer than a block has no Markdown structure worth cleaning; don't hoard it.
+            out, carry = out + carry, ""
+        if out:
+            yield out
+    if carry:
+        yield clean(carry)
+
+
+# ---------------------------------------------------------------- HTML
+
+
+def _load_html(path: Path, label: str, stem: str) -> LoadedDoc:
+    soup = BeautifulSoup(_decode_html(path.read_bytes(), label), "html.parser")
+    title = _html_title(soup)
+    text = _html_text(soup)
+    if not text:
+        raise LoadError(f"{label}: the page has no text outside scripts, styles and navigation")
+    return LoadedDoc(title=title or stem, blocks=iter([text]))
+
+
+def _decode_html(data: bytes, label: str) -> str:
+    if data.startswith(codecs.BOM_UTF8):
+        data = data[len(codecs.BOM_UTF8) :]
+    declared = _HTML_CHARSET.search(data[:_HTML_SNIFF_BYTES])
+    candidates = ["utf-8"]
+    if declared:
+        candidates.append(declared.group(1).decode("ascii").lower())
+    candidates.append("gb18030")
+    for encoding in dict.fromkeys(candidates):
+        try:
+            return data.decode(encoding)
+        except (UnicodeDecodeError, LookupError):
+            continue
+    raise LoadError(f"{label}: cannot decode the page as {', '.join(dict.fromkeys(candidates))}")
+
+
+def _html_title(soup: BeautifulSoup) -> str | None:
+    for tag in (soup.title, soup.find("h1")):
+        if isinstance(tag, Tag):
+            title = _clean_title(tag.get_text(" "))
+            if title:
+                return title
+    return None
+
+
+def _html_text(soup: BeautifulSoup) -> str:
+    for tag in soup.find_all(list(_HTML_DROP)):
+        tag.decompose()
+    _collapse_source_whitespace(soup)
+    for row in soup.find_all("tr"):
+        cells = (c.get_text(" ", strip=True) for c in row.find_all(["td", "th"]))
+        row.replace_with("\n" + _HTML_CELL_SEPARATOR.join(c for c in cells if c) + "\n")
+    for br in soup.find_all("br"):
+        br.replace_with("\n")
+    for tag in soup.find_all(list(_HTML_BLOCKS)):
+        tag.insert_before("\n")
+        tag.append("\n")
+    lines = (" ".join(line.split()) for line in soup.get_text().split("\n"))
+    return "\n".join(line for line in lines if line)
+
+
+def _collapse_source_whitespace(soup: BeautifulSoup) -> None:
+    # Line breaks in HTML source are layout, not structure; only <pre> keeps them.
+    for node in soup.find_all(string=True):
+        if type(node) is NavigableString and node.find_parent("pre") is None:
+            node.replace_with(_SPACES.sub(" ", str(node)))
+
+
+# ---------------------------------------------------------------- PDF
+
+
+def _load_pdf(path: Path, label: str) -> LoadedDoc:
+    try:
+        reader = PdfReader(path)
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise LoadError(f"{label}: the PDF is password-protected")
+        page_count = len(reader.pages)
+    except _PDF_ERRORS as exc:
+        raise LoadError(f"{label}: not a valid PDF ({exc})") from exc
+    # Peek up to the first page with text: a PDF of scanned images must fail before indexing starts.
+    for first in range(page_count):
+        text = _page_text(reader, first, label)
+        if text.strip():
+            title = _pdf_metadata_title(reader) or _first_line(text) or Path(label).stem
+            return LoadedDoc(title=title, blocks=_pdf_blocks(reader, first, text, label))
+    raise LoadError(f"{label}: the PDF has no extractable text (scanned images need OCR first)")
+
+
+def _page_text(reader: PdfReader, index: int, label: str) -> str:
+    try:
+        return reader.pages[index].extract_text() or ""
+    except _PDF_ERRORS as exc:
+        raise LoadError(f"{label}: cannot extract the text of page {index + 1} ({exc})") from exc
+
+
+def _pdf_blocks(reader: PdfReader, first: int, first_text: str, label: str) -> Iterator[str]:
+    # Pages are separate blocks; the newline keeps the last word of a page off the first of the next.
+    yield first_text + "\n"
+    for index in range(first + 1, len(reader.pages)):
+        text = _page_text(reader, index, label)
+        if text.strip():
+            yield text + "\n"
+
+
+def _pdf_metadata_title(reader: PdfReader) -> str | None:
+    try:
+        metadata = reader.metadata
+        raw = metadata.title if metadata is not None else None
+    except _PDF_ERRORS:
+        return None
+    return _clean_title(raw) if isinstance(raw, str) and raw.strip() else None
+
+
+def _first_line(text: str) -> str | None:
+    for line in text.splitlines():
+        title = _clean_title(line)
+        if title:
+            return title
+    return None

@@ -1,0 +1,1 @@
+"""Conversational RAG service."""

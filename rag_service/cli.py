@@ -1,0 +1,136 @@
+"""Console scripts: `rag-serve` runs the HTTP service, `rag-chat` is a terminal chat.
+
+`rag-chat` speaks the HTTP API: to a running server with `--server`, otherwise to the same app started
+in-process (so the main job needs no server).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import httpx
+import typer
+from rich.console import Console
+from rich.panel import Panel
+
+console = Console()
+
+
+def _use_config(config: Path | None) -> None:
+    if config is not None:
+        os.environ["RAG_CONFIG"] = str(config)
+
+
+serve_app = typer.Typer(add_completion=False, help="Run the chat service (FastAPI + uvicorn).")
+
+
+@serve_app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Bind address (default: server.host)")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default: server.port)")] = None,
+    config: Annotated[Path | None, typer.Option(help="YAML settings file (same as RAG_CONFIG)")] = None,
+    workers: Annotated[int, typer.Option(help="Uvicorn worker processes (local Qdrant needs 1)")] = 1,
+) -> None:
+    import uvicorn
+
+    from rag_service.settings import Settings
+
+    _use_config(config)
+    settings = Settings()
+    uvicorn.run(
+        "rag_service.api:create_app",
+        factory=True,
+        host=host or settings.server.host,
+        port=port or settings.server.port,
+        workers=workers,
+        log_level="info",
+    )
+
+
+chat_app = typer.Typer(add_completion=False, help="Chat with the knowledge base in the terminal.")
+
+
+@asynccontextmanager
+async def _client(server: str | None) -> AsyncIterator[httpx.AsyncClient]:
+    if server:
+        async with httpx.AsyncClient(base_url=server, timeout=120) as client:
+            yield client
+        return
+    from rag_service.api import create_app
+
+    app = create_app()
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://in-process", timeout=120) as client:
+            yield client
+
+
+def _show(turn: dict[str, Any], verbose: bool) -> None:
+    console.print(Panel(turn["answer"], title=f"answer ({turn['mode']})", border_style="green"))
+    if turn["rewritten_query"]:
+        console.print(f"[dim]query used for retrieval:[/dim] {turn['rewritten_query']}")
+    for i, src in enumerate(turn["sources"], 1):
+        console.print(f"[dim]  [{i}] {src['title']} — {src['source']} (score {src['score']:.3f})[/dim]")
+    r = turn["receipt"]
+    console.print(
+        f"[dim]tokens: prompt {r['total_prompt_tokens']} = system {r['system_tokens']} + summary {r['summary_tokens']}"
+        f" + history {r['history_tokens']} + query {r['query_tokens']} + context {r['context_tokens']}"
+        f" (chunk budget {r['chunk_budget']}, window {r['context_window']})[/dim]"
+    )
+    if verbose:
+        console.print_json(json.dumps(r, ensure_ascii=False))
+
+
+async def _chat(server: str | None, questions: list[str], verbose: bool) -> int:
+    async with _client(server) as client:
+        resp = await client.post("/v1/sessions")
+        resp.raise_for_status()
+        session = resp.json()["session_id"]
+        interactive = not questions
+        while True:
+            if interactive:
+                try:
+                    question = console.input("[bold cyan]你/you> [/bold cyan]").strip()
+                except (EOFError, KeyboardInterrupt):
+                    return 0
+                if question in {"", "/quit", "/exit"}:
+                    return 0
+            elif questions:
+                question = questions.pop(0)
+                console.print(f"[bold cyan]你/you>[/bold cyan] {question}")
+            else:
+                return 0
+            resp = await client.post(f"/v1/sessions/{session}/chat", json={"question": question})
+            if resp.status_code >= 400:
+                console.print(f"[red]error {resp.status_code}: {resp.json().get('detail')}[/red]")
+                if not interactive:
+                    return 1
+                continue
+            _show(resp.json(), verbose)
+
+
+@chat_app.command()
+def chat(
+    question: Annotated[
+        list[str] | None, typer.Option("--question", "-q", help="Ask and exit (repeatable: one session)")
+    ] = None,
+    server: Annotated[str | None, typer.Option(help="URL of a running rag-serve; default: in-process")] = None,
+    config: Annotated[Path | None, typer.Option(help="YAML settings file (same as RAG_CONFIG)")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print the full budget receipt")] = False,
+) -> None:
+    _use_config(config)
+    raise typer.Exit(asyncio.run(_chat(server, list(question or []), verbose)))
+
+
+def serve_main() -> None:
+    serve_app()
+
+
+def chat_main() -> None:
+    chat_app()

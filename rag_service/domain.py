@@ -1,0 +1,102 @@
+"""Plain data passed between the stages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["user", "assistant"]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    role: Role
+    content: str
+    # Counted once, when stored (content only; the per-message overhead is added when a prompt is built).
+    tokens: int
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Round:
+    user: Message
+    assistant: Message
+
+    @property
+    def tokens(self) -> int:
+        return self.user.tokens + self.assistant.tokens
+
+
+@dataclass(slots=True)
+class SessionMeta:
+    session_id: str
+    created_at: float
+    tenant: str = ""
+    user: str = ""
+    message_count: int = 0
+    summary: str = ""
+    summary_tokens: int = 0
+    # Leading messages folded into the summary, and their verbatim size, for the receipt.
+    summarized: int = 0
+    summarized_source_tokens: int = 0
+    # Index of the first message of the current topic (set by the rewriter's topic-switch detection).
+    topic_start: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    id: str
+    doc_id: str
+    source: str
+    title: str
+    text: str
+    score: float
+    token_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryView:
+    """What memory offers the prompt: an optional summary and verbatim rounds, oldest first."""
+
+    summary: str
+    summary_tokens: int
+    rounds: tuple[Round, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RewriteResult:
+    query: str
+    # "skipped" | "called" | "fallback" | "rule" | "none"
+    action: str
+    topic_switch: bool = False
+    detail: str = ""
+
+
+@dataclass(slots=True)
+class Receipt:
+    strategy: str
+    system_tokens: int
+    summary_tokens: int
+    history_tokens: int
+    query_tokens: int
+    context_tokens: int
+    chunk_budget: int
+    generation_reserve: int
+    total_prompt_tokens: int
+    context_window: int
+    rounds_kept: int
+    compressed: bool
+    compressed_tokens_before: int | None = None
+    compressed_tokens_after: int | None = None
+    rounds_dropped_for_budget: int = 0
+    rewrite: str = "none"
+    topic_switch: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: getattr(self, k) for k in self.__slots__ if k != "extra"}
+        out.update(self.extra)
+        return out

@@ -1,0 +1,122 @@
+"""Sparse BM25-style vectors for hybrid retrieval.
+
+Terms come from jieba's search-mode segmentation (Chinese words and their sub-words) plus lowercase
+Latin words and numbers. Documents carry BM25 term-frequency weights; queries carry 1 per term; Qdrant's
+IDF modifier supplies the inverse document frequency, so the index needs no corpus statistics here.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import zlib
+from collections import Counter
+from dataclasses import dataclass
+
+import jieba
+
+jieba.setLogLevel(logging.WARNING)
+
+_TOKEN = re.compile(r"[a-z0-9]+(?:[.\-][a-z0-9]+)*|[\u4e00-\u9fff]+")
+_STOP = frozenset(
+    [
+        "的",
+        "了",
+        "和",
+        "是",
+        "在",
+        "我",
+        "你",
+        "他",
+        "她",
+        "它",
+        "们",
+        "吗",
+        "呢",
+        "吧",
+        "啊",
+        "有",
+        "也",
+        "就",
+        "都",
+        "要",
+        "会",
+        "可以",
+        "怎么",
+        "什么",
+        "多少",
+        "这个",
+        "那个",
+        "the",
+        "a",
+        "an",
+        "and",
+        "or",
+        "of",
+        "to",
+        "in",
+        "on",
+        "for",
+        "is",
+        "are",
+        "be",
+        "it",
+        "its",
+        "this",
+        "that",
+        "what",
+        "how",
+        "do",
+        "does",
+        "with",
+        "at",
+        "by",
+        "from",
+        "can",
+        "i",
+        "you",
+        "my",
+        "your",
+        "we",
+        "our",
+    ]
+)
+
+
+@dataclass(frozen=True)
+class SparseVec:
+    indices: list[int]
+    values: list[float]
+
+
+def terms(text: str) -> list[str]:
+    out: list[str] = []
+    for match in _TOKEN.finditer(text.lower()):
+        piece = match.group()
+        if piece[0] >= "\u4e00":
+            out.extend(w for w in jieba.lcut_for_search(piece) if w not in _STOP)
+        elif piece not in _STOP:
+            out.append(piece)
+    return out
+
+
+def _index(term: str) -> int:
+    return zlib.crc32(term.encode("utf-8"))
+
+
+def document_vector(text: str, avg_len: int, k1: float, b: float) -> SparseVec:
+    counts = Counter(_index(t) for t in terms(text))
+    length = sum(counts.values()) or 1
+    norm = k1 * (1 - b + b * length / avg_len)
+    idx = sorted(counts)
+    return SparseVec(idx, [counts[i] * (k1 + 1) / (counts[i] + norm) for i in idx])
+
+
+def query_vector(text: str) -> SparseVec:
+    idx = sorted({_index(t) for t in terms(text)})
+    return SparseVec(idx, [1.0] * len(idx))
+
+
+def warm_up() -> None:
+    """jieba loads its dictionary lazily (~1 s); do it at start-up, not on the first turn."""
+    jieba.initialize()

