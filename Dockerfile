@@ -6,7 +6,8 @@ COPY rag_service rag_service
 COPY ingest ingest
 COPY configs configs
 COPY examples examples
-# CPU-only torch for the sentence-transformers backend.
-RUN pip install --no-cache-dir --extra-index-url https://download.pytorch.org/whl/cpu .
+# Point PIP_EXTRA_INDEX_URL at a CPU-only torch index to keep the image small.
+ARG PIP_EXTRA_INDEX_URL=""
+RUN pip install --no-cache-dir .
 EXPOSE 8000
 CMD ["rag-serve", "--host", "0.0.0.0", "--port", "8000"]
