@@ -42,7 +42,7 @@ FONT_CANDIDATES = (
     "C:/Windows/Fonts/msyh.ttc",
 )
 
-CREATION_DATE = dt.datetime(2025, 3, 1, 9, 0, 0, tzinfo=dt.timezone.utc)
+CREATION_DATE = dt.datetime(2025, 3, 1, 9, 0, 0, tzinfo=dt.UTC)
 AUTHOR = "星辰数码 Xingchen Digital"
 
 

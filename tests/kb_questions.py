@@ -54,8 +54,7 @@ QUESTIONS: list[tuple[str, str, str]] = [
     ("How much memory do I need for 4K video editing?", "laptop-buying-guide.md", "32GB or more"),
     ("Is a 256GB SSD enough for a laptop?", "laptop-buying-guide.md", "256GB SSD is enough"),
     ("I'm moving out of China. Will my warranty still work?", "warranty-faq-english.txt", "mainland China only"),
-    ("How long do I have to buy the extended warranty after delivery?", "warranty-faq-english.txt",
-     "within 30 days"),
+    ("How long do I have to buy the extended warranty after delivery?", "warranty-faq-english.txt", "within 30 days"),
     ("What's the starting price of the ThinkPad X1 Carbon Gen 12?", "thinkpad-x1-carbon-gen12.html", "11999"),
     ("How much is a battery replacement for the MacBook Air M3 out of warranty?", "macbook-air-m3.md", "1299"),
 ]
@@ -69,20 +68,37 @@ FOLLOWUPS: list[tuple[list[str], str, str]] = [
     (["华为 MateBook X Pro 有多重？", "那保修期是多久？"], "huawei-matebook-x-pro.md", "主要部件保修 2 年"),
     (["iPhone 16 128GB 多少钱？", "屏幕摔碎了换一块要多少钱？"], "iphone-16.html", "1999"),
     (
-        ["我想买一台商务笔记本。", "ThinkPad X1 Carbon Gen 12 最便宜的配置多少钱？", "它的键盘坏了，过保以后换要多少钱？"],
+        [
+            "我想买一台商务笔记本。",
+            "ThinkPad X1 Carbon Gen 12 最便宜的配置多少钱？",
+            "它的键盘坏了，过保以后换要多少钱？",
+        ],
         "thinkpad-x1-carbon-gen12.html",
         "1050",
     ),
-    (["深圳有你们的门店吗？", "营业时间是几点到几点？"], "store-locations.md", "9:30 至 21:30"),
-    # --- English -------------------------------------------------------------------------------
-    (["How much is the ThinkPad X1 Carbon Gen 12?", "What about its warranty?"],
-     "thinkpad-x1-carbon-gen12.html", "3-year on-site"),
-    (["Do you ship to Singapore?", "How long does delivery take?"], "international-shipping.md", "5 to 8 business days"),
-    (["Do you have a student discount?", "How many laptops can I buy with it each year?"],
-     "student-discount.html", "one discounted laptop"),
     (
-        ["I'm thinking about the Huawei MateBook X Pro.", "How much does it weigh?",
-         "And how much is a battery replacement for it?"],
+        ["我们公司要开增值税专用发票。", "那以后退货的时候需要注意什么？"],
+        "invoice-policy.txt",
+        "纸质发票与商品一同寄回",
+    ),
+    # --- English -------------------------------------------------------------------------------
+    (
+        ["How much is the ThinkPad X1 Carbon Gen 12?", "What about its warranty?"],
+        "thinkpad-x1-carbon-gen12.html",
+        "3-year on-site",
+    ),
+    (["Can you ship a laptop to Australia?", "How much would that cost?"], "international-shipping.md", "¥280"),
+    (
+        ["Do you have a student discount?", "Is there a limit on how many I can buy?"],
+        "student-discount.html",
+        "one discounted laptop",
+    ),
+    (
+        [
+            "I'm thinking about the Huawei MateBook X Pro.",
+            "How much does it weigh?",
+            "And how much is a battery replacement for it?",
+        ],
         "huawei-matebook-x-pro.md",
         "759",
     ),
