@@ -6,7 +6,9 @@ failures are retried with backoff (tenacity) and then raised as `UpstreamError`.
 
 from __future__ import annotations
 
+import math
 import re
+from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -16,13 +18,13 @@ from openai import AsyncOpenAI
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from rag_service.domain import Chunk
+from rag_service.lexical import terms
 from rag_service.settings import LLMEndpoint
 
 ChatMessages = list[dict[str, Any]]
 
 _RETRYABLE = (openai.APIConnectionError, openai.APITimeoutError, openai.InternalServerError, openai.RateLimitError)
 _SENTENCE_END = re.compile(r"(?<=[。！？；!?;])|(?<=[.])\s+|\n+")
-_WORD = re.compile(r"[a-z0-9]+|[\u4e00-\u9fff]")
 
 
 class UpstreamError(RuntimeError):
@@ -150,18 +152,27 @@ class ExtractiveGenerator:
             yield line
 
     def _answer(self, question: str, chunks: Sequence[Chunk]) -> str:
-        q = set(_WORD.findall(question.lower()))
-        scored: list[tuple[float, int, str, str]] = []
+        # Candidate sentences with their terms; words of a chunk's title say which document it is,
+        # not what it answers, so they do not count.
+        candidates: list[tuple[int, str, str, set[str]]] = []
         for rank, chunk in enumerate(chunks):
+            title_terms = set(terms(chunk.title))
             for sentence in _SENTENCE_END.split(chunk.text):
-                s = sentence.strip()
-                if len(s) < 4:
+                s = sentence.strip(" -*#\t")
+                if len(s) < 4 or s == chunk.title:
                     continue
-                overlap = len(q & set(_WORD.findall(s.lower())))
-                # Ties go to better-ranked chunks; retrieval order carries the semantic signal.
-                scored.append((overlap / (1 + 0.15 * rank), -rank, s, chunk.title))
-        if not scored:
+                candidates.append((rank, s, chunk.title, set(terms(s)) - title_terms))
+        if not candidates:
             return self.empty
-        best = sorted(scored, key=lambda t: (t[0], t[1]), reverse=True)[: self.max_sentences]
-        lines = [f"- {s}（{title}）" for _, _, s, title in best]
+        df: Counter[str] = Counter(t for c in candidates for t in c[3])
+        n = len(candidates)
+        q = set(terms(question))
+
+        def score(c: tuple[int, str, str, set[str]]) -> float:
+            rank, _, _, words = c
+            # Rarer shared terms say more; better-ranked chunks carry retrieval's semantic signal.
+            return sum(math.log(1 + n / df[t]) for t in q & words) / (1 + 0.15 * rank)
+
+        best = sorted(candidates, key=lambda c: (score(c), -c[0]), reverse=True)[: self.max_sentences]
+        lines = [f"- {s}（{title}）" for _, s, title, _ in best]
         return self.intro + "\n" + "\n".join(lines)

