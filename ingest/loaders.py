@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import codecs
 import re
+import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from bs4 import BeautifulSoup, NavigableString, Tag
+from bs4 import BeautifulSoup
+from bs4.element import NavigableString, Tag
 from pypdf import PdfReader
 from pypdf.errors import PyPdfError
 
@@ -30,6 +32,9 @@ _BYTES_PER_MB = 1024 * 1024
 # Chinese files are written in.
 TEXT_ENCODINGS = ("utf-8-sig", "gb18030")
 _UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+# Text never holds NUL or most other C0 controls; binary data often decodes "successfully" anyway
+# (UTF-8 accepts NUL bytes, GB18030 and UTF-16 accept many byte pairs).
+_BINARY_CHAR = re.compile("[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f]")
 # A charset declared by the page itself is trusted before guessing; it sits near the top.
 _HTML_SNIFF_BYTES = 4096
 _HTML_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:\-]+)""", re.IGNORECASE)
@@ -56,6 +61,15 @@ _HTML_BLOCKS = (
 )  # fmt: skip
 _HTML_CELL_SEPARATOR = " | "
 _SPACES = re.compile(r"\s+")
+_CJK_CHAR = "\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef"
+# A source line break between two CJK characters is not a space in the rendered text either.
+_CJK_LINE_BREAK = re.compile(rf"(?<=[{_CJK_CHAR}])[ \t\r]*\n\s*(?=[{_CJK_CHAR}])")
+
+# PDF text comes with the page's visual line breaks. A line that spans (nearly) the full text width and
+# does not end a sentence was wrapped by the layout, and is glued back to the next line.
+_SOFT_WRAP_WIDTH_RATIO = 0.85
+_LINE_ENDS = tuple("。！？；：.!?;:")
+_LIST_ITEM = re.compile(r"\s*(?:\d{1,3}[.、)）]|[一二三四五六七八九十]{1,3}、|[•·▪◦*\-–—])")
 
 # pypdf signals malformed input through its own errors and, deeper in the object parser, through
 # ordinary ones; all of them mean "this is not a PDF we can read".
@@ -151,6 +165,10 @@ def _probe_text(path: Path, label: str, *, markdown: bool) -> tuple[str, str | N
         has_text = False
         try:
             for block in _decode_blocks(path, encoding):
+                if binary := _BINARY_CHAR.search(block):
+                    raise LoadError(
+                        f"{label}: looks like binary data, not text (control character U+{ord(binary.group()):04X})"
+                    )
                 has_text = has_text or not block.isspace()
                 finder.feed(block)
         except UnicodeDecodeError as exc:
@@ -215,10 +233,7 @@ class _TitleFinder:
         return self.title
 
     def _offer(self, line: str) -> bool:
-        if self._markdown:
-            candidate = self._markdown_title(line)
-        else:
-            candidate = line if line.strip() else None
+        candidate = self._markdown_title(line) if self._markdown else line
         if candidate is None:
             return False
         title = _clean_title(candidate)
@@ -325,7 +340,7 @@ def _collapse_source_whitespace(soup: BeautifulSoup) -> None:
     # Line breaks in HTML source are layout, not structure; only <pre> keeps them.
     for node in soup.find_all(string=True):
         if type(node) is NavigableString and node.find_parent("pre") is None:
-            node.replace_with(_SPACES.sub(" ", str(node)))
+            node.replace_with(_SPACES.sub(" ", _CJK_LINE_BREAK.sub("", str(node))))
 
 
 # ---------------------------------------------------------------- PDF
@@ -350,9 +365,41 @@ def _load_pdf(path: Path, label: str) -> LoadedDoc:
 
 def _page_text(reader: PdfReader, index: int, label: str) -> str:
     try:
-        return reader.pages[index].extract_text() or ""
+        text = reader.pages[index].extract_text() or ""
     except _PDF_ERRORS as exc:
         raise LoadError(f"{label}: cannot extract the text of page {index + 1} ({exc})") from exc
+    return unwrap_lines(text)
+
+
+def unwrap_lines(text: str) -> str:
+    """Undo the layout's line wrapping inside paragraphs of extracted PDF text."""
+    lines = [line.rstrip() for line in text.split("\n")]
+    width = max((_display_width(line) for line in lines), default=0)
+    out: list[str] = []
+    for line in lines:
+        if out and line.strip() and _soft_wrapped(out[-1], width) and not _LIST_ITEM.match(line):
+            out[-1] = _glue(out[-1], line.lstrip())
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+def _display_width(line: str) -> int:
+    # CJK characters take two columns, so Chinese and Latin lines of the same width compare equal.
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line)
+
+
+def _soft_wrapped(line: str, width: int) -> bool:
+    stripped = line.strip()
+    return (
+        bool(stripped) and not stripped.endswith(_LINE_ENDS) and _display_width(line) >= _SOFT_WRAP_WIDTH_RATIO * width
+    )
+
+
+def _glue(line: str, following: str) -> str:
+    # Chinese has no spaces between words; a Latin word broken at a hyphen continues directly.
+    wide = unicodedata.east_asian_width(line[-1]) in "WF" or unicodedata.east_asian_width(following[0]) in "WF"
+    return line + following if wide or line.endswith("-") else f"{line} {following}"
 
 
 def _pdf_blocks(reader: PdfReader, first: int, first_text: str, label: str) -> Iterator[str]:

