@@ -4,26 +4,38 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import tempfile
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+import uuid
+from collections import defaultdict
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import aclosing, asynccontextmanager
+from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, cast
 
-from fastapi import Depends, FastAPI, File, Form, HTTPException, Request, UploadFile
-from fastapi.responses import JSONResponse
-from ingest.pipeline import delete_document, ingest_file
+from fastapi import Depends, FastAPI, File, Form, Header, HTTPException, Request, Response, UploadFile
+from fastapi.responses import HTMLResponse, JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from ingest.loaders import LoadError
+from ingest.pipeline import delete_document, ingest_file
+from rag_service import logs
+from rag_service.auth import Principal, RateLimited, Unauthorized
 from rag_service.domain import SessionMeta
 from rag_service.llm import UpstreamError
+from rag_service.openai_compat import build_router
 from rag_service.pipeline import ChatPipeline, QuestionTooLong, TurnResult, sources_payload
+from rag_service.privacy import Masker
 from rag_service.settings import Settings
 from rag_service.store import SessionBusy, SessionNotFound, new_session_id
+from rag_service.tokens import TokenCounter
 from rag_service.wiring import Services, build_services
+
+log = logging.getLogger("rag_service.api")
 
 UPLOAD_BLOCK = 1 << 20
 
@@ -64,8 +76,29 @@ def get_pipeline(services: Annotated[Services, Depends(get_services)]) -> ChatPi
     return services.pipeline
 
 
+def get_counter(services: Annotated[Services, Depends(get_services)]) -> TokenCounter:
+    return services.counter
+
+
+def get_principal(
+    services: Annotated[Services, Depends(get_services)], authorization: Annotated[str | None, Header()] = None
+) -> Principal:
+    """Who is calling (tenant), and whether their key still has budget in the rate limit."""
+    principal = services.api_keys.authenticate(authorization)
+    services.rate_limiter.check(principal.key_id)
+    return principal
+
+
 ServicesDep = Annotated[Services, Depends(get_services)]
 PipelineDep = Annotated[ChatPipeline, Depends(get_pipeline)]
+PrincipalDep = Annotated[Principal, Depends(get_principal)]
+
+
+def _owned(principal: Principal, session_id: str) -> str:
+    """A tenant's sessions carry its name as id prefix; any other id is unknown to it (404, not 403)."""
+    if principal.tenant and not session_id.startswith(principal.tenant + ":"):
+        raise SessionNotFound(session_id)
+    return session_id
 
 
 def create_app(settings: Settings | None = None, services: Services | None = None) -> FastAPI:
@@ -78,6 +111,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             yield
             return
         built = await asyncio.to_thread(build_services, settings or Settings())
+        obs = built.settings.observability
+        logs.configure_logging(obs.json_logs, obs.log_level, Masker.from_settings(built.settings.privacy))
         app.state.services = built
         try:
             yield
@@ -85,9 +120,36 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             await built.close()
 
     app = FastAPI(title="RAG customer-service chat", version="0.1.0", lifespan=lifespan)
+    app.state.doc_locks = defaultdict(asyncio.Lock)
     _install_error_handlers(app)
+    app.middleware("http")(_request_context)
     _add_routes(app)
+    app.include_router(build_router(get_pipeline, get_counter, _openai_validate, get_principal))
     return app
+
+
+async def _request_context(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+    """Request id in every log line of the request, and one access log line."""
+    rid = request.headers.get("x-request-id") or uuid.uuid4().hex[:16]
+    token = logs.request_id.set(rid)
+    sid_token = logs.session_id.set(request.headers.get("x-session-id") or "")
+    start = time.perf_counter()
+    try:
+        response = await call_next(request)
+        response.headers["X-Request-Id"] = rid
+        log.info(
+            "request",
+            extra={
+                "method": request.method,
+                "path": request.url.path,
+                "status": response.status_code,
+                "duration_ms": logs.elapsed_ms(start),
+            },
+        )
+        return response
+    finally:
+        logs.request_id.reset(token)
+        logs.session_id.reset(sid_token)
 
 
 def _install_error_handlers(app: FastAPI) -> None:
@@ -102,6 +164,13 @@ def _install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(QuestionTooLong, handler(422, ""))
     app.add_exception_handler(UpstreamError, handler(502, ""))
     app.add_exception_handler(LoadError, handler(422, ""))
+    app.add_exception_handler(Unauthorized, handler(401, ""))
+
+    async def rate_limited(request: Request, exc: Exception) -> JSONResponse:
+        retry = exc.retry_after_s if isinstance(exc, RateLimited) else 1.0
+        return JSONResponse({"detail": str(exc)}, status_code=429, headers={"Retry-After": str(max(1, round(retry)))})
+
+    app.add_exception_handler(RateLimited, rate_limited)
 
 
 def _validate_question(settings: Settings, question: str) -> str:
@@ -124,20 +193,50 @@ def _turn_json(result: TurnResult) -> dict[str, Any]:
 
 
 def _add_routes(app: FastAPI) -> None:
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def web_page() -> HTMLResponse:
+        page = resources.files("rag_service").joinpath("static", "index.html").read_text(encoding="utf-8")
+        return HTMLResponse(page)
+
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
+        """Liveness: the process answers."""
         return {"status": "ok"}
 
+    @app.get("/readyz")
+    async def readyz(services: ServicesDep) -> JSONResponse:
+        """Readiness: Qdrant, the session store and the archive database answer."""
+        checks: dict[str, str] = {}
+        probes: list[tuple[str, Callable[[], Awaitable[None]]]] = [
+            ("qdrant", lambda: asyncio.to_thread(services.index.ping)),
+            ("store", services.store.ping),
+        ]
+        for name, probe in probes:
+            try:
+                await asyncio.wait_for(probe(), services.settings.qdrant.timeout_s)
+                checks[name] = "ok"
+            except Exception as exc:
+                checks[name] = f"error: {type(exc).__name__}: {exc}"[:300]
+        ready = all(v == "ok" for v in checks.values())
+        return JSONResponse({"status": "ready" if ready else "not ready", "checks": checks}, 200 if ready else 503)
+
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics(services: ServicesDep) -> Response:
+        return Response(services.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
     @app.post("/v1/sessions", status_code=201)
-    async def create_session(services: ServicesDep, body: CreateSession | None = None) -> dict[str, str]:
+    async def create_session(
+        services: ServicesDep, principal: PrincipalDep, body: CreateSession | None = None
+    ) -> dict[str, str]:
         user = body.user if body else ""
-        session_id = new_session_id(services.settings.session.id_random_bytes, user=user)
-        await services.store.create(SessionMeta(session_id=session_id, created_at=time.time(), user=user))
+        session_id = new_session_id(services.settings.session.id_random_bytes, tenant=principal.tenant, user=user)
+        meta = SessionMeta(session_id=session_id, created_at=time.time(), tenant=principal.tenant, user=user)
+        await services.store.create(meta)
         return {"session_id": session_id}
 
     @app.get("/v1/sessions/{session_id}/messages")
-    async def list_messages(session_id: str, services: ServicesDep) -> dict[str, Any]:
-        messages = await services.store.messages(session_id)
+    async def list_messages(session_id: str, services: ServicesDep, principal: PrincipalDep) -> dict[str, Any]:
+        messages = await services.store.messages(_owned(principal, session_id))
         return {
             "session_id": session_id,
             "messages": [
@@ -146,16 +245,22 @@ def _add_routes(app: FastAPI) -> None:
         }
 
     @app.delete("/v1/sessions/{session_id}", status_code=204)
-    async def delete_session(session_id: str, services: ServicesDep) -> None:
-        if not await services.store.delete(session_id):
+    async def delete_session(session_id: str, services: ServicesDep, principal: PrincipalDep) -> None:
+        if not await services.store.delete(_owned(principal, session_id)):
             raise SessionNotFound(session_id)
 
     @app.post("/v1/sessions/{session_id}/chat", response_model=ChatResponse)
-    async def chat(session_id: str, body: ChatRequest, services: ServicesDep, pipeline: PipelineDep) -> Any:
+    async def chat(
+        session_id: str, body: ChatRequest, services: ServicesDep, pipeline: PipelineDep, principal: PrincipalDep
+    ) -> Any:
         question = _validate_question(services.settings, body.question)
+        _owned(principal, session_id)
+        logs.session_id.set(session_id)
         if not body.stream:
-            return _turn_json(await pipeline.answer(session_id, question))
-        events = cast(AsyncGenerator[tuple[str, Any], None], pipeline.stream(session_id, question))
+            return _turn_json(await pipeline.answer(session_id, question, tenant=principal.tenant))
+        events = cast(
+            AsyncGenerator[tuple[str, Any], None], pipeline.stream(session_id, question, tenant=principal.tenant)
+        )
         # Run up to the first generated piece before answering, so that an unknown session, a busy
         # session or a failing upstream still gets a proper 4xx/502 instead of a broken stream.
         head: list[tuple[str, Any]] = []
@@ -171,12 +276,15 @@ def _add_routes(app: FastAPI) -> None:
 
     @app.post("/v1/documents", status_code=201)
     async def upload_document(
+        request: Request,
         services: ServicesDep,
+        principal: PrincipalDep,
         file: Annotated[UploadFile, File(description="A .txt, .md, .html or .pdf document")],
         source: Annotated[str | None, Form(max_length=1024)] = None,
     ) -> dict[str, Any]:
         name = Path(file.filename or "upload.txt").name
         suffix = Path(name).suffix.lower()
+        name = Path(name).stem + suffix
         if suffix not in services.settings.ingest.extensions:
             raise HTTPException(
                 422,
@@ -194,15 +302,18 @@ def _add_routes(app: FastAPI) -> None:
                             413, f"file is larger than server.max_upload_mb = {services.settings.server.max_upload_mb}"
                         )
                     out.write(block)
-            report = await asyncio.to_thread(
-                ingest_file,
-                path,
-                index=services.index,
-                embedder=services.embedder,
-                counter=services.counter,
-                settings=services.settings,
-                source=source or f"uploads/{name}",
-            )
+            doc_source = source or f"uploads/{name}"
+            # Two uploads of one document at once would each delete the other's fresh chunks.
+            async with request.app.state.doc_locks[doc_source]:
+                report = await asyncio.to_thread(
+                    ingest_file,
+                    path,
+                    index=services.index,
+                    embedder=services.embedder,
+                    counter=services.counter,
+                    settings=services.settings,
+                    source=doc_source,
+                )
         return {
             "doc_id": report.doc_id,
             "source": report.source,
@@ -214,12 +325,12 @@ def _add_routes(app: FastAPI) -> None:
         }
 
     @app.get("/v1/documents")
-    async def list_documents(services: ServicesDep) -> dict[str, Any]:
+    async def list_documents(services: ServicesDep, principal: PrincipalDep) -> dict[str, Any]:
         docs = await asyncio.to_thread(services.index.documents)
         return {"documents": [{"doc_id": k, **v} for k, v in sorted(docs.items(), key=lambda kv: str(kv[1]["source"]))]}
 
     @app.delete("/v1/documents/{doc_id}")
-    async def remove_document(doc_id: str, services: ServicesDep) -> dict[str, Any]:
+    async def remove_document(doc_id: str, services: ServicesDep, principal: PrincipalDep) -> dict[str, Any]:
         removed = await asyncio.to_thread(delete_document, services.index, doc_id)
         if not removed:
             raise HTTPException(404, f"no document with id {doc_id}")
@@ -249,3 +360,8 @@ def _encode(event: tuple[str, Any]) -> ServerSentEvent:
     else:
         payload = {"text": data}
     return ServerSentEvent(json.dumps(payload, ensure_ascii=False), event=kind)
+
+
+def _openai_validate(request: Request) -> Callable[[str], str]:
+    services: Services = request.app.state.services
+    return lambda question: _validate_question(services.settings, question)

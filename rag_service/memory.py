@@ -71,8 +71,9 @@ class SlidingWindow(FullHistory):
         self.rounds = rounds
 
     def load_from(self, meta: SessionMeta) -> int:
-        # A dangling question may sit inside the tail: load one extra round's worth.
-        return max(0, meta.message_count - 2 * self.rounds - 2)
+        # Dangling questions may sit inside the tail (a user retrying through an upstream outage): load
+        # room for one per window round, plus one, so the window still holds N whole rounds.
+        return max(0, meta.message_count - 3 * self.rounds - 2)
 
     def select(self, meta: SessionMeta, messages: Sequence[Message], offset: int) -> MemoryView:
         rounds = [r for _, r in pair_rounds(messages, offset)]

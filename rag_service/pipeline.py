@@ -10,6 +10,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,13 +18,15 @@ import anyio
 
 from rag_service.budget import plan_budget
 from rag_service.domain import Chunk, Message, Receipt, RewriteResult, Round, SessionMeta
-from rag_service.llm import Generator
+from rag_service.guard import OutputGuard
+from rag_service.llm import Generator, UpstreamError
 from rag_service.memory import CompressionPlan, MemoryStrategy
-from rag_service.prompt import build_messages, chunk_wrapper, question_part, summary_message
+from rag_service.metrics import Metrics
+from rag_service.prompt import build_messages, chunk_wrapper, final_user_message, question_part, summary_message
 from rag_service.retrieval import Retriever, fill_budget
 from rag_service.rewrite import Rewriter
 from rag_service.settings import Settings
-from rag_service.store import SessionStore, SummaryUpdate
+from rag_service.store import SessionNotFound, SessionStore, SummaryUpdate
 from rag_service.summary import Summarizer, pin_facts
 from rag_service.tokens import TokenCounter
 
@@ -50,11 +53,13 @@ class Stages:
     rewriter: Rewriter
     generator: Generator
     summarizer: Summarizer
+    metrics: Metrics = field(default_factory=Metrics)
 
 
 @dataclass
 class PreparedTurn:
-    session_id: str
+    # None: a stateless turn (OpenAI-style request carrying its own history); nothing is stored.
+    session_id: str | None
     question: str
     user_message: Message
     rewrite: RewriteResult
@@ -95,34 +100,59 @@ class ChatPipeline:
                 f"budget.total_budget ({cfg.budget.total_budget}) cannot hold the system prompt ({self.system_tokens}), "
                 f"generation_reserve, query_allowance and min_chunk_budget ({floor} in all)"
             )
+        # What the context adds to the final message besides its chunks (header, <documents> tags), so
+        # the chunks plus this frame stay within the chunk budget.
+        count = stages.counter.count
+        self.context_frame_tokens = count(final_user_message(cfg.prompt, [], "")) - count(question_part(cfg.prompt, ""))
+        self.guard = OutputGuard(self.system_prompt, cfg.prompt.leak_window_chars, cfg.prompt.leak_refusal)
+        price = cfg.observability.prices.get(cfg.llm.model)
+        self._price = (price.input_per_1k, price.output_per_1k) if price and cfg.llm.base_url else (0.0, 0.0)
         self._background: set[asyncio.Task[None]] = set()
         self._compressing: set[str] = set()
 
     # -- entry points ---------------------------------------------------------------------------
 
-    async def answer(self, session_id: str, question: str) -> TurnResult:
-        async with self.s.store.lock(session_id):
-            turn = await self._prepare(session_id, question)
+    async def answer(
+        self,
+        session_id: str | None,
+        question: str,
+        *,
+        history: Sequence[Message] | None = None,
+        tenant: str | None = None,
+    ) -> TurnResult:
+        """One turn. `history` replaces the stored history (clients that send their own); `tenant`, when
+        given, must own the session (another tenant's session is reported as unknown)."""
+        async with self._session_lock(session_id):
+            turn = await self._prepare(session_id, question, history, tenant)
             async with self._keep_question_on_failure(turn):
                 t0 = time.perf_counter()
-                text = await self.s.generator.complete(turn.messages, question, turn.chunks)
+                text = self.guard.clean(await self.s.generator.complete(turn.messages, question, turn.chunks))
                 turn.timings["generate"] = time.perf_counter() - t0
-            return await self._finish(turn, text)
+            return await self._finish(turn, text, streamed=False)
 
-    async def stream(self, session_id: str, question: str) -> AsyncIterator[tuple[str, Any]]:
+    async def stream(
+        self,
+        session_id: str | None,
+        question: str,
+        *,
+        history: Sequence[Message] | None = None,
+        tenant: str | None = None,
+    ) -> AsyncIterator[tuple[str, Any]]:
         """Events: ("rewrite", str), ("sources", [Chunk]), ("delta", str)..., ("done", TurnResult)."""
-        async with self.s.store.lock(session_id):
-            turn = await self._prepare(session_id, question)
+        async with self._session_lock(session_id):
+            turn = await self._prepare(session_id, question, history, tenant)
             yield "rewrite", turn.rewrite.query
             yield "sources", turn.chunks
             async with self._keep_question_on_failure(turn):
                 t0 = time.perf_counter()
-                pieces: list[str] = []
+                guard = self.guard.stream()
                 async for piece in self.s.generator.stream(turn.messages, question, turn.chunks):
-                    pieces.append(piece)
-                    yield "delta", piece
+                    if safe := guard.feed(piece):
+                        yield "delta", safe
+                if rest := guard.finish():
+                    yield "delta", rest
                 turn.timings["generate"] = time.perf_counter() - t0
-            yield "done", await self._finish(turn, "".join(pieces))
+            yield "done", await self._finish(turn, guard.answer, streamed=True)
 
     async def drain(self) -> None:
         """Wait for background compressions (tests, shutdown)."""
@@ -131,7 +161,12 @@ class ChatPipeline:
 
     # -- stages -----------------------------------------------------------------------------------
 
-    async def _prepare(self, session_id: str, question: str) -> PreparedTurn:
+    def _session_lock(self, session_id: str | None) -> AbstractAsyncContextManager[Any]:
+        return self.s.store.lock(session_id) if session_id is not None else nullcontext()
+
+    async def _prepare(
+        self, session_id: str | None, question: str, history: Sequence[Message] | None, tenant: str | None
+    ) -> PreparedTurn:
         cfg, s = self.s.settings, self.s
         started = time.perf_counter()
         question_tokens = s.counter.count(question)
@@ -142,7 +177,13 @@ class ChatPipeline:
         user_message = Message("user", question, question_tokens, time.time())
 
         # 1. memory
-        meta, loaded, offset = await s.store.load(session_id, s.memory.load_from)
+        if history is None and session_id is not None:
+            meta, loaded, offset = await s.store.load(session_id, s.memory.load_from)
+            if tenant is not None and meta.tenant != tenant:
+                raise SessionNotFound(session_id)
+        else:
+            loaded, offset = list(history or ()), 0
+            meta = SessionMeta(session_id or "", time.time(), message_count=len(loaded))
         view = s.memory.select(meta, loaded, offset)
         t_mem = time.perf_counter()
 
@@ -164,7 +205,8 @@ class ChatPipeline:
 
         # 4. retrieval
         candidates = await asyncio.to_thread(s.retriever.search, rewrite.query)
-        chunks = fill_budget(candidates, plan.chunk_budget, cfg.retrieval.max_chunks, self._chunk_cost)
+        chunk_room = plan.chunk_budget - self.context_frame_tokens
+        chunks = fill_budget(candidates, chunk_room, cfg.retrieval.max_chunks, self._chunk_cost)
         t_ret = time.perf_counter()
 
         # 5. prompt: the window guard makes "prompt + reserve <= context window" exact, not estimated.
@@ -221,23 +263,28 @@ class ChatPipeline:
         # +1 for the newline that joins blocks.
         return chunk.token_count + self.s.counter.count(chunk_wrapper(chunk)) + 1
 
-    async def _finish(self, turn: PreparedTurn, text: str) -> TurnResult:
+    async def _finish(self, turn: PreparedTurn, text: str, streamed: bool) -> TurnResult:
         s = self.s
         t0 = time.perf_counter()
         answer = Message("assistant", text, s.counter.count(text), time.time())
-        count = await s.store.append(turn.session_id, [turn.user_message, answer])
-        if turn.rewrite.topic_switch:
-            await s.store.set_topic_start(turn.session_id, count - 2)
+        if turn.session_id is not None:
+            count = await s.store.append(turn.session_id, [turn.user_message, answer])
+            if turn.rewrite.topic_switch:
+                await s.store.set_topic_start(turn.session_id, count - 2)
+            self._schedule_compression(turn, answer, count)
         turn.timings["store"] = time.perf_counter() - t0
-        self._schedule_compression(turn, answer, count)
         receipt = turn.receipt.to_dict()
+        receipt["completion_tokens"] = answer.tokens
+        cost = (receipt["total_prompt_tokens"] * self._price[0] + answer.tokens * self._price[1]) / 1000
+        receipt["cost_estimate"] = round(cost, 8)
         receipt["timings_ms"] = {k: round(v * 1000, 3) for k, v in turn.timings.items()}
+        s.metrics.observe_turn(s.generator.mode, streamed, turn.timings, receipt, cost)
         return TurnResult(text, s.generator.mode, turn.rewrite.query, turn.chunks, receipt)
 
     # -- 8. compression -------------------------------------------------------------------------
 
     def _schedule_compression(self, turn: PreparedTurn, answer: Message, count: int) -> None:
-        if turn.session_id in self._compressing:
+        if turn.session_id is None or turn.session_id in self._compressing:
             return
         meta = turn.meta
         meta.message_count = count
@@ -263,8 +310,13 @@ class ChatPipeline:
                 summarized=plan.upto,
                 source_tokens=sum(_round_tokens(r, self.overhead) for r in plan.rounds),
             )
+            t0 = time.perf_counter()
             await s.store.update_summary(session_id, update)
+            s.metrics.stage_seconds.labels("compress").observe(time.perf_counter() - t0)
+            s.metrics.compressions.labels("ok").inc()
+            s.metrics.tokens_saved.inc(max(0, update.source_tokens - update.summary_tokens))
         except Exception as exc:
+            s.metrics.compressions.labels("failed").inc()
             # Nothing is dropped: the rounds stay verbatim and the next turn tries again.
             log.warning("compression failed for a session, will retry next turn: %s", exc)
         finally:
@@ -273,7 +325,7 @@ class ChatPipeline:
     # -- failure handling -----------------------------------------------------------------------
 
     def _keep_question_on_failure(self, turn: PreparedTurn) -> _KeepQuestion:
-        return _KeepQuestion(self.s.store, turn)
+        return _KeepQuestion(self.s.store, turn, self.s.metrics)
 
 
 def _round_tokens(r: Round, overhead: int) -> int:
@@ -283,14 +335,18 @@ def _round_tokens(r: Round, overhead: int) -> int:
 class _KeepQuestion:
     """If generation fails or the client goes away, the question is still stored (without an answer)."""
 
-    def __init__(self, store: SessionStore, turn: PreparedTurn) -> None:
-        self.store, self.turn = store, turn
+    def __init__(self, store: SessionStore, turn: PreparedTurn, metrics: Metrics) -> None:
+        self.store, self.turn, self.metrics = store, turn, metrics
 
     async def __aenter__(self) -> None:
         return None
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
         if exc_type is None:
+            return
+        if isinstance(exc, UpstreamError):
+            self.metrics.upstream_errors.labels("generate").inc()
+        if self.turn.session_id is None:
             return
         # Shielded: a cancelled request (client gone mid-stream) must still finish this write.
         with anyio.CancelScope(shield=True):

