@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -418,6 +419,32 @@ def run_metrics(summary: dict[str, Any]) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------------------------- running
 
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def _busy_cpu_s() -> float:
+    """CPU seconds the whole machine has spent busy (all cores) since boot."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / _CLK_TCK
+
+
+def _proc_cpu_s(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            parts = f.read().rsplit(")", 1)[1].split()
+        return (int(parts[11]) + int(parts[12])) / _CLK_TCK  # utime, stime
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _own_cpu_s(upstreams: Sequence[int]) -> float:
+    """CPU seconds of this process, its finished children (the runners) and the upstream servers."""
+    self_, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    own = self_.ru_utime + self_.ru_stime + kids.ru_utime + kids.ru_stime
+    return own + sum(_proc_cpu_s(pid) for pid in upstreams)
+
 
 @dataclass
 class RunRecord:
@@ -425,6 +452,7 @@ class RunRecord:
     delay: float
     rep: int
     load1: float
+    foreign_cores: float  # CPU used by other processes during the run, in cores (0 = quiet machine)
     metrics: dict[str, Any]
     packages: dict[str, str]
     python: str
@@ -434,6 +462,7 @@ class RunRecord:
 def run_one(
     spec: SystemSpec,
     upstream: Upstream,
+    all_upstreams: Sequence[Upstream],
     rep: int,
     conv_file: Path,
     rounds: int,
@@ -461,9 +490,12 @@ def run_one(
         str(rounds),
         *spec.args,
     ]
-    t0 = time.monotonic()
+    pids = [u.proc.pid for u in all_upstreams]
+    busy0, own0, t0 = _busy_cpu_s(), _own_cpu_s(pids), time.monotonic()
     with logfile.open("w") as lf:
         proc = subprocess.run(cmd, cwd=ROOT, env=_env(tiktoken_dir), stdout=lf, stderr=subprocess.STDOUT, timeout=1800)
+    elapsed = time.monotonic() - t0
+    foreign = max(0.0, (_busy_cpu_s() - busy0) - (_own_cpu_s(pids) - own0)) / max(elapsed, 1e-9)
     if proc.returncode != 0:
         raise SystemExit(f"{tag} failed (exit {proc.returncode}); see {logfile}")
     records = upstream.drain()
@@ -475,30 +507,53 @@ def run_one(
     log(
         f"{tag}: {time.monotonic() - t0:.0f}s  overhead p50 {metrics['overhead_p50']:.1f} ms  "
         f"latency p50 {metrics['latency_p50']:.0f} ms  calls/turn {metrics['calls_per_turn']:.2f}  "
-        f"rss {metrics['rss_mb']:.0f} MB  load {load1:.2f}"
+        f"rss {metrics['rss_mb']:.0f} MB  load {load1:.2f}  other processes {foreign:.2f} cores"
     )
     per_turn = [
         {"conv": c["id"], **{k: v for k, v in t.items() if k != "calls_by_kind"}}
         for c in summary["conversations"]
         for t in c["turns"]
     ]
-    return RunRecord(spec.key, upstream.delay, rep, load1, metrics, run["packages"], run["python"], per_turn)
+    return RunRecord(spec.key, upstream.delay, rep, load1, foreign, metrics, run["packages"], run["python"], per_turn)
 
 
-def wait_quiet(max_wait_s: float, threshold: float) -> None:
-    deadline = time.monotonic() + max_wait_s
-    while True:
-        load1 = os.getloadavg()[0]
-        if load1 < threshold:
-            log(f"load {load1:.2f} < {threshold}: measuring")
+@dataclass
+class QuietGate:
+    """Runs start only when other processes leave the machine alone; a run they disturbed is repeated.
+
+    "Other processes" = the machine's busy CPU minus this script's, its runners' and the upstreams'.
+    """
+
+    cores: float  # at most this much foreign CPU (in cores); 0 disables the gate
+    max_wait_s: float  # in all, over the whole benchmark
+    retries: int = 2
+    waited_s: float = 0.0
+
+    def foreign_now(self, pids: Sequence[int], window_s: float = 3.0) -> float:
+        busy0, own0 = _busy_cpu_s(), _own_cpu_s(pids)
+        time.sleep(window_s)
+        return max(0.0, (_busy_cpu_s() - busy0) - (_own_cpu_s(pids) - own0)) / window_s
+
+    def wait(self, pids: Sequence[int]) -> None:
+        if self.cores <= 0:
             return
-        if time.monotonic() >= deadline:
-            log(
-                f"load {load1:.2f} still >= {threshold} after {max_wait_s:.0f} s: measuring anyway (noted in the report)"
-            )
-            return
-        log(f"load {load1:.2f} >= {threshold}: waiting")
-        time.sleep(30)
+        announced = False
+        while self.waited_s < self.max_wait_s:
+            t0 = time.monotonic()
+            foreign = self.foreign_now(pids)
+            if foreign <= self.cores:
+                if announced:
+                    log(f"other processes use {foreign:.2f} cores: resuming")
+                return
+            if not announced:
+                log(f"other processes use {foreign:.2f} cores (> {self.cores}): waiting")
+                announced = True
+            time.sleep(10)
+            self.waited_s += time.monotonic() - t0
+        log("waited long enough: measuring anyway (the report says how busy the machine was)")
+
+    def disturbed(self, foreign: float) -> bool:
+        return self.cores > 0 and foreign > 1.5 * self.cores and self.waited_s < self.max_wait_s
 
 
 # --------------------------------------------------------------------------------------------- report
@@ -546,6 +601,7 @@ def aggregate(runs: list[RunRecord], systems: list[SystemSpec], zero: float, slo
             "calibration_server_ms_p50": _median(m["calibration_server_ms_p50"] for m in z.values()),
             "unassigned_requests": max((m["unassigned_requests"] for m in both), default=0),
             "max_load1": max((r.load1 for r in runs if r.system == spec.key), default=0.0),
+            "max_foreign_cores": max((r.foreign_cores for r in runs if r.system == spec.key), default=0.0),
         }
         ratios: dict[str, float | None] = {}
         for key, delay in (
@@ -624,7 +680,7 @@ def results_table(agg: dict[str, dict[str, Any]], systems: list[SystemSpec], rou
 
 def _sh(cmd: str) -> str:
     try:
-        return subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=30).stdout.strip()
+        return subprocess.run(cmd, shell=True, cwd=ROOT, capture_output=True, text=True, timeout=30).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "(unavailable)"
 
@@ -646,7 +702,11 @@ def machine_description() -> dict[str, str]:
             "Hypervisor vendor",
         }
     )
+    blas = " ".join(f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("OPENBLAS_")) or "(none)"
+    dirty = _sh("git status --porcelain -- rag_service ingest | wc -l")
     return {
+        "git": f"{_sh('git rev-parse --short HEAD')} with {dirty} uncommitted file(s) under rag_service/ and ingest/",
+        "openblas_env": blas,
         "lscpu": lscpu,
         "nproc": _sh("nproc"),
         "free -g": _sh("free -g"),
@@ -732,13 +792,17 @@ def write_report(
             f"**{'met' if ok else 'not met'}** ({ours['overhead_p50']:.1f} ms)."
         )
     max_load = max((r.load1 for r in runs), default=0.0)
+    foreign = [r.foreign_cores for r in runs]
+    noisy = max(foreign, default=0.0) >= 0.25
     lines: list[str] = [
         "# Side-by-side benchmark: rag-service, LlamaIndex, LangChain",
         "",
         f"Generated by `bench/compare.py` on {meta['finished']} — {meta['reps']} repetitions × "
         f"{len(convs)} conversations ({', '.join(convs)}) × {rounds} rounds, per upstream delay. "
-        f"Highest 1-minute load average when a run started: {max_load:.2f}"
-        + (" (**the machine was not quiet: treat timings with care**)." if max_load >= 1.0 else "."),
+        f"CPU used by other processes while a run was going: median {statistics.median(foreign or [0]):.2f}, "
+        f"max {max(foreign, default=0.0):.2f} cores of {os.cpu_count()} (highest 1-minute load average at a "
+        f"run's start, our own previous run included: {max_load:.2f})"
+        + (" — **the machine was not quiet: treat timings with care**." if noisy else "."),
         "",
         results_table(agg, systems, rounds, convs),
         "",
@@ -846,6 +910,8 @@ def write_report(
         f"$ uname\n{meta['machine']['uname']}",
         f"$ uptime (at start)\n{meta['uptime_start']}",
         f"$ uptime (at end)\n{meta['machine']['uptime']}",
+        f"OpenBLAS environment (inherited by every runner): {meta['machine']['openblas_env']}",
+        f"Code measured: {meta['machine']['git']}",
         "```",
         "",
         "| environment | Python | packages |",
@@ -885,7 +951,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--report", type=Path, default=ROOT / "docs" / "benchmarks.md")
     p.add_argument("--chart", type=Path, default=None, help="default: the report's name with .png")
     p.add_argument("--keep-requests", action="store_true", help="keep every recorded request (large)")
-    p.add_argument("--wait-quiet", type=float, default=0.0, help="wait up to N s for the 1-min load to drop below 1")
+    p.add_argument(
+        "--quiet-cores",
+        type=float,
+        default=0.15,
+        help="start a run only when other processes use at most this many cores; repeat a run they disturbed "
+        "(0: never wait)",
+    )
+    p.add_argument("--max-wait", type=float, default=3600.0, help="seconds to wait for quiet, in all")
     p.add_argument("--base-python", default=getattr(sys, "_base_executable", sys.executable))
     args = p.parse_args(argv)
 
@@ -910,8 +983,7 @@ def main(argv: list[str] | None = None) -> int:
     order_numbers: dict[str, str] = script["order_numbers"]
     counter = PromptCounter(tiktoken_dir)
 
-    if args.wait_quiet:
-        wait_quiet(args.wait_quiet, 1.0)
+    gate = QuietGate(args.quiet_cores, args.max_wait)
     upstreams = {d: Upstream(d, conv_file) for d in (zero, slow)}
     runs: list[RunRecord] = []
     try:
@@ -919,10 +991,12 @@ def main(argv: list[str] | None = None) -> int:
             for delay in (zero, slow):
                 k = rep % len(systems)
                 for spec in systems[k:] + systems[:k]:
-                    runs.append(
-                        run_one(
+                    for attempt in range(gate.retries + 1):
+                        gate.wait([u.proc.pid for u in upstreams.values()])
+                        record = run_one(
                             spec,
                             upstreams[delay],
+                            list(upstreams.values()),
                             rep,
                             conv_file,
                             args.rounds,
@@ -932,7 +1006,10 @@ def main(argv: list[str] | None = None) -> int:
                             order_numbers,
                             args.keep_requests,
                         )
-                    )
+                        if attempt == gate.retries or not gate.disturbed(record.foreign_cores):
+                            break
+                        log(f"other processes used {record.foreign_cores:.2f} cores during that run: repeating it")
+                    runs.append(record)
     finally:
         for u in upstreams.values():
             u.stop()

@@ -6,7 +6,6 @@ history is used, with the configured memory strategy applied; with a session and
 the stored history is used. Client system messages are ignored: the service's own system prompt rules.
 """
 
-from __future__ import annotations
 
 import json
 import time

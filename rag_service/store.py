@@ -86,6 +86,20 @@ class SessionStore(Protocol):
     async def close(self) -> None: ...
 
 
+async def _acquire(lock: asyncio.Lock, timeout: float, session_id: str) -> None:
+    """lock.acquire() within `timeout`, else SessionBusy; never leaves the lock held on a timeout that
+    races the acquisition (which `wait_for` can do on Python 3.11)."""
+    acquired = False
+    try:
+        async with asyncio.timeout(timeout):
+            await lock.acquire()
+            acquired = True
+    except TimeoutError as exc:
+        if acquired:
+            lock.release()
+        raise SessionBusy(session_id) from exc
+
+
 class LiveStore(SessionStore, Protocol):
     """A session store that can sit in front of the archive."""
 
@@ -256,10 +270,7 @@ class MemoryStore:
         lock = self._locks.setdefault(session_id, asyncio.Lock())
         if self.on_busy == "reject" and lock.locked():
             raise SessionBusy(session_id)
-        try:
-            await asyncio.wait_for(lock.acquire(), self.lock_timeout_s)
-        except TimeoutError as exc:
-            raise SessionBusy(session_id) from exc
+        await _acquire(lock, self.lock_timeout_s, session_id)
         try:
             yield
         finally:
@@ -311,6 +322,7 @@ class ArchivedStore:
         self._flush_lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self._failures = 0
+        self._closing = False
         self.restored = 0  # sessions restored from the archive (metrics, tests)
 
     # -- SessionStore ---------------------------------------------------------------------------
@@ -398,6 +410,7 @@ class ArchivedStore:
 
     async def close(self) -> None:
         """Writes what is still queued (a few attempts), then closes both stores."""
+        self._closing = True  # the flusher stops even if a client library swallows the cancel
         if self._task is not None and not self._task.done():
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -431,13 +444,17 @@ class ArchivedStore:
         return pending
 
     def _kick(self) -> None:
+        if self._closing:
+            return
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
         delay = self.flush_interval_s
-        while self._pending:
+        while self._pending and not self._closing:
             await asyncio.sleep(delay)
+            if self._closing:
+                return
             try:
                 await self._flush_once()
                 self._failures, delay = 0, self.flush_interval_s

@@ -28,7 +28,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import LockError
 
 from rag_service.domain import Message, SessionMeta
-from rag_service.store import DELETED, SessionBusy, SessionIncomplete, SessionNotFound, SummaryUpdate
+from rag_service.store import DELETED, SessionBusy, _acquire, SessionIncomplete, SessionNotFound, SummaryUpdate
 
 log = logging.getLogger(__name__)
 
@@ -304,11 +304,7 @@ class RedisStore:
         try:
             if reject and local.locked():
                 raise SessionBusy(session_id)
-            try:
-                async with asyncio.timeout(self.lock_timeout_s):
-                    await local.acquire()
-            except TimeoutError as exc:
-                raise SessionBusy(session_id) from exc
+            await _acquire(local, self.lock_timeout_s, session_id)
             try:
                 lock = self.redis.lock(
                     key,
@@ -320,10 +316,12 @@ class RedisStore:
                 )
                 if not await lock.acquire():
                     raise SessionBusy(session_id)
-                renew = loop.create_task(self._renew(lock))
+                stop = asyncio.Event()
+                renew = loop.create_task(self._renew(lock, stop))
                 try:
                     yield
                 finally:
+                    stop.set()
                     renew.cancel()
                     await asyncio.gather(renew, return_exceptions=True)
                     try:
@@ -335,17 +333,25 @@ class RedisStore:
         finally:
             self._local.put(key)
 
-    async def _renew(self, lock: Any) -> None:
+    async def _renew(self, lock: Any, stop: asyncio.Event) -> None:
+        # Ends on `stop`, not only on cancel: redis-py can swallow a cancellation that arrives
+        # mid-command, and a renewer that kept running would keep its turn's caller waiting.
         period = max(0.05, self.lock_timeout_s / 3)
-        while True:
-            await asyncio.sleep(period)
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(stop.wait(), period)
+                return
+            except TimeoutError:
+                pass
             try:
                 await lock.reacquire()
             except LockError:
-                log.warning("a session lock was lost while its turn was running")
+                if not stop.is_set():
+                    log.warning("a session lock was lost while its turn was running")
                 return
             except Exception as exc:  # Redis briefly unreachable: try again next period
-                log.warning("could not renew a session lock: %s", exc)
+                if not stop.is_set():
+                    log.warning("could not renew a session lock: %s", exc)
 
     # -- lifecycle ------------------------------------------------------------------------------
 

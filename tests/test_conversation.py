@@ -19,6 +19,7 @@ import pytest
 
 from rag_service.domain import SessionMeta
 from rag_service.prompt import CLOSE_DOCS, OPEN_DOCS
+from rag_service.settings import PromptSettings
 from rag_service.summary import PINNED_HEADER
 from rag_service.wiring import Services
 from tests.conftest import AppClient
@@ -30,6 +31,7 @@ FIRST_QUESTION = f"你好，我的订单号是 {ORDER}，金额 8999 元，请�
 # What the summarizer answers: a fine summary, except that it leaves out the order number and amount.
 SUMMARY_REPLY = "用户先询问了自己订单的发货时间，之后陆续咨询了多款手机和笔记本电脑的价格、配置、保修与售后政策。"
 SUMMARIZER_MARK = "running summary"  # in the summarizer's system prompt, never in a chat request
+SUMMARY_HEADER = PromptSettings().summary_header
 
 ANSWER_SENTENCES = [
     "根据资料，这款产品支持七天无理由退货，但激活后需要经过检测。",
@@ -160,7 +162,8 @@ class Conversation:
 
 
 def has_summary(messages: list[dict[str, Any]]) -> bool:
-    return len(messages) > 2 and messages[1]["role"] == "system"
+    """The summary travels in a system message right after the system prompt."""
+    return messages[1]["role"] == "system" and str(messages[1]["content"]).startswith(SUMMARY_HEADER)
 
 
 def settings_for(strategy: str, fake: FakeLLM, **extra: Any) -> dict[str, Any]:
@@ -176,6 +179,8 @@ def settings_for(strategy: str, fake: FakeLLM, **extra: Any) -> dict[str, Any]:
         "budget": {"history_budget": 1200},
         # Retrieval sees the question as asked: rewriting has its own tests, and memory does not depend on it.
         "rewrite": {"mode": "none"},
+        # Hundreds of requests in a few seconds: the per-key rate limit would answer 429.
+        "auth": {"rate_per_s": 0},
     }
     for key, value in extra.items():
         base[key] = {**base.get(key, {}), **value}
