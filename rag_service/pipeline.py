@@ -104,6 +104,13 @@ class ChatPipeline:
         # the chunks plus this frame stay within the chunk budget.
         count = stages.counter.count
         self.context_frame_tokens = count(final_user_message(cfg.prompt, [], "")) - count(question_part(cfg.prompt, ""))
+        probe = Chunk("0" * 36, "0" * 36, "x" * 64, "x" * 32, "", 0.0, cfg.chunking.chunk_tokens)
+        one_chunk = self.context_frame_tokens + self._chunk_cost(probe)
+        if cfg.budget.min_chunk_budget < one_chunk:
+            raise ConfigError(
+                f"budget.min_chunk_budget ({cfg.budget.min_chunk_budget}) cannot hold one full chunk with its "
+                f"markers ({one_chunk} tokens for chunking.chunk_tokens = {cfg.chunking.chunk_tokens})"
+            )
         self.guard = OutputGuard(self.system_prompt, cfg.prompt.leak_window_chars, cfg.prompt.leak_refusal)
         price = cfg.observability.prices.get(cfg.llm.model)
         self._price = (price.input_per_1k, price.output_per_1k) if price and cfg.llm.base_url else (0.0, 0.0)

@@ -86,7 +86,7 @@ class SessionStore(Protocol):
     async def close(self) -> None: ...
 
 
-async def _acquire(lock: asyncio.Lock, timeout: float, session_id: str) -> None:
+async def acquire_within(lock: asyncio.Lock, timeout: float, session_id: str) -> None:
     """lock.acquire() within `timeout`, else SessionBusy; never leaves the lock held on a timeout that
     races the acquisition (which `wait_for` can do on Python 3.11)."""
     acquired = False
@@ -270,7 +270,7 @@ class MemoryStore:
         lock = self._locks.setdefault(session_id, asyncio.Lock())
         if self.on_busy == "reject" and lock.locked():
             raise SessionBusy(session_id)
-        await _acquire(lock, self.lock_timeout_s, session_id)
+        await acquire_within(lock, self.lock_timeout_s, session_id)
         try:
             yield
         finally:

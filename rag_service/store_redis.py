@@ -28,7 +28,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import LockError
 
 from rag_service.domain import Message, SessionMeta
-from rag_service.store import DELETED, SessionBusy, _acquire, SessionIncomplete, SessionNotFound, SummaryUpdate
+from rag_service.store import DELETED, SessionBusy, SessionIncomplete, SessionNotFound, SummaryUpdate, acquire_within
 
 log = logging.getLogger(__name__)
 
@@ -304,7 +304,7 @@ class RedisStore:
         try:
             if reject and local.locked():
                 raise SessionBusy(session_id)
-            await _acquire(local, self.lock_timeout_s, session_id)
+            await acquire_within(local, self.lock_timeout_s, session_id)
             try:
                 lock = self.redis.lock(
                     key,
