@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     compare.write_conversations(compare.BENCH / "conversations.json", conv_file)
     os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(tiktoken_dir))
     if not args.threads:
-        asyncio.to_thread = _inline_to_thread  # type: ignore[assignment]
+        asyncio.to_thread = _inline_to_thread
 
     upstream = compare.Upstream(0.0, conv_file)
     try:

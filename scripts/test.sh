@@ -4,4 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
 bash scripts/services.sh
+# Debian's Chromium for the web page test (Playwright drives it; no browser download).
+if ! command -v chromium >/dev/null; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
 exec .venv/bin/python -m pytest "$@"
