@@ -50,6 +50,8 @@ def serve(
         port=port or settings.server.port,
         workers=workers,
         log_level="info",
+        # The app logs one structured line per request itself.
+        access_log=False,
     )
 
 

@@ -319,6 +319,7 @@ class ArchivedStore:
         self.live, self.archive, self.masker, self.count_tokens = live, archive, masker, count_tokens
         self.flush_interval_s, self.retry_max_s = flush_interval_s, retry_max_s
         self._pending: dict[str, _Pending] = {}
+        self._inflight: dict[str, _Pending] = {}
         self._flush_lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self._failures = 0
@@ -430,7 +431,8 @@ class ArchivedStore:
 
     @property
     def pending(self) -> int:
-        return len(self._pending)
+        """Sessions with changes not yet in the archive (queued or being written)."""
+        return len(self._pending.keys() | self._inflight.keys())
 
     async def flush(self) -> None:
         """Writes everything queued so far; raises if the archive fails (the queue is kept)."""
@@ -473,6 +475,7 @@ class ArchivedStore:
             if not self._pending:
                 return
             batch, self._pending = self._pending, {}
+            self._inflight = batch
             try:
                 await self._write(batch)
             except BaseException:
@@ -482,6 +485,8 @@ class ArchivedStore:
                         queued.absorb(newer)
                     self._pending[sid] = queued
                 raise
+            finally:
+                self._inflight = {}
 
     async def _write(self, batch: dict[str, _Pending]) -> None:
         sids = list(batch)
