@@ -9,6 +9,7 @@ Appending whole history turns is what hurts retrieval, so it is never done.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -43,8 +44,15 @@ def is_chinese(text: str) -> bool:
     return bool(_CJK.search(text))
 
 
+# "is it safer to ...", "it is better to ...": a dummy subject, not a reference.
+_EXPLETIVE_IT = re.compile(
+    r"\b(?:(?:is|was|isn't|wasn't)\s+it|it\s+(?:is|was|'s))\s+(?:\w+\s+){0,2}?\w+\s+(?:to|that)\b", re.I
+)
+
+
 def reference_marker(question: str) -> str | None:
     """The first reference marker in the question (a pronoun, demonstrative or ellipsis cue), if any."""
+    question = _EXPLETIVE_IT.sub(" ", question)
     if is_chinese(question):
         words: list[str] = [str(w) for w in jieba.lcut(question) if w.strip() and not _is_punct(w)]
         if words and words[0] in _ZH_LEADING:
@@ -226,16 +234,17 @@ def _inside_named(phrase: str, found: Sequence[Entity]) -> bool:
 
 
 def mentions(question: str, entity: Entity) -> bool:
-    """Does the question already name the entity (case-insensitive; most of a multi-word name counts)?"""
+    """Does the question already name the entity? Case-insensitive; for Latin names, most of the name's
+    words of three letters or more count ("covid" names "COVID-19", "X1 Carbon" names "ThinkPad X1 Carbon")."""
     q = normalize(question)
     if entity.key in q:
         return True
     if is_chinese(entity.text) and not entity.named:
         return False
-    words = [w for w in entity.key.split() if w not in _EN_STOP]
-    if len(words) < 2:
+    words = [w for w in re.split(r"[\s\-]+", entity.key) if len(w) >= 3 and w not in _EN_STOP]
+    if not words:
         return False
-    q_words = set(_EN_WORD.findall(q))
+    q_words = set(re.split(r"[^a-z0-9]+", q))
     return sum(w in q_words for w in words) * 3 >= len(words) * 2
 
 
@@ -264,8 +273,9 @@ def salient_entities(history: Sequence[HistoryText], limit: int = 2) -> list[Ent
     """Entities of the history, most salient first.
 
     A mention counts by its side (the user's questions most; answers only for names), its recency and
-    its kind (names, models and ids beat noun phrases; longer beats shorter); an entity that recurs over
-    several rounds is the conversation's subject and gains most. A one-word name inside a longer one
+    its kind (names, models and ids beat noun phrases; longer beats shorter); an entity the user comes
+    back to over several rounds is the conversation's subject and gains most (answers repeat the
+    domain's own name everywhere, so their repetitions do not count). A one-word name inside a longer one
     ("Jackson" in "Reggie Jackson") adds to the longer one.
     """
     found: dict[str, _Score] = {}
@@ -277,7 +287,8 @@ def salient_entities(history: Sequence[HistoryText], limit: int = 2) -> list[Ent
             weight = _SOURCE_WEIGHT[item.source] * _DECAY**item.age
             entry = found.setdefault(e.key, _Score(e))
             entry.score += weight * (3.0 if e.named else 1.0) * (1 + 0.25 * min(size, 3.0))
-            entry.rounds.add(item.age)
+            if item.source != "assistant":
+                entry.rounds.add(item.age)
             if e.named and not entry.entity.named:
                 entry.entity = e  # keep the capitalised spelling
     for key in sorted(found, key=len):
@@ -290,7 +301,7 @@ def salient_entities(history: Sequence[HistoryText], limit: int = 2) -> list[Ent
             found[best].score += found[key].score
             found[best].rounds |= found[key].rounds
             del found[key]
-    ranked = sorted(found.values(), key=lambda s: s.score * (1 + 0.5 * (len(s.rounds) - 1)), reverse=True)
+    ranked = sorted(found.values(), key=lambda s: s.score * (1 + 0.5 * max(len(s.rounds) - 1, 0)), reverse=True)
     return [s.entity for s in ranked[:limit]]
 
 
@@ -334,7 +345,8 @@ def definite_reference(question: str, candidates: Sequence[Entity]) -> tuple[str
         head = _singular(m.group(2).lower())
         for e in candidates:
             words = e.key.split()
-            if len(words) >= 2 and _singular(words[-1]) == head and not mentions(question, e):
+            heads = {_singular(words[-1])} | {_singular(w) for w, nxt in itertools.pairwise(words) if nxt == "of"}
+            if len(words) >= 2 and head in heads and not mentions(question, e):
                 return m.group(), e
     return None
 
@@ -362,9 +374,20 @@ def rule_rewrite(question: str, candidates: Sequence[Entity], names_only: bool =
     return question, "no entity to add"
 
 
+# Words that say little about what is asked: they do not make a question standalone.
+_WEAK_WORDS = """big bigger biggest large larger largest small smaller smallest best worst main major important different
+    same typical general common usual usually possible necessary available interesting popular good great
+    tho though btw hmm lol maybe perhaps anyway really exactly basically generally"""
+_WEAK = frozenset(_WEAK_WORDS.split())
+
+
 def content_size(question: str) -> int:
-    """How many entities and noun phrases the question has of its own."""
-    return len(entities(question))
+    """How much the question says of its own: content words of its entities (English, without weak
+    words such as "biggest" or "tho"), or entities and noun phrases (Chinese)."""
+    found = entities(question)
+    if is_chinese(question):
+        return len(found)
+    return sum(1 for e in found for w in e.key.split() if w not in _WEAK)
 
 
 def history_texts(summary: str, rounds: Sequence[tuple[str, str]]) -> list[HistoryText]:

@@ -177,7 +177,7 @@ class MemoryStore:
         return entry
 
     def _sweep(self) -> None:
-        """Drops expired sessions and tombstones (at most once a minute)."""
+        """Drops expired sessions, tombstones and idle locks (at most once a minute)."""
         now = time.monotonic()
         if now < self._next_sweep:
             return
@@ -186,11 +186,15 @@ class MemoryStore:
             del self._entries[sid]
         for sid in [k for k, t in self._deleted.items() if t < now]:
             del self._deleted[sid]
+        for sid in [k for k, lock in self._locks.items() if k not in self._entries and not lock.locked()]:
+            del self._locks[sid]
 
     async def create(self, meta: SessionMeta) -> None:
         self._sweep()
         self._deleted.pop(meta.session_id, None)
-        self._entries[meta.session_id] = _Entry(SessionMeta(**meta.to_dict()), [], time.monotonic() + self.ttl_s)
+        fresh = SessionMeta(**meta.to_dict())
+        fresh.message_count = 0
+        self._entries[meta.session_id] = _Entry(fresh, [], time.monotonic() + self.ttl_s)
 
     async def load(
         self, session_id: str, start_of: Callable[[SessionMeta], int]
