@@ -33,6 +33,7 @@ from rag_service.privacy import Masker
 from rag_service.settings import Settings
 from rag_service.store import SessionBusy, SessionNotFound, new_session_id
 from rag_service.tokens import TokenCounter
+from rag_service.user_memory import UserMemory
 from rag_service.wiring import Services, build_services
 
 log = logging.getLogger("rag_service.api")
@@ -245,9 +246,32 @@ def _add_routes(app: FastAPI) -> None:
         }
 
     @app.delete("/v1/sessions/{session_id}", status_code=204)
-    async def delete_session(session_id: str, services: ServicesDep, principal: PrincipalDep) -> None:
-        if not await services.store.delete(_owned(principal, session_id)):
+    async def delete_session(
+        session_id: str, services: ServicesDep, pipeline: PipelineDep, principal: PrincipalDep
+    ) -> None:
+        """Ends the session: durable facts about its user are learnt, then it is removed from every store."""
+        if not await pipeline.end_session(_owned(principal, session_id), tenant=principal.tenant):
             raise SessionNotFound(session_id)
+
+    @app.get("/v1/users/{user_id}/memories")
+    async def user_memories(user_id: str, pipeline: PipelineDep, principal: PrincipalDep) -> dict[str, Any]:
+        um = _user_memory(pipeline)
+        facts = await um.store.list_memories(UserMemory.key(principal.tenant, user_id))
+        return {
+            "user_id": user_id,
+            "memories": [
+                {"id": f.id, "fact": f.fact, "source_session": f.source_session, "updated_at": f.updated_at}
+                for f in cast(list[Any], facts)
+            ],
+        }
+
+    @app.delete("/v1/users/{user_id}/memories")
+    async def forget_user(user_id: str, pipeline: PipelineDep, principal: PrincipalDep) -> dict[str, Any]:
+        um = _user_memory(pipeline)
+        key = UserMemory.key(principal.tenant, user_id)
+        deleted = await cast(Any, um.store).delete_memories(key)
+        um.forget(key)
+        return {"user_id": user_id, "deleted": deleted}
 
     @app.post("/v1/sessions/{session_id}/chat", response_model=ChatResponse)
     async def chat(
@@ -360,6 +384,12 @@ def _encode(event: tuple[str, Any]) -> ServerSentEvent:
     else:
         payload = {"text": data}
     return ServerSentEvent(json.dumps(payload, ensure_ascii=False), event=kind)
+
+
+def _user_memory(pipeline: ChatPipeline) -> UserMemory:
+    if pipeline.s.user_memory is None:
+        raise HTTPException(404, "long-term user memory is disabled (user_memory.enabled) or has no archive")
+    return pipeline.s.user_memory
 
 
 def _openai_validate(request: Request) -> Callable[[str], str]:

@@ -6,7 +6,6 @@ history is used, with the configured memory strategy applied; with a session and
 the stored history is used. Client system messages are ignored: the service's own system prompt rules.
 """
 
-
 import json
 import time
 import uuid

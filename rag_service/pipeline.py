@@ -29,6 +29,7 @@ from rag_service.settings import Settings
 from rag_service.store import SessionNotFound, SessionStore, SummaryUpdate
 from rag_service.summary import Summarizer, pin_facts
 from rag_service.tokens import TokenCounter
+from rag_service.user_memory import UserMemory
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,7 @@ class Stages:
     generator: Generator
     summarizer: Summarizer
     metrics: Metrics = field(default_factory=Metrics)
+    user_memory: UserMemory | None = None
 
 
 @dataclass
@@ -192,6 +194,10 @@ class ChatPipeline:
             loaded, offset = list(history or ()), 0
             meta = SessionMeta(session_id or "", time.time(), message_count=len(loaded))
         view = s.memory.select(meta, loaded, offset)
+        profile, profile_tokens = "", 0
+        if s.user_memory is not None and meta.user:
+            profile, profile_tokens = await s.user_memory.profile(UserMemory.key(meta.tenant, meta.user))
+        system_tokens = self.system_tokens + (profile_tokens + self.overhead if profile else 0)
         t_mem = time.perf_counter()
 
         # 2. rewrite
@@ -203,7 +209,7 @@ class ChatPipeline:
         summary_tokens = meta.summary_tokens + self.overhead if view.summary else 0
         plan = plan_budget(
             cfg.budget,
-            system_tokens=self.system_tokens,
+            system_tokens=system_tokens,
             query_tokens=query_tokens,
             view=view,
             summary_message_tokens=summary_tokens,
@@ -218,9 +224,11 @@ class ChatPipeline:
 
         # 5. prompt: the window guard makes "prompt + reserve <= context window" exact, not estimated.
         while True:
-            messages = build_messages(cfg.prompt, self.system_prompt, plan.summary, plan.rounds, chunks, question)
+            messages = build_messages(
+                cfg.prompt, self.system_prompt, profile, plan.summary, plan.rounds, chunks, question
+            )
             final_tokens = s.counter.count(messages[-1]["content"]) + self.overhead
-            total = self.system_tokens + plan.summary_tokens + plan.history_tokens + final_tokens
+            total = system_tokens + plan.summary_tokens + plan.history_tokens + final_tokens
             if total + cfg.budget.generation_reserve <= cfg.budget.context_window or not chunks:
                 break
             chunks = chunks[:-1]
@@ -228,7 +236,7 @@ class ChatPipeline:
 
         receipt = Receipt(
             strategy=s.memory.name,
-            system_tokens=self.system_tokens,
+            system_tokens=system_tokens,
             summary_tokens=plan.summary_tokens,
             history_tokens=plan.history_tokens,
             query_tokens=query_tokens,
@@ -244,6 +252,7 @@ class ChatPipeline:
             rounds_dropped_for_budget=plan.rounds_dropped,
             rewrite=rewrite.action,
             topic_switch=rewrite.topic_switch,
+            extra={"profile_tokens": profile_tokens + self.overhead if profile else 0},
         )
         timings = {
             "memory": t_mem - started,
@@ -279,6 +288,7 @@ class ChatPipeline:
             if turn.rewrite.topic_switch:
                 await s.store.set_topic_start(turn.session_id, count - 2)
             self._schedule_compression(turn, answer, count)
+            self._schedule_learning(turn, answer, count)
         turn.timings["store"] = time.perf_counter() - t0
         receipt = turn.receipt.to_dict()
         receipt["completion_tokens"] = answer.tokens
@@ -300,7 +310,37 @@ class ChatPipeline:
         if plan is None:
             return
         self._compressing.add(turn.session_id)
-        task = asyncio.create_task(self._compress(turn.session_id, meta.summary, plan))
+        self._background_task(self._compress(turn.session_id, meta.summary, plan))
+
+    def _schedule_learning(self, turn: PreparedTurn, answer: Message, count: int) -> None:
+        um, meta = self.s.user_memory, turn.meta
+        if um is None or not meta.user or turn.session_id is None or not um.due(count // 2):
+            return
+        recent = [*turn.loaded, turn.user_message, answer][-2 * um.settings.every_turns :]
+        self._background_task(self._learn(UserMemory.key(meta.tenant, meta.user), turn.session_id, recent))
+
+    async def _learn(self, user_key: str, session_id: str, messages: Sequence[Message]) -> None:
+        assert self.s.user_memory is not None
+        try:
+            await self.s.user_memory.learn(user_key, session_id, messages)
+        except Exception as exc:
+            log.warning("user-memory extraction failed; the conversation itself is stored: %s", exc)
+
+    async def end_session(self, session_id: str, tenant: str | None = None) -> bool:
+        """Learn from the rounds since the last extraction, then remove the session from every store."""
+        um = self.s.user_memory
+        async with self._session_lock(session_id):
+            meta, messages, _ = await self.s.store.load(session_id, lambda m: 0)
+            if tenant is not None and meta.tenant != tenant:
+                raise SessionNotFound(session_id)
+        if um is not None and meta.user:
+            rest = (meta.message_count // 2) % um.settings.every_turns
+            if rest:
+                await self._learn(UserMemory.key(meta.tenant, meta.user), session_id, messages[-2 * rest :])
+        return await self.s.store.delete(session_id)
+
+    def _background_task(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 

@@ -47,12 +47,15 @@ def final_user_message(settings: PromptSettings, chunks: Sequence[Chunk], questi
 def build_messages(
     settings: PromptSettings,
     system_prompt: str,
+    profile: str,
     summary: str,
     rounds: Sequence[Round],
     chunks: Sequence[Chunk],
     question: str,
 ) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
+    if profile:
+        messages.append({"role": "system", "content": profile})
     if summary:
         messages.append({"role": "system", "content": summary_message(settings, summary)})
     for r in rounds:

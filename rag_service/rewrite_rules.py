@@ -331,7 +331,8 @@ def own_names(question: str) -> list[Entity]:
     return [e for e in entities(question) if e.named]
 
 
-_DEFINITE = re.compile(r"\b(the|this|that|these|those)\s+([a-z][a-z-]{2,})\b", re.IGNORECASE)
+_DETERMINERS = frozenset(["the", "this", "that", "these", "those"])
+_LATIN_TOKEN = re.compile(r"[A-Za-z][A-Za-z-]*")
 
 
 def _singular(word: str) -> str:
@@ -339,15 +340,26 @@ def _singular(word: str) -> str:
 
 
 def definite_reference(question: str, candidates: Sequence[Entity]) -> tuple[str, Entity] | None:
-    """ "the movement" when a recent multi-word entity ends in that word ("Quit India Movement"):
-    the span and the entity it points back to."""
-    for m in _DEFINITE.finditer(question):
-        head = _singular(m.group(2).lower())
+    """A definite noun phrase that points back to a recent multi-word entity headed by the same word
+    ("the movement" -> "Quit India Movement", "the city" -> "City of Monterey Park"): (span, entity)."""
+    tokens = list(_LATIN_TOKEN.finditer(question))
+    for i, det in enumerate(tokens):
+        if det.group().lower() not in _DETERMINERS:
+            continue
+        phrase = []  # the lowercase non-stopwords right after it: "the stock market"
+        for tok in tokens[i + 1 :]:
+            gap = question[(phrase[-1] if phrase else det).end() : tok.start()]
+            if gap.strip() or not tok.group().islower() or tok.group() in _EN_STOP:
+                break
+            phrase.append(tok)
+        if not phrase:
+            continue
+        head = _singular(phrase[-1].group())
         for e in candidates:
-            words = e.key.split()
-            heads = {_singular(words[-1])} | {_singular(w) for w, nxt in itertools.pairwise(words) if nxt == "of"}
-            if len(words) >= 2 and head in heads and not mentions(question, e):
-                return m.group(), e
+            parts = e.key.split()
+            heads = {_singular(parts[-1])} | {_singular(w) for w, nxt in itertools.pairwise(parts) if nxt == "of"}
+            if len(parts) >= 2 and head in heads and not mentions(question, e):
+                return question[det.start() : phrase[-1].end()], e
     return None
 
 

@@ -241,6 +241,8 @@ class UserMemorySettings(BaseModel):
     # Extract durable facts about the user every N turns (and when the session is deleted).
     every_turns: int = 5
     max_facts: int = 20
+    # How long a user's facts are cached in-process before the archive is asked again.
+    cache_s: float = 60.0
     prompt_header: str = "关于这位用户的已知信息（来自以往会话，仅供参考）："
 
 

@@ -17,6 +17,7 @@ from rag_service.settings import Settings
 from rag_service.store import ArchivedStore, LiveStore, MemoryStore, SessionStore
 from rag_service.summary import ExtractiveSummarizer, LLMSummarizer, Summarizer
 from rag_service.tokens import TokenCounter, make_counter
+from rag_service.user_memory import FactExtractor, LLMFactExtractor, RuleFactExtractor, UserMemory
 from rag_service.vectorstore import VectorIndex
 
 
@@ -100,6 +101,22 @@ def build_rewriter(settings: Settings, embedder: Embedder | None, clients: list[
     return LLMRewriter(client, cfg, rules)
 
 
+def build_user_memory(
+    settings: Settings, store: SessionStore, counter: TokenCounter, clients: list[ChatClient]
+) -> UserMemory | None:
+    """Facts live in the archive; without one (a bare live store) there is no long-term memory."""
+    archive = getattr(store, "archive", None)
+    if archive is None or not settings.user_memory.enabled:
+        return None
+    extractor: FactExtractor = RuleFactExtractor()
+    endpoint = settings.summary_endpoint()
+    if endpoint.base_url:
+        client = ChatClient(endpoint)
+        clients.append(client)
+        extractor = LLMFactExtractor(client)
+    return UserMemory(archive, extractor, counter, settings.user_memory)
+
+
 def build_services(
     settings: Settings,
     *,
@@ -125,6 +142,7 @@ def build_services(
         generator=build_generator(settings, clients),
         summarizer=build_summarizer(settings, counter, clients),
         metrics=metrics,
+        user_memory=build_user_memory(settings, store, counter, clients),
     )
     return Services(
         settings,
