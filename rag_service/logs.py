@@ -7,7 +7,7 @@ import logging
 import time
 from contextvars import ContextVar
 
-from rag_service.privacy import Masker, MaskingFilter
+from rag_service.privacy import Masker, install_log_masking
 
 request_id: ContextVar[str] = ContextVar("request_id", default="")
 session_id: ContextVar[str] = ContextVar("session_id", default="")
@@ -16,6 +16,10 @@ HANDLER_NAME = "rag-json"
 
 
 class JsonFormatter(logging.Formatter):
+    def __init__(self, masker: Masker | None = None) -> None:
+        super().__init__()
+        self.masker = masker
+
     def format(self, record: logging.LogRecord) -> str:
         entry = {
             "ts": round(record.created, 3),
@@ -29,8 +33,10 @@ class JsonFormatter(logging.Formatter):
             if hasattr(record, key):
                 entry[key] = getattr(record, key)
         if record.exc_info:
-            entry["exc"] = self.formatException(record.exc_info)
-        return json.dumps(entry, ensure_ascii=False)
+            entry["exc"] = record.exc_text or self.formatException(record.exc_info)
+        line = json.dumps(entry, ensure_ascii=False)
+        # Masked last, on the whole line: tracebacks and extra fields are covered too.
+        return self.masker.mask(line) if self.masker else line
 
 
 def configure_logging(json_logs: bool, level: str, masker: Masker | None) -> logging.Handler:
@@ -40,9 +46,12 @@ def configure_logging(json_logs: bool, level: str, masker: Masker | None) -> log
         logger.removeHandler(old)
     handler = logging.StreamHandler()
     handler.set_name(HANDLER_NAME)
-    handler.setFormatter(JsonFormatter() if json_logs else logging.Formatter("%(levelname)s %(name)s %(message)s"))
+    handler.setFormatter(
+        JsonFormatter(masker) if json_logs else logging.Formatter("%(levelname)s %(name)s %(message)s")
+    )
     if masker is not None:
-        handler.addFilter(MaskingFilter(masker))
+        # Every logger's records (uvicorn's included) are masked as they are made.
+        install_log_masking(masker)
     logger.addHandler(handler)
     logger.setLevel(level)
     logger.propagate = True

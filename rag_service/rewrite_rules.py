@@ -346,7 +346,7 @@ def definite_reference(question: str, candidates: Sequence[Entity]) -> tuple[str
     for i, det in enumerate(tokens):
         if det.group().lower() not in _DETERMINERS:
             continue
-        phrase = []  # the lowercase non-stopwords right after it: "the stock market"
+        phrase: list[re.Match[str]] = []  # the lowercase non-stopwords right after it: "the stock market"
         for tok in tokens[i + 1 :]:
             gap = question[(phrase[-1] if phrase else det).end() : tok.start()]
             if gap.strip() or not tok.group().islower() or tok.group() in _EN_STOP:

@@ -245,6 +245,9 @@ async def test_json_logs_carry_request_id_and_mask_pii(app_factory: Any, capsys:
         assert "13812345678" not in masked and "138****5678" in masked
         assert "alice@example.com" not in masked
     finally:
+        from rag_service.privacy import uninstall_log_masking
+
+        uninstall_log_masking()
         logging.getLogger("rag_service").removeHandler(handler)
 
 
