@@ -38,6 +38,7 @@ from rag_service.rewrite_rules import (
     content_size,
     definite_reference,
     history_texts,
+    is_fragment,
     mentions,
     normalize,
     own_names,
@@ -121,7 +122,7 @@ class Gate:
         sim = self.similarity(question, rounds)
         if sim is not None and sim < self.settings.topic_similarity:
             return Decision("switch", f"similarity {sim:.2f} < {self.settings.topic_similarity:.2f}", history)
-        if content_size(question) <= 1:
+        if content_size(question) <= 1 and not is_fragment(question):
             return Decision("dependent", "ellipsis: too little of its own", history)
         return Decision("standalone", "has content of its own", history)
 

@@ -402,6 +402,62 @@ def content_size(question: str) -> int:
     return sum(1 for e in found for w in e.key.split() if w not in _WEAK)
 
 
+_EN_QUESTION_WORDS = frozenset(
+    [
+        "what",
+        "what's",
+        "how",
+        "why",
+        "when",
+        "where",
+        "who",
+        "whom",
+        "whose",
+        "which",
+        "is",
+        "are",
+        "was",
+        "were",
+        "do",
+        "does",
+        "did",
+        "can",
+        "could",
+        "should",
+        "would",
+        "will",
+        "shall",
+        "may",
+        "might",
+        "must",
+        "has",
+        "have",
+        "had",
+        "tell",
+        "explain",
+        "describe",
+        "show",
+        "give",
+        "list",
+        "compare",
+        "need",
+        "want",
+    ]
+)
+_ZH_QUESTION = re.compile(
+    r"[吗么呢吧]|什么|怎么|怎样|如何|多少|多久|多大|多重|几|哪|是否|能不能|可不可以|可以|能否|有没有|是不是|要不要"
+)
+
+
+def is_fragment(question: str) -> bool:
+    """A bare keyword query ("Pollution", "Investments?", "固安"): no question word, no request. It names
+    its own subject, so it is left alone rather than completed with the history's."""
+    if is_chinese(question):
+        return _ZH_QUESTION.search(question) is None
+    words = [w.lower() for w in _EN_WORD.findall(question)]
+    return len(words) <= 4 and not any(w in _EN_QUESTION_WORDS for w in words)
+
+
 def history_texts(summary: str, rounds: Sequence[tuple[str, str]]) -> list[HistoryText]:
     """The summary, then each round's question and answer (oldest first), with their ages."""
     n = len(rounds)

@@ -1,0 +1,124 @@
+"""Ingest throughput against the embedder's own encode throughput on the same chunk texts.
+
+    .venv/bin/python bench/ingest_throughput.py                 # sample KB + 10 MB synthetic corpus
+    .venv/bin/python bench/ingest_throughput.py --synthetic-mb 0  # sample KB only
+
+Pipeline overhead = 1 - (encode-only chunks/s) / ... expressed as the share of ingest time not spent
+in the embedder: (ingest_s - encode_s) / ingest_s, with encode_s the time the embedder alone needs for
+the same texts (measured on all chunks for the KB, on a random sample for the synthetic corpus).
+Writes bench/results/ingest_throughput.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("RAG_CONFIG", str(ROOT / "configs" / "default.yaml"))
+
+from ingest.pipeline import ingest_file, iter_files  # noqa: E402
+from rag_service.embedding import make_embedder  # noqa: E402
+from rag_service.settings import Settings  # noqa: E402
+from rag_service.tokens import make_counter  # noqa: E402
+from rag_service.vectorstore import VectorIndex  # noqa: E402
+
+
+def synthetic_corpus(target: Path, megabytes: float, seed: int = 7) -> list[Path]:
+    """Sentences of the sample KB, shuffled, with numbers varied, into ~0.5 MB .txt files."""
+    rng = random.Random(seed)
+    sentences: list[str] = []
+    for path in sorted((ROOT / "examples" / "kb").glob("*.md")):
+        text = path.read_text(encoding="utf-8")
+        sentences += [s.strip() for s in re.split(r"(?<=[。！？.!?])\s*", text) if len(s.strip()) > 8]
+    target.mkdir(parents=True, exist_ok=True)
+    files, budget, n = [], int(megabytes * 1_000_000), 0
+    while budget > 0:
+        parts, size = [f"合成文档 {n}"], 0
+        while size < 500_000:
+            s = re.sub(r"\d+", lambda m: str(rng.randint(1, 99999)), rng.choice(sentences))
+            parts.append(s)
+            size += len(s.encode())
+        path = target / f"synthetic-{n:03d}.txt"
+        path.write_text("\n".join(parts), encoding="utf-8")
+        files.append(path)
+        budget -= size
+        n += 1
+    return files
+
+
+def measure(files: list[Path], settings: Settings, sample: int | None) -> dict[str, Any]:
+    embedder = make_embedder(settings.embedding)
+    counter = make_counter(settings.tokens)
+    index = VectorIndex.open(settings.qdrant, embedder.dim, embedder.name)
+    start = time.perf_counter()
+    chunks = 0
+    for path in files:
+        chunks += ingest_file(path, index=index, embedder=embedder, counter=counter, settings=settings).chunks
+    ingest_s = time.perf_counter() - start
+    # The same texts the pipeline embedded (title + chunk), straight from the index.
+    texts: list[str] = []
+    offset: Any = None
+    while True:
+        records, offset = index.client.scroll(
+            index.collection, limit=2048, offset=offset, with_payload=["title", "text"], with_vectors=False
+        )
+        texts += [f"{(r.payload or {})['title']}\n{(r.payload or {})['text']}" for r in records]
+        if offset is None:
+            break
+    if sample and len(texts) > sample:
+        texts = random.Random(1).sample(texts, sample)
+    t = time.perf_counter()
+    batch = settings.embedding.batch_size
+    for i in range(0, len(texts), batch):
+        embedder.embed_passages(texts[i : i + batch])
+    encode_s_sample = time.perf_counter() - t
+    encode_rate = len(texts) / encode_s_sample
+    encode_s = chunks / encode_rate
+    index.close()
+    return {
+        "files": len(files),
+        "bytes": sum(p.stat().st_size for p in files),
+        "chunks": chunks,
+        "ingest_s": round(ingest_s, 2),
+        "ingest_chunks_per_s": round(chunks / ingest_s, 2),
+        "encode_only_chunks_per_s": round(encode_rate, 2),
+        "encode_sample": len(texts),
+        "pipeline_overhead": round((ingest_s - encode_s) / ingest_s, 4),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--synthetic-mb", type=float, default=10.0)
+    ap.add_argument("--sample", type=int, default=1500, help="chunks re-encoded to time the embedder alone")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "ingest_throughput.json"))
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="rag-ingest-bench-"))
+    report: dict[str, Any] = {}
+
+    def settings(name: str) -> Settings:
+        return Settings(qdrant={"path": str(tmp / name)}, tokens={"cache_dir": str(tmp / "tiktoken")})
+
+    kb = list(iter_files([ROOT / "examples" / "kb"], settings("kb").ingest.extensions))
+    report["sample_kb"] = measure(kb, settings("kb"), None)
+    print(json.dumps({"sample_kb": report["sample_kb"]}))
+    if args.synthetic_mb > 0:
+        files = synthetic_corpus(tmp / "synthetic", args.synthetic_mb)
+        report["synthetic"] = measure(files, settings("synthetic"), args.sample)
+        print(json.dumps({"synthetic": report["synthetic"]}))
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=2, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    main()
