@@ -192,7 +192,9 @@ def main() -> None:
             report["levels"][str(level)] = row
             print(json.dumps(row))
         # Time to first streamed byte with a slow upstream.
-        procs.append(start([py, "-m", "tests.fake_llm", "--port", str(ttfb_port), "--delay", str(args.ttfb_delay)], env))
+        procs.append(
+            start([py, "-m", "tests.fake_llm", "--port", str(ttfb_port), "--delay", str(args.ttfb_delay)], env)
+        )
         wait_http(f"http://127.0.0.1:{ttfb_port}/v1/models")
         procs[1].terminate()
         procs[1].wait()

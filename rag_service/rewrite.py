@@ -37,6 +37,7 @@ from rag_service.rewrite_rules import (
     HistoryText,
     content_size,
     definite_reference,
+    has_determiner,
     history_texts,
     is_fragment,
     mentions,
@@ -101,11 +102,12 @@ class Gate:
     def decide(self, question: str, view: MemoryView) -> Decision:
         rounds = self.recent(view)
         history = History(view.summary, rounds)
-        if not rounds:
+        if not rounds and not view.summary:
             return Decision("first", "first turn", history)
         marker = reference_marker(question)
-        if marker is None and (definite := definite_reference(question, history.candidates)):
-            marker = definite[0]
+        if marker is None and has_determiner(question):
+            definite = definite_reference(question, history.candidates)
+            marker = definite[0] if definite else None
         names = own_names(question)
         if names and marker is None:
             sim = self.similarity(question, rounds)

@@ -1,10 +1,14 @@
 """Rule-based pieces of query rewriting: reference markers, salient entities, and the rule rewrite.
 
-A follow-up is *dependent* when it carries a reference marker (a pronoun, a demonstrative, or an
-ellipsis cue such as 那…/…呢/还有/what about/and the …) or lacks an entity of its own. The rule rewrite
-then adds only what the question lacks: the most salient entity of the recent turns (product names, model
-and order numbers, proper nouns, noun phrases), replacing 它/it where it can and prepending otherwise.
-Appending whole history turns is what hurts retrieval, so it is never done.
+A follow-up is *dependent* when it carries a reference marker (a pronoun, a demonstrative, an ellipsis cue
+such as 那…/…呢/还有/what about/and …, or a definite noun phrase pointing back: "the movement"), or when
+it is a question with hardly any content of its own ("屏幕摔碎了换一块要多少钱？"). The rule rewrite then
+adds only what the question lacks: the most salient entity of the recent turns (product names, model and
+order numbers, proper nouns, noun phrases), in place of 它/他/她/it(s) where it can, in front otherwise.
+Appending whole history turns is what hurts retrieval, so it is never done; bare keyword queries
+("Pollution") name their own subject and are left alone.
+
+Everything here is plain string work (precompiled regexes, jieba for Chinese words and tags): no I/O.
 """
 
 from __future__ import annotations
@@ -19,7 +23,6 @@ import jieba.posseg as pseg
 
 _CJK = re.compile(r"[\u3400-\u9fff]")
 _CJK_RUN = re.compile(r"[\u3400-\u9fff]+")
-_PUNCT = "\"'“”‘’「」『』《》()（）[]【】"
 
 # --- reference markers -----------------------------------------------------------------------------
 
@@ -84,7 +87,8 @@ _EN_STOP_WORDS = """a an the and or but if then so than as of to in on at by for
     using go going come still even ever yet already now today currently back else instead really actually
     please would like could possible able new old good bad best better great big small speaking regarding
     mentioned talking talk saying seems seem understand see look looking thinking wondering name time times
-    i'm i’m you're it's it’s that's what's there's don't doesn't didn't isn't aren't can't won't i'd i've written known given taken seen gone born became become went first last vs via
+    i'm i’m you're it's it’s that's what's there's don't doesn't didn't isn't aren't can't won't i'd i've
+    written known given taken seen gone born became become went first last vs via
     buy bought pay paid cost costs ship send sent return work works help happen happened start started end ended
     play played call called find found keep put take try turn show live believe bring begin run write read
     provide include continue set learn change lead watch follow stop create speak allow add spend grow open
@@ -95,7 +99,6 @@ _NAME_JOINERS = frozenset(["of", "de", "del", "la", "von", "van", "&"])
 _ALNUM = re.compile(r"^(?=.*\d)(?=.*[A-Za-z])")
 _VERB_LIKE = re.compile(r"^[a-z]{3,}ed$")
 _EN_WORD = re.compile(r"[A-Za-z0-9]+(?:[-'’.][A-Za-z0-9]+)*")
-_ID = re.compile(r"\b(?=[A-Za-z0-9-]*\d)[A-Za-z0-9][A-Za-z0-9-]{5,}\b")
 _SPEC = re.compile(r"^\d+(?:\.\d+)?\s*(?:gb|tb|mb|mah|w|hz|mm|g|kg|寸|英寸|核)$", re.IGNORECASE)
 _LATIN_RUN = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+\-]*(?:\s+[A-Za-z0-9][A-Za-z0-9.+\-]*)*")
 _SENT_START = re.compile(r"(?:^|[.!?。！？\n]\s*)$")
@@ -305,12 +308,12 @@ def salient_entities(history: Sequence[HistoryText], limit: int = 2) -> list[Ent
     return [s.entity for s in ranked[:limit]]
 
 
-_EN_IT = re.compile(r"\b(its|it)\b(?!\s*(?:is|was|'s)\s+(?:possible|true|necessary|important|better|worth)\b)")
+_EN_IT = re.compile(r"\b(its|it|his|he|she|him|her)\b", re.IGNORECASE)
 _ZH_IT = re.compile(r"[它他她]们|它|[他她](?!俩)")
 
 
 def resolve(question: str, entity: Entity) -> str:
-    """Put the entity into the question: in place of 它/他/她/it(s) when there is one, else in front."""
+    """Put the entity into the question: in place of 它/他/她/it(s)/he/she when there is one, else in front."""
     if is_chinese(question):
         m = _ZH_IT.search(question)
         if m is None:
@@ -320,9 +323,13 @@ def resolve(question: str, entity: Entity) -> str:
         left = " " if before and _CJK.match(before[-1]) and entity.text[0].isascii() else ""
         right = " " if after and _CJK.match(after[0]) and entity.text[-1].isascii() else ""
         return f"{before}{left}{entity.text}{right}{after}"
-    m = _EN_IT.search(question)
-    if m:
-        repl = f"{entity.text}'s" if m.group(1).lower() == "its" else entity.text
+    dummies = [d.span() for d in _EXPLETIVE_IT.finditer(question)]
+    for m in _EN_IT.finditer(question):
+        if any(a <= m.start() < b for a, b in dummies):
+            continue  # "is it better to ...": nothing to replace
+        if m.group(1).lower() in {"he", "she", "him", "her", "his"} and not entity.named:
+            continue  # a person is a name
+        repl = f"{entity.text}'s" if m.group(1).lower() in {"its", "his"} else entity.text
         return question[: m.start()] + repl + question[m.end() :]
     return f"{entity.text}: {question.lstrip()}"
 
@@ -337,6 +344,14 @@ _LATIN_TOKEN = re.compile(r"[A-Za-z][A-Za-z-]*")
 
 def _singular(word: str) -> str:
     return word[:-1] if word.endswith("s") and not word.endswith("ss") else word
+
+
+_DETERMINER = re.compile(r"\b(?:the|this|that|these|those)\s+[a-z]", re.IGNORECASE)
+
+
+def has_determiner(question: str) -> bool:
+    """Cheap pre-check for `definite_reference` (which needs the history's entities)."""
+    return _DETERMINER.search(question) is not None
 
 
 def definite_reference(question: str, candidates: Sequence[Entity]) -> tuple[str, Entity] | None:
@@ -402,58 +417,19 @@ def content_size(question: str) -> int:
     return sum(1 for e in found for w in e.key.split() if w not in _WEAK)
 
 
-_EN_QUESTION_WORDS = frozenset(
-    [
-        "what",
-        "what's",
-        "how",
-        "why",
-        "when",
-        "where",
-        "who",
-        "whom",
-        "whose",
-        "which",
-        "is",
-        "are",
-        "was",
-        "were",
-        "do",
-        "does",
-        "did",
-        "can",
-        "could",
-        "should",
-        "would",
-        "will",
-        "shall",
-        "may",
-        "might",
-        "must",
-        "has",
-        "have",
-        "had",
-        "tell",
-        "explain",
-        "describe",
-        "show",
-        "give",
-        "list",
-        "compare",
-        "need",
-        "want",
-    ]
-)
+_EN_QUESTION_WORD_LIST = """what what's how why when where who whom whose which is are was were do does did can could
+    should would will shall may might must has have had tell explain describe show give list compare need want"""
+_EN_QUESTION_WORDS = frozenset(_EN_QUESTION_WORD_LIST.split())
 _ZH_QUESTION = re.compile(
     r"[吗么呢吧]|什么|怎么|怎样|如何|多少|多久|多大|多重|几|哪|是否|能不能|可不可以|可以|能否|有没有|是不是|要不要"
 )
 
 
 def is_fragment(question: str) -> bool:
-    """A bare keyword query ("Pollution", "Investments?", "固安"): no question word, no request. It names
-    its own subject, so it is left alone rather than completed with the history's."""
+    """A bare keyword query ("Pollution", "Investments?", "固安"): no question word (and in Chinese no
+    verb). It names its own subject, so it is left alone rather than completed with the history's."""
     if is_chinese(question):
-        return _ZH_QUESTION.search(question) is None
+        return _ZH_QUESTION.search(question) is None and not any(f.startswith("v") for _, f in pseg.lcut(question))
     words = [w.lower() for w in _EN_WORD.findall(question)]
     return len(words) <= 4 and not any(w in _EN_QUESTION_WORDS for w in words)
 
