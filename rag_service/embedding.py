@@ -54,7 +54,8 @@ class SentenceTransformerEmbedder:
 
         path = _resolve_packaged_model(model)
         self._model: Any = SentenceTransformer(path, device="cpu", local_files_only=True)
-        dim = self._model.get_sentence_embedding_dimension()
+        getter = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+        dim = getter()
         if dim is None:
             raise ValueError(f"cannot tell the embedding size of {model}")
         self.dim = int(dim)
