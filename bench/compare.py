@@ -70,9 +70,11 @@ SYSTEMS: list[SystemSpec] = [
         "rag-service (this)",
         None,
         "ragservice_runner.py",
-        config="`build_services` + `pipeline.answer` in-process, default settings: memory `hybrid` (summary + "
-        "recent rounds, history budget 2048), LLM rewrite only for dependent follow-ups, hybrid dense + BM25 "
-        "retrieval (up to 6 chunks within the token budget), summaries in the background; SQLite archive.",
+        config="`build_services` + `pipeline.answer` in-process with the repository's default settings "
+        "(`configs/default.yaml`): the memory strategy keeps recent rounds verbatim within the history budget and "
+        "folds older ones into a running summary in the background, the LLM rewrites only follow-ups that depend "
+        "on the conversation, retrieval fills the chunk budget (at most 6 chunks); in-process session store in "
+        "front of a SQLite archive.",
     ),
     SystemSpec(
         "llamaindex-memory",
@@ -459,6 +461,7 @@ class RunRecord:
     metrics: dict[str, Any]
     packages: dict[str, str]
     python: str
+    config: dict[str, Any]
     per_turn: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -520,7 +523,17 @@ def run_one(
         for t in c["turns"]
     ]
     return RunRecord(
-        spec.key, upstream.delay, rep, load1, foreign, niced, metrics, run["packages"], run["python"], per_turn
+        spec.key,
+        upstream.delay,
+        rep,
+        load1,
+        foreign,
+        niced,
+        metrics,
+        run["packages"],
+        run["python"],
+        run.get("config", {}),
+        per_turn,
     )
 
 
@@ -850,7 +863,9 @@ def write_report(
         "",
     ]
     for spec in systems:
-        lines.append(f"- **{spec.label}** — {spec.config}")
+        run = next((r for r in runs if r.system == spec.key), None)
+        settings = ", ".join(f"`{k}={v}`" for k, v in (run.config if run else {}).items())
+        lines.append(f"- **{spec.label}** — {spec.config}" + (f" Settings as run: {settings}." if settings else ""))
     lines += [
         "",
         "Common to all: the same Qdrant local collection (`examples/kb` ingested once by `rag-ingest`: "

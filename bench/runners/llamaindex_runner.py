@@ -83,6 +83,13 @@ class CitationMetadataOnly(BaseNodePostprocessor):
 class LlamaIndexBench:
     def __init__(self, retriever: BaseRetriever, llm: OpenAILike, system_prompt: str, variant: str) -> None:
         self.retriever, self.llm, self.system_prompt, self.variant = retriever, llm, system_prompt, variant
+        self.config: dict[str, Any] = {
+            "memory": "ChatMemoryBuffer" if variant == "buffer" else "Memory (engine default)",
+            "memory.token_limit": BUFFER_TOKEN_LIMIT if variant == "buffer" else CONTEXT_WINDOW - 256,
+            "similarity_top_k": TOP_K,
+            "context_window": CONTEXT_WINDOW,
+            "max_tokens": MAX_TOKENS,
+        }
 
     async def new_session(self, conv_id: str) -> Callable[[str], Awaitable[str]]:
         memory: BaseMemory | None = None

@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -30,6 +31,23 @@ from rag_service.wiring import Services, build_services  # noqa: E402
 class RagServiceBench:
     def __init__(self, services: Services, tmp: tempfile.TemporaryDirectory[str]) -> None:
         self.services, self._tmp = services, tmp
+        s = services.settings
+        self.config: dict[str, Any] = {
+            "memory.strategy": s.memory.strategy,
+            "memory.window_rounds": s.memory.window_rounds,
+            "memory.summary_threshold_tokens": s.memory.summary_threshold_tokens,
+            "budget.history_budget": s.budget.history_budget,
+            "budget.total_budget": s.budget.total_budget,
+            "budget.context_window": s.budget.context_window,
+            "rewrite.mode": s.rewrite.mode,
+            "rewrite.skip_standalone": s.rewrite.skip_standalone,
+            "retrieval.mode": s.retrieval.mode,
+            "retrieval.max_chunks": s.retrieval.max_chunks,
+            "retrieval.candidates": s.retrieval.candidates,
+            "llm.max_tokens": s.llm.max_tokens,
+            "database.url": "sqlite+aiosqlite (temporary file)",
+            "redis.url": s.redis.url,
+        }
 
     async def new_session(self, conv_id: str) -> Callable[[str], Awaitable[str]]:
         session_id = f"bench-{conv_id}-{uuid.uuid4().hex}"
