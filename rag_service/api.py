@@ -28,7 +28,7 @@ from rag_service.auth import Principal, RateLimited, Unauthorized
 from rag_service.domain import SessionMeta
 from rag_service.llm import UpstreamError
 from rag_service.openai_compat import build_router
-from rag_service.pipeline import ChatPipeline, QuestionTooLong, TurnResult, sources_payload
+from rag_service.pipeline import ChatPipeline, QuestionTooLong, TurnEvents, TurnResult, prime, sources_payload
 from rag_service.privacy import Masker
 from rag_service.settings import Settings
 from rag_service.store import SessionBusy, SessionNotFound, new_session_id
@@ -282,21 +282,8 @@ def _add_routes(app: FastAPI) -> None:
         logs.session_id.set(session_id)
         if not body.stream:
             return _turn_json(await pipeline.answer(session_id, question, tenant=principal.tenant))
-        events = cast(
-            AsyncGenerator[tuple[str, Any], None], pipeline.stream(session_id, question, tenant=principal.tenant)
-        )
-        # Run up to the first generated piece before answering, so that an unknown session, a busy
-        # session or a failing upstream still gets a proper 4xx/502 instead of a broken stream.
-        head: list[tuple[str, Any]] = []
-        try:
-            async for event in events:
-                head.append(event)
-                if event[0] in ("delta", "done"):
-                    break
-        except BaseException:
-            await events.aclose()
-            raise
-        return EventSourceResponse(_sse(head, events))
+        events = cast(TurnEvents, pipeline.stream(session_id, question, tenant=principal.tenant))
+        return EventSourceResponse(_sse(await prime(events), events))
 
     @app.post("/v1/documents", status_code=201)
     async def upload_document(

@@ -18,7 +18,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from rag_service.auth import Principal
 from rag_service.domain import Message
-from rag_service.pipeline import ChatPipeline, TurnResult, sources_payload
+from rag_service.pipeline import ChatPipeline, TurnEvents, TurnResult, prime, sources_payload
 from rag_service.store import SessionNotFound
 from rag_service.tokens import TokenCounter
 
@@ -110,19 +110,10 @@ def build_router(pipeline_dep: Any, counter_dep: Any, validate_dep: Any, princip
                 session_id = None
         headers = {"X-Session-Id": session_id} if session_id else {}
         events = cast(
-            AsyncGenerator[tuple[str, Any], None],
+            TurnEvents,
             pipeline.stream(session_id, question, history=_external(history, session_id), tenant=principal.tenant),
         )
-        head: list[tuple[str, Any]] = []
-        try:
-            async for event in events:
-                head.append(event)
-                if event[0] in ("delta", "done"):
-                    break
-        except BaseException:
-            await events.aclose()
-            raise
-        return EventSourceResponse(_chunks(completion_id, req.model, head, events), headers=headers)
+        return EventSourceResponse(_chunks(completion_id, req.model, await prime(events), events), headers=headers)
 
     return router
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -398,6 +398,27 @@ class _KeepQuestion:
         # Shielded: a cancelled request (client gone mid-stream) must still finish this write.
         with anyio.CancelScope(shield=True):
             await self.store.append(self.turn.session_id, [self.turn.user_message])
+
+
+TurnEvents = AsyncGenerator[tuple[str, Any], None]
+
+
+async def prime(events: TurnEvents) -> list[tuple[str, Any]]:
+    """Run a turn's event stream up to its first generated piece.
+
+    HTTP layers call this before they answer, so an unknown or busy session or a failing upstream still
+    becomes a proper 4xx/502 instead of a stream that breaks after a 200.
+    """
+    head: list[tuple[str, Any]] = []
+    try:
+        async for event in events:
+            head.append(event)
+            if event[0] in ("delta", "done"):
+                break
+    except BaseException:
+        await events.aclose()
+        raise
+    return head
 
 
 def sources_payload(chunks: Sequence[Chunk]) -> list[dict[str, Any]]:
