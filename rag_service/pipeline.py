@@ -33,6 +33,8 @@ from rag_service.user_memory import UserMemory
 
 log = logging.getLogger(__name__)
 
+WRAPPER_CACHE = 8192
+
 
 class QuestionTooLong(ValueError):
     pass
@@ -106,6 +108,7 @@ class ChatPipeline:
         # the chunks plus this frame stay within the chunk budget.
         count = stages.counter.count
         self.context_frame_tokens = count(final_user_message(cfg.prompt, [], "")) - count(question_part(cfg.prompt, ""))
+        self._wrapper_tokens: dict[tuple[str, str], int] = {}
         probe = Chunk("0" * 36, "0" * 36, "x" * 64, "x" * 32, "", 0.0, cfg.chunking.chunk_tokens)
         one_chunk = self.context_frame_tokens + self._chunk_cost(probe)
         if cfg.budget.min_chunk_budget < one_chunk:
@@ -276,8 +279,15 @@ class ChatPipeline:
         )
 
     def _chunk_cost(self, chunk: Chunk) -> int:
-        # +1 for the newline that joins blocks.
-        return chunk.token_count + self.s.counter.count(chunk_wrapper(chunk)) + 1
+        # +1 for the newline that joins blocks. The wrapper depends only on the document, so its count is
+        # remembered per (title, source) instead of re-tokenised for every candidate of every turn.
+        key = (chunk.title, chunk.source)
+        wrapper = self._wrapper_tokens.get(key)
+        if wrapper is None:
+            wrapper = self._wrapper_tokens[key] = self.s.counter.count(chunk_wrapper(chunk))
+            if len(self._wrapper_tokens) > WRAPPER_CACHE:
+                self._wrapper_tokens.clear()
+        return chunk.token_count + wrapper + 1
 
     async def _finish(self, turn: PreparedTurn, text: str, streamed: bool) -> TurnResult:
         s = self.s

@@ -17,6 +17,7 @@ import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import jieba
 import jieba.posseg as pseg
@@ -128,6 +129,13 @@ def normalize(text: str) -> str:
 
 def entities(text: str) -> list[Entity]:
     """Candidate entities in order of appearance: names/models/ids (`named`) and noun phrases."""
+    return list(_entities(text))
+
+
+@lru_cache(maxsize=4096)
+def _entities(text: str) -> tuple[Entity, ...]:
+    # Cached by text: the same recent rounds and summary are read again on every turn of a session
+    # (jieba's part-of-speech tagging is the costliest step of the gate).
     out = _latin_entities(text) if not is_chinese(text) else _chinese_entities(text)
     seen: set[str] = set()
     unique: list[Entity] = []
@@ -135,7 +143,7 @@ def entities(text: str) -> list[Entity]:
         if e.key and e.key not in seen:
             seen.add(e.key)
             unique.append(e)
-    return unique
+    return tuple(unique)
 
 
 def _latin_entities(text: str) -> list[Entity]:
