@@ -132,7 +132,12 @@ class SummaryMemory:
         trigger = self.settings.summary_trigger
         if trigger == "tokens":
             verbatim = sum(r.tokens + 2 * self.overhead for _, r in pending)
-            due = verbatim > self.settings.summary_threshold_tokens
+            # When the kept window alone nears the threshold, every turn would pay a summarizer call to
+            # fold a single round; wait until a few can be folded at once.
+            due = (
+                verbatim > self.settings.summary_threshold_tokens
+                and len(foldable) >= self.settings.summary_min_fold_rounds
+            )
         elif trigger == "rounds":
             due = len(foldable) >= self.settings.summary_every_rounds
         else:

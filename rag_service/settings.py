@@ -141,6 +141,8 @@ class MemorySettings(BaseModel):
     summary_trigger: Literal["tokens", "rounds", "topic"] = "tokens"
     summary_threshold_tokens: int = 1200
     summary_every_rounds: int = 6
+    # With the token trigger: fold at least this many rounds per summarizer call.
+    summary_min_fold_rounds: int = 2
     summary_max_tokens: int = 300
     # Lower bound on a stored round's size; bounds how far back `truncate` needs to load.
     min_round_tokens: int = 8

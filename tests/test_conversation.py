@@ -377,7 +377,12 @@ async def test_failing_or_hanging_summarizer_loses_nothing_and_compression_resum
 
 
 async def test_compression_runs_after_the_answer_is_returned(app_factory: Any, fake_llm: FakeLLM) -> None:
-    conv = await start(app_factory, fake_llm, "hybrid", memory={"window_rounds": 1, "summary_threshold_tokens": 50})
+    conv = await start(
+        app_factory,
+        fake_llm,
+        "hybrid",
+        memory={"window_rounds": 1, "summary_threshold_tokens": 50, "summary_min_fold_rounds": 1},
+    )
 
     def slow_summarizer(request: dict[str, Any]) -> str | Fault:
         if is_summarizer(request):
