@@ -34,6 +34,7 @@ from rag_service.user_memory import UserMemory
 log = logging.getLogger(__name__)
 
 WRAPPER_CACHE = 8192
+FOLDED_CACHE = 65536
 
 
 class QuestionTooLong(ValueError):
@@ -121,6 +122,9 @@ class ChatPipeline:
         self._price = (price.input_per_1k, price.output_per_1k) if price and cfg.llm.base_url else (0.0, 0.0)
         self._background: set[asyncio.Task[None]] = set()
         self._compressing: set[str] = set()
+        # session -> `summarized` after this process's last compression: a turn that loaded its meta
+        # before that compression landed must not plan (and pay for) the same fold again.
+        self._folded_upto: dict[str, int] = {}
 
     # -- entry points ---------------------------------------------------------------------------
 
@@ -314,6 +318,9 @@ class ChatPipeline:
         if turn.session_id is None or turn.session_id in self._compressing:
             return
         meta = turn.meta
+        if self._folded_upto.get(turn.session_id, -1) > meta.summarized:
+            return
+        self._folded_upto.pop(turn.session_id, None)
         meta.message_count = count
         messages = [*turn.loaded, turn.user_message, answer]
         plan = self.s.memory.compression_due(meta, messages, turn.offset, turn.rewrite.topic_switch)
@@ -368,7 +375,10 @@ class ChatPipeline:
                 source_tokens=sum(_round_tokens(r, self.overhead) for r in plan.rounds),
             )
             t0 = time.perf_counter()
-            await s.store.update_summary(session_id, update)
+            if await s.store.update_summary(session_id, update):
+                if len(self._folded_upto) > FOLDED_CACHE:
+                    self._folded_upto.clear()
+                self._folded_upto[session_id] = plan.upto
             s.metrics.stage_seconds.labels("compress").observe(time.perf_counter() - t0)
             s.metrics.compressions.labels("ok").inc()
             s.metrics.tokens_saved.inc(max(0, update.source_tokens - update.summary_tokens))
