@@ -30,6 +30,7 @@ CONTEXT_WINDOW = 8192  # this service's budget.context_window
 MODEL = "gpt-4o-mini"  # this service's default llm.model
 TEMPERATURE = 0.3  # this service's default llm.temperature
 CALIBRATION_CALLS = 20
+_IMPORTED_AT = time.monotonic()  # the runners import this module before their framework
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,7 @@ async def calibrate(upstream: str, n: int = CALIBRATION_CALLS) -> dict[str, Any]
 async def _run(system: str, args: Args, build: Callable[[Args, Script], Awaitable[Bench]], packages: list[str]) -> None:
     script = load_script(args.conversations, args.rounds)
     t_build = time.monotonic()
+    import_s = t_build - _IMPORTED_AT
     bench = await build(args, script)
     startup_s = time.monotonic() - t_build
     calibration = await calibrate(args.upstream)
@@ -150,6 +152,7 @@ async def _run(system: str, args: Args, build: Callable[[Args, Script], Awaitabl
         "executable": sys.executable,
         "packages": versions(packages),
         "config": bench.config,
+        "import_s": import_s,
         "startup_s": startup_s,
         "calibration": calibration,
         "warmup": warmup,
