@@ -487,6 +487,7 @@ class RunRecord:
     python: str
     config: dict[str, Any]
     per_turn: list[dict[str, Any]] = field(default_factory=list)
+    code: str = ""  # git HEAD (+ "-dirty") when the run started: the code this service ran
 
 
 def run_one(
@@ -521,6 +522,7 @@ def run_one(
         *spec.args,
     ]
     pids = [u.proc.pid for u in all_upstreams]
+    code = _code_state()
     (busy0, nice0), own0, t0 = _busy_cpu_s(), _own_cpu_s(pids), time.monotonic()
     with logfile.open("w") as lf:
         proc = subprocess.run(cmd, cwd=ROOT, env=_env(tiktoken_dir), stdout=lf, stderr=subprocess.STDOUT, timeout=1800)
@@ -558,6 +560,7 @@ def run_one(
         run["python"],
         run.get("config", {}),
         per_turn,
+        code,
     )
 
 
@@ -732,6 +735,11 @@ def _sh(cmd: str) -> str:
         return "(unavailable)"
 
 
+def _code_state() -> str:
+    dirty = _sh("git status --porcelain -- rag_service ingest configs")
+    return _sh("git rev-parse --short HEAD") + ("-dirty" if dirty else "")
+
+
 def machine_description() -> dict[str, str]:
     lscpu = "\n".join(
         line
@@ -838,6 +846,7 @@ def write_report(
             f"Target (this service's p50 overhead at most half the faster peer's, i.e. ≤ {fastest_peer / 2:.1f} ms): "
             f"**{'met' if ok else 'not met'}** ({ours['overhead_p50']:.1f} ms)."
         )
+    codes = {r.code for r in runs if r.code}
     max_load = max((r.load1 for r in runs), default=0.0)
     foreign = [r.foreign_cores for r in runs]
     niced = [r.niced_cores for r in runs]
@@ -855,6 +864,11 @@ def write_report(
         "",
         results_table(agg, systems, rounds, convs),
         "",
+        *(
+            [f"**The service's code changed during the benchmark** ({', '.join(sorted(codes))}): rerun it.", ""]
+            if len(codes) > 1
+            else []
+        ),
         "Ratios in parentheses: the system's value divided by this service's, taken within each repetition "
         "(systems interleaved, order rotated each repetition), median over repetitions. Times are medians over "
         "repetitions of each repetition's per-turn percentile (all turns of both conversations).",
@@ -970,7 +984,8 @@ def write_report(
         f"$ uptime (at start)\n{meta['uptime_start']}",
         f"$ uptime (at end)\n{meta['machine']['uptime']}",
         f"OpenBLAS environment (inherited by every runner): {meta['machine']['openblas_env']}",
-        f"Code measured: {meta['machine']['git']}",
+        f"Code measured: {', '.join(sorted({r.code for r in runs if r.code})) or meta['machine']['git']}"
+        + (" (it changed during the benchmark!)" if len({r.code for r in runs if r.code}) > 1 else ""),
         "```",
         "",
         "| environment | Python | packages |",

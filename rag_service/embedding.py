@@ -8,8 +8,9 @@ job needs no download. `sentence-transformers` loads any model name or local pat
 from __future__ import annotations
 
 import os
+import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from threading import Lock
 from typing import Any, Protocol
 
@@ -81,6 +82,8 @@ class CachedQueryEmbedder:
         self._cache: OrderedDict[str, Vector] = OrderedDict()
         self._lock = Lock()
         self.name, self.dim = inner.name, inner.dim
+        # Called with the seconds a cache miss spent in the model (the app's `embed` stage metric).
+        self.observe: Callable[[float], None] | None = None
 
     def embed_query(self, text: str) -> Vector:
         with self._lock:
@@ -88,7 +91,10 @@ class CachedQueryEmbedder:
             if hit is not None:
                 self._cache.move_to_end(text)
                 return hit
+        start = time.perf_counter()
         vec = self._inner.embed_query(text)
+        if self.observe is not None:
+            self.observe(time.perf_counter() - start)
         with self._lock:
             self._cache[text] = vec
             if len(self._cache) > self._size:

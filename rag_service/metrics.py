@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
-STAGES = ("memory", "rewrite", "retrieve", "prompt", "generate", "store", "compress")
+STAGES = ("memory", "rewrite", "embed", "retrieve", "prompt", "generate", "store", "compress")
 PROMPT_PARTS = ("system_tokens", "summary_tokens", "history_tokens", "query_tokens", "context_tokens")
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 _TOKEN_BUCKETS = (0, 16, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rag_service.auth import ApiKeys, RateLimiter
-from rag_service.embedding import Embedder, make_embedder
+from rag_service.embedding import CachedQueryEmbedder, Embedder, make_embedder
 from rag_service.lexical import warm_up
 from rag_service.llm import ChatClient, ExtractiveGenerator, Generator, LLMGenerator
 from rag_service.memory import make_memory
@@ -132,6 +132,8 @@ def build_services(
     clients: list[ChatClient] = []
     store = build_store(settings, counter)
     metrics = Metrics()
+    if isinstance(embedder, CachedQueryEmbedder):
+        embedder.observe = metrics.stage_seconds.labels("embed").observe
     stages = Stages(
         settings=settings,
         counter=counter,

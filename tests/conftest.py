@@ -10,8 +10,8 @@ from typing import Any
 
 import httpx
 import pytest
-from ingest.pipeline import ingest_file, iter_files
 
+from ingest.pipeline import ingest_file, iter_files
 from rag_service.api import create_app
 from rag_service.embedding import Embedder, make_embedder
 from rag_service.settings import EmbeddingSettings, Settings

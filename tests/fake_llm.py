@@ -278,9 +278,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def _send_error_json(
-        self, status: int, message: str, type_: str | None = None, code: str | None = None
-    ) -> None:
+    def _send_error_json(self, status: int, message: str, type_: str | None = None, code: str | None = None) -> None:
         self._send_bytes(status, _error_body(status, message, type_, code))
 
     def _not_found(self) -> None:
@@ -317,9 +315,7 @@ class _Handler(BaseHTTPRequestHandler):
         owner = self._owner
         owner._record(request)
         if not isinstance(request.get("messages"), list):
-            self._send_error_json(
-                400, "'messages' is a required property and must be an array.", code="invalid_value"
-            )
+            self._send_error_json(400, "'messages' is a required property and must be an array.", code="invalid_value")
             return
         try:
             self._chat(owner, request)
@@ -336,9 +332,7 @@ class _Handler(BaseHTTPRequestHandler):
                 reply = owner._responder(request)
             except Exception as exc:  # a broken responder must not kill the thread silently
                 traceback.print_exc()
-                self._send_error_json(
-                    500, f"fake_llm responder raised {exc!r}", type_="fake_llm_responder_error"
-                )
+                self._send_error_json(500, f"fake_llm responder raised {exc!r}", type_="fake_llm_responder_error")
                 return
             if isinstance(reply, Fault):
                 fault = reply
@@ -591,9 +585,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8001)
-    parser.add_argument(
-        "--delay", type=float, default=0.0, help="seconds before the first byte/token of each reply"
-    )
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds before the first byte/token of each reply")
     parser.add_argument("--chunk-chars", type=int, default=8, help="characters per streamed content delta")
     args = parser.parse_args(argv)
 

@@ -57,9 +57,7 @@ def test_plain_completion_is_deterministic(llm: FakeLLM) -> None:
 def test_streaming_matches_plain_and_chunk_count(llm: FakeLLM) -> None:
     c = client(llm)
     plain = ask(c)
-    stream = c.chat.completions.create(
-        model="gpt-test", messages=[{"role": "user", "content": USER_MSG}], stream=True
-    )
+    stream = c.chat.completions.create(model="gpt-test", messages=[{"role": "user", "content": USER_MSG}], stream=True)
     chunks = list(stream)
     assert all(ch.object == "chat.completion.chunk" for ch in chunks)
     assert chunks[0].choices[0].delta.role == "assistant"

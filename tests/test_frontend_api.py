@@ -169,6 +169,7 @@ async def test_readyz_and_metrics(app_factory: Any, fake_llm: FakeLLM) -> None:
     assert 'rag_turns_total{mode="llm",streamed="false"} 2.0' in text
     assert 'rag_prompt_tokens_count{part="context_tokens"} 2.0' in text
     assert "rag_rewrite_total{action=" in text
+    assert 'rag_stage_seconds_count{stage="embed"}' in text
     assert "rag_cost_estimate_total" in text
 
 
@@ -241,7 +242,7 @@ async def test_json_logs_carry_request_id_and_mask_pii(app_factory: Any, capsys:
         lines = [json.loads(x) for x in capsys.readouterr().err.splitlines() if x.startswith("{")]
         access = [x for x in lines if x.get("path") == "/healthz"]
         assert access and access[0]["request_id"] == "req-123" and access[0]["status"] == 200
-        masked = [x for x in lines if x["logger"] == "rag_service.test"][0]["msg"]
+        masked = next(x for x in lines if x["logger"] == "rag_service.test")["msg"]
         assert "13812345678" not in masked and "138****5678" in masked
         assert "alice@example.com" not in masked
     finally:
@@ -273,15 +274,17 @@ async def test_client_disconnect_mid_stream_keeps_question_only(app_factory: Any
     try:
         while not server.started:
             await asyncio.sleep(0.01)
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
-            async with client.stream(
+        async with (
+            httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client,
+            client.stream(
                 "POST", f"/v1/sessions/{sid}/chat", json={"question": "发票怎么开？", "stream": True}
-            ) as resp:
-                got = 0
-                async for line in resp.aiter_lines():
-                    got += line.startswith("event: delta")
-                    if got > 3:
-                        break  # the client goes away mid-answer
+            ) as resp,
+        ):
+            got = 0
+            async for line in resp.aiter_lines():
+                got += line.startswith("event: delta")
+                if got > 3:
+                    break  # the client goes away mid-answer
         for _ in range(200):
             stored = (await app.http.get(f"/v1/sessions/{sid}/messages")).json()["messages"]
             if stored:

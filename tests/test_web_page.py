@@ -16,7 +16,9 @@ from rag_service.api import create_app
 from tests.conftest import AppClient
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (scripts/install.sh installs it)")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="Debian's chromium is not installed (scripts/install.sh installs it)"
+)
 
 CHROMIUM_ARGS = [
     "--headless",
@@ -61,7 +63,9 @@ async def test_two_turns_show_rewrite_sources_and_receipt(served: str, tmp_path:
 
             await page.fill("#question", "那它的电池更换多少钱？")
             await page.click("#send")
-            await page.wait_for_function("document.querySelectorAll(\".turn[data-done='1']\").length === 2", timeout=60_000)
+            await page.wait_for_function(
+                "document.querySelectorAll(\".turn[data-done='1']\").length === 2", timeout=60_000
+            )
 
             turns = page.locator(".turn")
             second = turns.nth(1)
