@@ -66,6 +66,8 @@ async def _client(server: str | None) -> AsyncIterator[httpx.AsyncClient]:
         return
     from rag_service.api import create_app
 
+    # In-process, the service's per-request log lines would interleave with the conversation.
+    os.environ.setdefault("RAG_OBSERVABILITY__LOG_LEVEL", "WARNING")
     app = create_app()
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)

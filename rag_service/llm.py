@@ -173,12 +173,15 @@ class ExtractiveGenerator:
         # Candidate sentences with their terms; words of a chunk's title say which document it is,
         # not what it answers, so they do not count.
         candidates: list[tuple[int, str, str, set[str]]] = []
+        seen: set[str] = set()
         for rank, chunk in enumerate(chunks):
             title_terms = set(terms(chunk.title))
             for sentence in _SENTENCE_END.split(chunk.text):
                 s = sentence.strip(" -*#\t")
-                if len(s) < 4 or s == chunk.title:
+                # Overlapping chunks repeat sentences: quote each once.
+                if len(s) < 4 or s == chunk.title or s in seen:
                     continue
+                seen.add(s)
                 candidates.append((rank, s, chunk.title, set(terms(s)) - title_terms))
         if not candidates:
             return self.empty
