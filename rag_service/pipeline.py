@@ -223,8 +223,12 @@ class ChatPipeline:
             overhead=self.overhead,
         )
 
-        # 4. retrieval
-        candidates = await asyncio.to_thread(s.retriever.search, rewrite.query)
+        # 4. retrieval. It and the rewrite gate run on the event loop, not in worker threads: the query
+        # embedding is C code that already spreads over the cores with its own OpenMP team, and the rest
+        # (Qdrant local, jieba) holds the GIL either way, so a thread hop buys no parallelism. It did cost:
+        # each pool thread got its own spinning OpenMP team and contended for the GIL with the background
+        # tasks; a turn took 38 ms instead of 26 (p50 over 5 interleaved runs, bench/profile_turn.py setup).
+        candidates = s.retriever.search(rewrite.query)
         chunk_room = plan.chunk_budget - self.context_frame_tokens
         chunks = fill_budget(candidates, chunk_room, cfg.retrieval.max_chunks, self._chunk_cost)
         t_ret = time.perf_counter()

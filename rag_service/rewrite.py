@@ -159,8 +159,8 @@ class RuleRewriter:
         self.gate = Gate(settings, embedder)
 
     async def rewrite(self, question: str, view: MemoryView) -> RewriteResult:
-        # The gate may embed the question and jieba tags words: keep both off the event loop.
-        return await asyncio.to_thread(self.rewrite_now, question, view)
+        # Run on the event loop, like retrieval: see the note on `ChatPipeline._prepare`.
+        return self.rewrite_now(question, view)
 
     def rewrite_now(self, question: str, view: MemoryView) -> RewriteResult:
         d = self.gate.decide(question, view)
@@ -182,7 +182,7 @@ class LLMRewriter:
         self.max_tokens = min(client.endpoint.max_tokens, max(64, settings.max_query_chars))
 
     async def rewrite(self, question: str, view: MemoryView) -> RewriteResult:
-        d = await asyncio.to_thread(self.rules.gate.decide, question, view)
+        d = self.rules.gate.decide(question, view)
         if d.kind in ("first", "switch") or (d.kind == "standalone" and self.settings.skip_standalone):
             return RewriteResult(question, "skipped", d.kind == "switch", d.reason)
         messages = rewrite_messages(self.settings.prompt, question, view.summary, self.rules.gate.recent(view))
@@ -199,7 +199,7 @@ class LLMRewriter:
             if problem_or_none is None:
                 return RewriteResult(query, "called", False, d.reason)
             problem = problem_or_none
-        return await asyncio.to_thread(self.rules.resolve, question, d, "fallback", f"llm {problem}")
+        return self.rules.resolve(question, d, "fallback", f"llm {problem}")
 
 
 _ANSWER_CHARS = 400
