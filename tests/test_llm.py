@@ -229,4 +229,3 @@ async def test_stream_status_error_before_any_piece() -> None:
     finally:
         await c.close()
         await runner.cleanup()
-
