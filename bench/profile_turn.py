@@ -3,9 +3,9 @@
 Runs ~100 turns of the scripted conversations (bench/conversations.json, new session per conversation)
 through `build_services` + `pipeline.answer` against the zero-delay recording upstream (bench/upstream.py,
 a subprocess, so its threads stay out of the profile), with the same Qdrant folder and settings as the
-ragservice runner of bench/compare.py. By default `asyncio.to_thread` runs its function inline, so the
-retrieval and rewrite-gate work (which the service moves off the event loop) shows up in the profile of the
-one thread pyinstrument samples; `--threads` keeps real threads.
+ragservice runner of bench/compare.py. The query-embedding cache is emptied at each new session, so turns
+beyond the first pass through the conversations cost what a first visit costs (as in compare.py, where
+every run is a fresh process).
 
     .venv/bin/python bench/profile_turn.py                 # -> bench/results/profile_turn.{txt,html}
     .venv/bin/python bench/profile_turn.py --turns 200 --interval 0.0002
@@ -23,9 +23,8 @@ import sys
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -38,13 +37,6 @@ from _common import Args, load_script  # noqa: E402
 from ragservice_runner import RagServiceBench, build  # noqa: E402
 
 from rag_service.domain import SessionMeta  # noqa: E402
-
-T = TypeVar("T")
-
-
-async def _inline_to_thread(func: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-    return func(*args, **kwargs)
-
 
 def _questions(conversations: list[dict[str, Any]], turns: int) -> list[tuple[int, str, str]]:
     """(session number, conversation id, question), cycling through the conversations."""
@@ -72,6 +64,9 @@ async def profile(args: argparse.Namespace, upstream: str, conv_file: Path) -> t
         if n not in sessions:
             await pipeline.drain()
             sessions[n] = f"profile-{conv_id}-{uuid.uuid4().hex}"
+            clear = getattr(bench.services.embedder, "clear", None)
+            if clear is not None:
+                clear()
             await bench.services.store.create(SessionMeta(session_id=sessions[n], created_at=time.time()))
         return sessions[n]
 
@@ -103,7 +98,6 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Profile this service's chat turn with pyinstrument.")
     p.add_argument("--turns", type=int, default=100)
     p.add_argument("--interval", type=float, default=0.0005, help="sampling interval in seconds")
-    p.add_argument("--threads", action="store_true", help="keep asyncio.to_thread's real threads")
     p.add_argument("--qdrant", type=Path, default=compare.RESULTS / "qdrant")
     p.add_argument("--out", type=Path, default=compare.RESULTS / "profile_turn.txt")
     p.add_argument("--top", type=int, default=40, help="lines of the flat profile to print")
@@ -121,8 +115,6 @@ def main(argv: list[str] | None = None) -> int:
     conv_file = compare.RESULTS / "conversations.run.json"
     compare.write_conversations(compare.BENCH / "conversations.json", conv_file)
     os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(tiktoken_dir))
-    if not args.threads:
-        asyncio.to_thread = _inline_to_thread
 
     upstream = compare.Upstream(0.0, conv_file)
     try:
@@ -133,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     walls: list[float] = stats["walls"]
     header = [
         f"# {len(walls)} turns of bench/conversations.json, zero-delay upstream, "
-        f"to_thread {'threads' if args.threads else 'inline'}, sampling every {args.interval * 1000:g} ms",
+        f"query-embedding cache emptied per session, sampling every {args.interval * 1000:g} ms",
         f"# turn wall time (includes the upstream's ~0.3-1 ms per call): p50 {statistics.median(walls):.1f} ms, "
         f"p95 {compare.percentile(walls, 0.95):.1f} ms, mean {statistics.fmean(walls):.1f} ms",
         "# pipeline stages (receipt timings_ms), median / p95 / mean ms:",

