@@ -38,6 +38,7 @@ from ragservice_runner import RagServiceBench, build  # noqa: E402
 
 from rag_service.domain import SessionMeta  # noqa: E402
 
+
 def _questions(conversations: list[dict[str, Any]], turns: int) -> list[tuple[int, str, str]]:
     """(session number, conversation id, question), cycling through the conversations."""
     out: list[tuple[int, str, str]] = []

@@ -252,6 +252,29 @@ async def test_json_logs_carry_request_id_and_mask_pii(app_factory: Any, capsys:
         logging.getLogger("rag_service").removeHandler(handler)
 
 
+async def test_every_response_gets_a_request_id_and_one_access_line(app_factory: Any, capsys: Any) -> None:
+    from rag_service.logs import configure_logging
+    from rag_service.privacy import Masker
+
+    app: AppClient = await app_factory()
+    handler = configure_logging(True, "INFO", Masker.from_settings(app.services.settings.privacy))
+    try:
+        resp = await app.http.post("/v1/sessions/not-issued/chat", json={"question": "你好"})
+        assert resp.status_code == 404
+        rid = resp.headers["X-Request-Id"]
+        assert len(rid) == 16 and int(rid, 16) >= 0
+        lines = [json.loads(x) for x in capsys.readouterr().err.splitlines() if x.startswith("{")]
+        access = [x for x in lines if x.get("msg") == "request"]
+        assert len(access) == 1
+        assert access[0]["path"] == "/v1/sessions/not-issued/chat" and access[0]["status"] == 404
+        assert access[0]["request_id"] == rid and access[0]["duration_ms"] >= 0
+    finally:
+        from rag_service.privacy import uninstall_log_masking
+
+        uninstall_log_masking()
+        logging.getLogger("rag_service").removeHandler(handler)
+
+
 async def test_client_disconnect_mid_stream_keeps_question_only(app_factory: Any, fake_llm: FakeLLM) -> None:
     import asyncio
     import socket
