@@ -86,7 +86,9 @@ class ChatClient:
         # built in a worker thread or outlive one `asyncio.run` (the CLI).
         loop = asyncio.get_running_loop()
         if self._session is None or self._session.closed or self._loop is not loop:
-            self._session = aiohttp.ClientSession(headers=self._headers)
+            # trust_env: HTTP(S)_PROXY / NO_PROXY from the environment apply, as they did with the SDK.
+            connector = aiohttp.TCPConnector(limit=self.endpoint.max_connections)
+            self._session = aiohttp.ClientSession(headers=self._headers, connector=connector, trust_env=True)
             self._loop = loop
         return self._session
 

@@ -56,6 +56,8 @@ class LLMEndpoint(BaseModel):
     # Retries with exponential backoff (tenacity) before an upstream failure becomes a 502.
     max_retries: int = 2
     retry_backoff_s: float = 0.2
+    # Open connections to this endpoint at most (a streamed answer holds one for its whole length).
+    max_connections: int = Field(default=256, ge=1)
 
 
 class LLMSettings(LLMEndpoint):

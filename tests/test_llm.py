@@ -138,6 +138,18 @@ async def test_a_client_survives_a_new_event_loop(fake_llm: FakeLLM) -> None:
         await c.close()
 
 
+async def test_connections_per_endpoint_are_capped() -> None:
+    with FakeLLM(delay_s=0.2) as llm:
+        c = client(llm.base_url, max_connections=2)
+        try:
+            replies = await asyncio.gather(*(c.complete(MSGS) for _ in range(6)))
+        finally:
+            await c.close()
+        assert len(replies) == 6 and len(llm.requests) == 6
+        # Six calls at once, each holding its connection for 0.2 s: only two connections were ever opened.
+        assert llm.connection_count == 2
+
+
 # -- stream shapes the fake upstream never sends ------------------------------------------------------
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
