@@ -16,11 +16,14 @@ from pathlib import Path
 from typing import Annotated, Any, cast
 
 from fastapi import Depends, FastAPI, File, Form, Header, HTTPException, Request, Response, UploadFile
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.datastructures import Headers, MutableHeaders
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ingest.loaders import LoadError
@@ -29,7 +32,7 @@ from rag_service import logs
 from rag_service.auth import Principal, RateLimited, Unauthorized
 from rag_service.domain import SessionMeta
 from rag_service.llm import UpstreamError
-from rag_service.openai_compat import build_router
+from rag_service.openai_compat import CHAT_COMPLETIONS_PATH, build_router, error_object
 from rag_service.pipeline import ChatPipeline, QuestionTooLong, TurnEvents, TurnResult, prime, sources_payload
 from rag_service.privacy import Masker
 from rag_service.settings import Settings
@@ -175,10 +178,24 @@ class RequestContext:
             logs.session_id.reset(sid_token)
 
 
+def error_response(request: Request, status: int, detail: Any, headers: dict[str, str] | None = None) -> JSONResponse:
+    """`{"detail": ...}` everywhere; the OpenAI-compatible route also gets OpenAI's `{"error": {...}}`."""
+    body: dict[str, Any] = {"detail": detail}
+    if request.url.path == CHAT_COMPLETIONS_PATH:
+        body["error"] = error_object(status, detail if isinstance(detail, str) else _first_problem(detail))
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _first_problem(errors: Any) -> str:
+    first = errors[0] if isinstance(errors, list) and errors and isinstance(errors[0], dict) else {}
+    where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
+    return f"{where}: {first.get('msg', 'invalid request')}" if where else str(first.get("msg", "invalid request"))
+
+
 def _install_error_handlers(app: FastAPI) -> None:
     def handler(status: int, message: str) -> Any:
         async def respond(request: Request, exc: Exception) -> JSONResponse:
-            return JSONResponse({"detail": message or str(exc)}, status_code=status)
+            return error_response(request, status, message or str(exc))
 
         return respond
 
@@ -191,9 +208,22 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     async def rate_limited(request: Request, exc: Exception) -> JSONResponse:
         retry = exc.retry_after_s if isinstance(exc, RateLimited) else 1.0
-        return JSONResponse({"detail": str(exc)}, status_code=429, headers={"Retry-After": str(max(1, round(retry)))})
+        return error_response(request, 429, str(exc), {"Retry-After": str(max(1, round(retry)))})
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        headers = dict(exc.headers or {})
+        if exc.status_code in (204, 304) or exc.status_code < 200:
+            return Response(status_code=exc.status_code, headers=headers)  # no body allowed
+        return error_response(request, exc.status_code, exc.detail, headers)
+
+    async def invalid(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        return error_response(request, 422, jsonable_encoder(exc.errors()))
 
     app.add_exception_handler(RateLimited, rate_limited)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(RequestValidationError, invalid)
 
 
 def _validate_question(settings: Settings, question: str) -> str:

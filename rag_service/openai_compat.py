@@ -39,6 +39,17 @@ class ChatCompletionRequest(BaseModel):
     user: str | None = Field(default=None, max_length=256)
 
 
+CHAT_COMPLETIONS_PATH = "/v1/chat/completions"
+
+_ERROR_TYPES = {401: "authentication_error", 403: "permission_error", 429: "rate_limit_error"}
+
+
+def error_object(status: int, message: str) -> dict[str, Any]:
+    """OpenAI's error shape: SDKs show `error.message` and tell errors apart by status and `type`."""
+    kind = _ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "api_error")
+    return {"message": message, "type": kind, "param": None, "code": None}
+
+
 def content_text(content: str | list[dict[str, Any]] | None) -> str:
     """Text of a message: a string, null, or a list of parts (only text parts count)."""
     if content is None:
@@ -70,7 +81,7 @@ def split_request(req: ChatCompletionRequest, counter: TokenCounter) -> tuple[st
 def build_router(pipeline_dep: Any, counter_dep: Any, validate_dep: Any, principal_dep: Any) -> APIRouter:
     router = APIRouter()
 
-    @router.post("/v1/chat/completions")
+    @router.post(CHAT_COMPLETIONS_PATH)
     async def chat_completions(
         req: ChatCompletionRequest,
         response: Response,

@@ -92,6 +92,39 @@ async def test_openai_unknown_session_header_is_404(app_factory: Any) -> None:
         json={"model": "x", "messages": [{"role": "user", "content": "hi"}]},
     )
     assert resp.status_code == 404
+    assert resp.json()["error"] == {
+        "message": "unknown session id",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": None,
+    }
+
+
+async def test_openai_sdk_sees_openai_shaped_errors(app_factory: Any) -> None:
+    """SDKs read `error.message` / `error.type`; the rest of the API keeps its `detail` body."""
+    app: AppClient = await app_factory()
+    client = openai_client(app, default_headers={"X-Session-Id": "forged-id"})
+    with pytest.raises(openai.NotFoundError) as not_found:
+        await client.chat.completions.create(model="x", messages=[{"role": "user", "content": "hi"}])
+    assert not_found.value.body == {
+        "message": "unknown session id",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": None,
+    }
+    client = openai_client(app)
+    with pytest.raises(openai.UnprocessableEntityError) as invalid:
+        await client.chat.completions.create(model="x", messages=[{"role": "assistant", "content": "hello"}])
+    assert isinstance(invalid.value.body, dict)
+    assert "last user/assistant message must be a user message" in invalid.value.body["message"]
+    with pytest.raises(openai.UnprocessableEntityError) as wrong_role:
+        await client.chat.completions.create(model="x", messages=[{"role": "wizard", "content": "hi"}])  # type: ignore[misc, list-item]
+    assert isinstance(wrong_role.value.body, dict)
+    assert wrong_role.value.body["message"].startswith("messages.0")
+    assert wrong_role.value.body["type"] == "invalid_request_error"
+    # Not the OpenAI route: the plain body, as before.
+    resp = await app.http.post("/v1/sessions/forged-id/chat", json={"question": "hi"})
+    assert resp.json() == {"detail": "unknown session id"}
 
 
 @pytest.mark.parametrize(
@@ -109,6 +142,8 @@ async def test_openai_bad_requests_are_422(app_factory: Any, body: dict[str, Any
     resp = await app.http.post("/v1/chat/completions", json=body)
     assert resp.status_code == 422
     assert resp.json()["detail"]
+    error = resp.json()["error"]
+    assert error["type"] == "invalid_request_error" and isinstance(error["message"], str) and error["message"]
 
 
 async def test_api_keys_and_tenant_isolation(app_factory: Any) -> None:
