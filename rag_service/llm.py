@@ -37,6 +37,16 @@ class _StatusError(Exception):
         self.status = status
 
 
+# What a call can fail with (transport, timeout, HTTP status, a reply that is not JSON) before it is reported
+# as an `UpstreamError`.
+_FAILURES = (aiohttp.ClientError, TimeoutError, _StatusError, ValueError)
+
+
+def _check_status(resp: aiohttp.ClientResponse) -> None:
+    if resp.status >= 400:
+        raise _StatusError(resp.status)
+
+
 def _retryable(exc: BaseException) -> bool:
     # As OpenAI's own SDKs: connection trouble, timeouts, rate limits and server errors are worth another
     # try; any other 4xx means the request itself is wrong.
@@ -109,10 +119,9 @@ class ChatClient:
             async for attempt in self._retrying():
                 with attempt:
                     async with self._http().post(self._url, data=body, timeout=timeout) as resp:
-                        if resp.status >= 400:
-                            raise _StatusError(resp.status)
+                        _check_status(resp)
                         data = await resp.json(content_type=None)
-        except (aiohttp.ClientError, TimeoutError, _StatusError, ValueError) as exc:
+        except _FAILURES as exc:
             raise UpstreamError(_describe(exc)) from exc
         choices = (data.get("choices") or []) if isinstance(data, dict) else []
         return str((choices[0].get("message") or {}).get("content") or "") if choices else ""
@@ -141,8 +150,7 @@ class ChatClient:
                     if resp is not None:
                         resp.release()
                     resp = await self._http().post(self._url, data=body, timeout=timeout)
-                    if resp.status >= 400:
-                        raise _StatusError(resp.status)
+                    _check_status(resp)
                     pieces = _sse_pieces(resp)
                     first = await anext(pieces, None)
             if first is None:
@@ -150,7 +158,7 @@ class ChatClient:
             yield first
             async for piece in pieces:
                 yield piece
-        except (aiohttp.ClientError, TimeoutError, _StatusError, ValueError) as exc:
+        except _FAILURES as exc:
             raise UpstreamError(_describe(exc)) from exc
         finally:
             if resp is not None:
