@@ -161,7 +161,7 @@ def main() -> None:
     try:
         llm_port, ttfb_port, app_port = free_port(), free_port(), free_port()
         py = str(VENV_BIN / "python")
-        procs.append(start([py, "-m", "tests.fake_llm", "--port", str(llm_port)], env))
+        procs.append(start([py, "-m", "rag_service.testing.fake_llm", "--port", str(llm_port)], env))
         wait_http(f"http://127.0.0.1:{llm_port}/v1/models")
         llm = f"http://127.0.0.1:{llm_port}/v1"
         env_app = dict(env, RAG_LLM__BASE_URL=llm)
@@ -193,7 +193,10 @@ def main() -> None:
             print(json.dumps(row))
         # Time to first streamed byte with a slow upstream.
         procs.append(
-            start([py, "-m", "tests.fake_llm", "--port", str(ttfb_port), "--delay", str(args.ttfb_delay)], env)
+            start(
+                [py, "-m", "rag_service.testing.fake_llm", "--port", str(ttfb_port), "--delay", str(args.ttfb_delay)],
+                env,
+            )
         )
         wait_http(f"http://127.0.0.1:{ttfb_port}/v1/models")
         procs[1].terminate()

@@ -314,14 +314,14 @@ class PromptCounter:
         return n
 
     def request(self, request: dict[str, Any]) -> int:
-        from tests.fake_llm import message_text
+        from rag_service.testing.fake_llm import message_text
 
         msgs = request.get("messages") or []
         return sum(self.text(message_text(m.get("content"))) + 4 for m in msgs if isinstance(m, dict))
 
 
 def _request_text(request: dict[str, Any]) -> str:
-    from tests.fake_llm import message_text
+    from rag_service.testing.fake_llm import message_text
 
     return "\n".join(message_text(m.get("content")) for m in request.get("messages") or [] if isinstance(m, dict))
 
@@ -917,7 +917,7 @@ def write_report(
         "`dense_vector_name='dense'`) with a node postprocessor that keeps only `title` and `source` as LLM-visible "
         "metadata; LangChain's `QdrantVectorStore` uses `vector_name='dense'`, `content_payload_key='text'`.",
         "",
-        "The upstream (`bench/upstream.py`) is the project's `tests.fake_llm` server (TCP_NODELAY, keep-alive) "
+        "The upstream (`bench/upstream.py`) is the project's `rag_service.testing.fake_llm` server (TCP_NODELAY, keep-alive) "
         "with a responder that acts the same for every system: a condense/rewrite request gets the turn's scripted "
         "standalone question, an answer request a fixed template (~120–200 tokens) quoting the question, a summary "
         "request a generic summary that keeps no identifiers. The scripted conversations are in "

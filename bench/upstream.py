@@ -1,6 +1,6 @@
 """The recording OpenAI-compatible upstream of the framework comparison (bench/compare.py).
 
-It is `tests.fake_llm.FakeLLM` (TCP_NODELAY, keep-alive, a fixed per-call delay) with three additions:
+It is `rag_service.testing.fake_llm.FakeLLM` (TCP_NODELAY, keep-alive, a fixed per-call delay) with three additions:
 
 - a responder that plays a plausible LLM for the scripted conversations of `bench/conversations.json`,
   identically for every system: a condense/rewrite request gets the turn's scripted standalone query, an
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.fake_llm import FakeLLM, _Handler, _Server, message_text  # noqa: E402
+from rag_service.testing.fake_llm import FakeLLM, _Handler, _Server, message_text  # noqa: E402
 
 KIND_SUMMARY, KIND_REWRITE, KIND_ANSWER = "summary", "rewrite", "answer"
 

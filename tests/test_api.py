@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from rag_service.testing.fake_llm import FakeLLM, Fault
 from tests.conftest import KB, AppClient
-from tests.fake_llm import FakeLLM, Fault
 
 
 def sse_events(body: str) -> list[tuple[str, Any]]:

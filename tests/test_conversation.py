@@ -21,9 +21,9 @@ from rag_service.domain import SessionMeta
 from rag_service.prompt import CLOSE_DOCS, OPEN_DOCS
 from rag_service.settings import PromptSettings
 from rag_service.summary import PINNED_HEADER
+from rag_service.testing.fake_llm import FakeLLM, Fault, Responder, message_text, scripted
 from rag_service.wiring import Services
 from tests.conftest import AppClient
-from tests.fake_llm import FakeLLM, Fault, Responder, message_text, scripted
 from tests.kb_questions import QUESTIONS
 
 ORDER = "XC20250301000123"

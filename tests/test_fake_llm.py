@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from tests.fake_llm import FakeLLM, Fault, default_responder, echo_system, message_text, scripted
+from rag_service.testing.fake_llm import FakeLLM, Fault, default_responder, echo_system, message_text, scripted
 
 USER_MSG = "What is the warranty period of the iPhone 16 Pro sold in mainland China, please tell me?"
 

@@ -12,8 +12,8 @@ import openai
 import pytest
 
 from rag_service.auth import hash_key
+from rag_service.testing.fake_llm import FakeLLM, echo_system
 from tests.conftest import AppClient
-from tests.fake_llm import FakeLLM, echo_system
 
 
 def openai_client(app: AppClient, **kwargs: Any) -> openai.AsyncOpenAI:
@@ -209,7 +209,7 @@ async def test_readyz_and_metrics(app_factory: Any, fake_llm: FakeLLM) -> None:
 
 
 async def test_upstream_errors_are_counted(app_factory: Any, fake_llm: FakeLLM) -> None:
-    from tests.fake_llm import Fault
+    from rag_service.testing.fake_llm import Fault
 
     app: AppClient = await app_factory(llm={"base_url": fake_llm.base_url, "max_retries": 0})
     sid = await app.new_session()

@@ -13,7 +13,7 @@ from aiohttp import web
 
 from rag_service.llm import ChatClient, UpstreamError
 from rag_service.settings import LLMEndpoint
-from tests.fake_llm import FakeLLM, Fault
+from rag_service.testing.fake_llm import FakeLLM, Fault
 
 MSGS = [{"role": "system", "content": "你是客服。"}, {"role": "user", "content": "保修多久？"}]
 

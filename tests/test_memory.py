@@ -26,8 +26,8 @@ from rag_service.summary import (
     key_facts,
     pin_facts,
 )
+from rag_service.testing.fake_llm import FakeLLM, Fault, scripted
 from rag_service.tokens import TokenCounter
-from tests.fake_llm import FakeLLM, Fault, scripted
 
 ORDER = "XC20250301000123"
 

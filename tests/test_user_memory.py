@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from rag_service.auth import hash_key
+from rag_service.testing.fake_llm import FakeLLM
 from tests.conftest import AppClient
-from tests.fake_llm import FakeLLM
 
 
 async def _session(app: AppClient, user: str, headers: dict[str, str] | None = None) -> str:

@@ -8,7 +8,7 @@ Standard library only.  Use it in-process::
 
 or in the foreground from a shell::
 
-    python -m tests.fake_llm --host 127.0.0.1 --port 8001 --delay 0.3 --chunk-chars 8
+    python -m rag_service.testing.fake_llm --host 127.0.0.1 --port 8001 --delay 0.3 --chunk-chars 8
 
 Endpoints: ``POST /v1/chat/completions`` (plain and ``"stream": true``),
 ``GET /v1/models``; everything else answers 404 in OpenAI's error shape.
@@ -581,7 +581,7 @@ class FakeLLM:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tests.fake_llm", description="A deterministic OpenAI-compatible chat server."
+        prog="python -m rag_service.testing.fake_llm", description="A deterministic OpenAI-compatible chat server."
     )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8001)
