@@ -163,6 +163,9 @@ class ChatPipeline:
                 t0 = time.perf_counter()
                 guard = self.guard.stream()
                 async for piece in self.s.generator.stream(turn.messages, question, turn.chunks):
+                    # An upstream whose answer is already buffered never suspends this loop, so the client's
+                    # disconnect (and its cancellation) could only land after the whole answer was stored.
+                    await anyio.lowlevel.checkpoint()
                     if safe := guard.feed(piece):
                         yield "delta", safe
                 if rest := guard.finish():

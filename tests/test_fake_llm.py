@@ -5,15 +5,24 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import time
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
 import openai
 import pytest
 
-from rag_service.testing.fake_llm import FakeLLM, Fault, default_responder, echo_system, message_text, scripted
+from rag_service.testing.fake_llm import (
+    FakeLLM,
+    Fault,
+    Waits,
+    default_responder,
+    echo_system,
+    message_text,
+    scripted,
+)
 
 USER_MSG = "What is the warranty period of the iPhone 16 Pro sold in mainland China, please tell me?"
 
@@ -153,35 +162,59 @@ def test_fault_statuses_map_to_client_errors(llm: FakeLLM) -> None:
 
 
 def test_hang_fault_triggers_client_timeout(llm: FakeLLM) -> None:
+    waits = llm.waits = Waits()  # the hang lasts until the test ends it
     c = client(llm, timeout=0.2)
     llm.fail_next(1, Fault(status=500, hang_s=3.0))
-    t0 = time.perf_counter()
     with pytest.raises(openai.APITimeoutError):
         ask(c)
-    assert time.perf_counter() - t0 < 2.0
-    assert ask(c).startswith("[fake:")  # served normally on a new connection
+    waits.wait_entered(1)
+    assert waits.requested == [3.0] and waits.returned == 0  # the client gave up; the server still hangs
+    waits.open()
+    assert ask(client(llm)).startswith("[fake:")  # served normally on a new connection
 
 
 def test_hang_with_status_200_replies_empty_text(llm: FakeLLM) -> None:
-    c = client(llm)
+    waits = llm.waits = Waits()
+    c = client(llm, timeout=60)
     llm.fail_next(2, Fault(status=200, hang_s=0.1))
-    t0 = time.perf_counter()
-    assert ask(c) == ""
-    assert time.perf_counter() - t0 >= 0.1
     msgs: Any = [{"role": "user", "content": "x"}]
-    chunks = list(c.chat.completions.create(model="m", messages=msgs, stream=True))
-    assert [ch.choices[0].finish_reason for ch in chunks] == [None, "stop"]
+    with ThreadPoolExecutor(1) as pool:
+        reply = pool.submit(ask, c)
+        waits.wait_entered(1)
+        assert not reply.done()  # nothing is answered before the hang is over
+        waits.release()
+        assert reply.result(timeout=60) == ""
+        chunks = pool.submit(lambda: list(c.chat.completions.create(model="m", messages=msgs, stream=True)))
+        waits.wait_entered(2)
+        assert not chunks.done()
+        waits.release()
+        assert [ch.choices[0].finish_reason for ch in chunks.result(timeout=60)] == [None, "stop"]
+    assert waits.requested == [0.1, 0.1] and waits.returned == 2
 
 
 def test_stop_does_not_wait_for_a_hanging_request() -> None:
     llm = FakeLLM().start()
-    llm.fail_next(1, Fault(hang_s=30.0))
+    llm.fail_next(1, Fault(hang_s=3600.0))
     with pytest.raises(openai.APITimeoutError):
         ask(client(llm, timeout=0.1))
-    t0 = time.perf_counter()
-    llm.stop()
-    assert time.perf_counter() - t0 < 1.0
+    stopper = threading.Thread(target=llm.stop)
+    stopper.start()
+    stopper.join(60)  # a safety net: an hour-long hang holding stop() up would fail here
+    assert not stopper.is_alive()
     llm.stop()  # idempotent
+
+
+def test_stop_ends_held_waits() -> None:
+    waits = Waits()
+    llm = FakeLLM(waits=waits, delay_s=5.0).start()
+    with ThreadPoolExecutor(1) as pool:
+        reply = pool.submit(ask, client(llm, timeout=60))
+        waits.wait_entered(1)
+        llm.stop()
+        with pytest.raises(openai.APIConnectionError):
+            reply.result(timeout=60)
+    waits.wait_returned(1)  # stopping ended the wait, though it was never released
+    assert waits.requested == [5.0] and waits.returned == 1
 
 
 def test_echo_system(llm: FakeLLM) -> None:
@@ -247,24 +280,29 @@ def test_list_of_parts_and_null_content(llm: FakeLLM) -> None:
 
 
 def test_delay_is_honoured_and_settable_at_run_time(llm: FakeLLM) -> None:
-    c = client(llm)
+    waits = llm.waits = Waits()  # each delay lasts until the test ends it
+    c = client(llm, timeout=60)
     llm.delay_s = 0.25
-    t0 = time.perf_counter()
-    ask(c)
-    assert 0.25 <= time.perf_counter() - t0 < 2.0
+    with ThreadPoolExecutor(1) as pool:
+        reply = pool.submit(ask, c)
+        waits.wait_entered(1)
+        assert waits.requested == [0.25] and not reply.done()
+        waits.release()
+        assert reply.result(timeout=60) == "[fake:gpt-test] " + USER_MSG[:60]
 
-    t0 = time.perf_counter()
-    stream = c.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}], stream=True)
-    first_content_at = None
-    for ch in stream:
-        if ch.choices[0].delta.content and first_content_at is None:
-            first_content_at = time.perf_counter() - t0
-    assert first_content_at is not None and 0.25 <= first_content_at < 2.0
+        # A stream answers its headers at once and holds every event until the delay is over.
+        stream = c.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}], stream=True)
+        received: list[str | None] = []
+        consumed = pool.submit(lambda: received.extend(ch.choices[0].delta.content for ch in stream))
+        waits.wait_entered(2)
+        assert waits.requested == [0.25, 0.25] and received == [] and not consumed.done()
+        waits.release()
+        consumed.result(timeout=60)
+    assert "".join(filter(None, received)) == "[fake:m] x"
 
     llm.delay_s = 0.0
-    t0 = time.perf_counter()
-    ask(c)
-    assert time.perf_counter() - t0 < 0.2
+    assert ask(c).startswith("[fake:")
+    assert len(waits.requested) == 2  # no delay, no wait at all
 
 
 def test_models_404_and_400_shapes(llm: FakeLLM) -> None:
@@ -324,3 +362,62 @@ def test_base_url_before_start() -> None:
         _ = FakeLLM().base_url
     with pytest.raises(ValueError):
         FakeLLM(chunk_chars=0)
+
+
+# -- the stream gate ----------------------------------------------------------------------------------
+
+
+def _stream_body(content: str = "x") -> dict[str, Any]:
+    return {"model": "m", "messages": [{"role": "user", "content": content}], "stream": True}
+
+
+def test_stream_gate_holds_mid_answer_until_released(llm: FakeLLM) -> None:
+    llm.chunk_chars = 1
+    llm.set_responder(lambda req: "abcdefghij")
+    gate = llm.hold_streams(after=3)
+    c = client(llm, timeout=60)
+    received: list[str] = []
+
+    def consume() -> None:
+        stream = c.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}], stream=True)
+        received.extend(ch.choices[0].delta.content or "" for ch in stream)
+
+    with ThreadPoolExecutor(1) as pool:
+        consumed = pool.submit(consume)
+        gate.wait_held()
+        assert not consumed.done() and gate.held_count == 1
+        gate.release()
+        consumed.result(timeout=60)
+    assert [piece for piece in received if piece] == list("abcdefghij")
+    # Released is released: later streams, and replies too short to hold, go straight through.
+    assert "".join(ch.choices[0].delta.content or "" for ch in c.chat.completions.create(**_stream_body())) == (
+        "abcdefghij"
+    )
+    short = llm.hold_streams(after=10)
+    assert "".join(ch.choices[0].delta.content or "" for ch in c.chat.completions.create(**_stream_body())) == (
+        "abcdefghij"
+    )
+    assert not short.held.is_set() and gate.held_count == 1 and not gate.hung_up.is_set()
+
+
+def test_stream_gate_notices_a_client_that_hangs_up(llm: FakeLLM) -> None:
+    llm.chunk_chars = 1
+    llm.set_responder(lambda req: "abcdefghij")
+    gate = llm.hold_streams(after=2)
+    contents: list[str] = []
+    with httpx.Client(timeout=60) as h:
+        with h.stream("POST", f"{llm.base_url}/chat/completions", json=_stream_body()) as resp:
+            for line in resp.iter_lines():
+                if line.startswith("data: {"):
+                    delta = json.loads(line[6:])["choices"][0]["delta"]
+                    contents += [delta["content"]] if delta.get("content") else []
+                if len(contents) == 2:
+                    break  # and the connection is closed, mid-answer
+        gate.wait_held()
+        gate.wait_hung_up()
+        assert contents == ["a", "b"] and gate.hung_up_count == 1 and not gate.released
+        # The held stream has ended; the server goes on serving.
+        gate.release()
+        assert h.post(f"{llm.base_url}/chat/completions", json={"messages": []}).status_code == 200
+    with pytest.raises(ValueError):
+        llm.hold_streams(after=-1)

@@ -310,6 +310,23 @@ async def test_every_response_gets_a_request_id_and_one_access_line(app_factory:
         logging.getLogger("rag_service").removeHandler(handler)
 
 
+async def _stored(app: AppClient, sid: str) -> list[tuple[str, str]]:
+    messages = (await app.http.get(f"/v1/sessions/{sid}/messages")).json()["messages"]
+    return [(m["role"], m["content"]) for m in messages]
+
+
+async def _eventually_stored(app: AppClient, sid: str, deadline_s: float = 60.0) -> list[tuple[str, str]]:
+    """The session's messages once there are any (the deadline is only a safety net)."""
+    import asyncio
+
+    async def poll() -> list[tuple[str, str]]:
+        while not (stored := await _stored(app, sid)):
+            await asyncio.sleep(0.02)
+        return stored
+
+    return await asyncio.wait_for(poll(), deadline_s)
+
+
 async def test_client_disconnect_mid_stream_keeps_question_only(app_factory: Any, fake_llm: FakeLLM) -> None:
     import asyncio
     import socket
@@ -320,8 +337,10 @@ async def test_client_disconnect_mid_stream_keeps_question_only(app_factory: Any
 
     app: AppClient = await app_factory(llm={"base_url": fake_llm.base_url})
     fake_llm.chunk_chars = 1
-    fake_llm.delay_s = 0.0
     fake_llm.set_responder(lambda req: "这是一个很长的回答。" * 200)
+    # The upstream pauses mid-answer until the test lets it go: the client hangs up while the answer is
+    # unfinished however fast or slow this machine is.
+    gate = fake_llm.hold_streams(after=60)
     sid = await app.new_session()
     # A real HTTP server in this event loop: only a real connection can go away mid-stream.
     with socket.socket() as sock:
@@ -333,7 +352,7 @@ async def test_client_disconnect_mid_stream_keeps_question_only(app_factory: Any
         while not server.started:
             await asyncio.sleep(0.01)
         async with (
-            httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client,
+            httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as client,
             client.stream(
                 "POST", f"/v1/sessions/{sid}/chat", json={"question": "发票怎么开？", "stream": True}
             ) as resp,
@@ -342,18 +361,112 @@ async def test_client_disconnect_mid_stream_keeps_question_only(app_factory: Any
             async for line in resp.aiter_lines():
                 got += line.startswith("event: delta")
                 if got > 3:
+                    await asyncio.to_thread(gate.wait_held)
                     break  # the client goes away mid-answer
-        for _ in range(200):
-            stored = (await app.http.get(f"/v1/sessions/{sid}/messages")).json()["messages"]
-            if stored:
-                break
-            await asyncio.sleep(0.05)
+        # The server cancels the turn and hangs up on the upstream, which is still holding the rest.
+        await asyncio.to_thread(gate.wait_hung_up)
+        assert await _eventually_stored(app, sid) == [("user", "发票怎么开？")]
+        await app.services.pipeline.drain()
+        assert await _stored(app, sid) == [("user", "发票怎么开？")]
+        assert gate.hung_up_count == 1 and len(fake_llm.requests) == 1
     finally:
+        gate.release()
         server.should_exit = True
         await serving
-    await app.services.pipeline.drain()
-    stored = (await app.http.get(f"/v1/sessions/{sid}/messages")).json()["messages"]
-    assert [(m["role"], m["content"]) for m in stored] == [("user", "发票怎么开？")]
+
+
+class AlreadyArrived:
+    """The real upstream client, but each answer is complete in the buffer before its first piece is used:
+    what a fast upstream looks like to a busy server. Reading it never has to wait for the network."""
+
+    mode = "llm"
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    async def complete(self, messages: Any, question: str, chunks: Any) -> str:
+        return str(await self.inner.complete(messages, question, chunks))
+
+    async def stream(self, messages: Any, question: str, chunks: Any) -> Any:
+        pieces = [piece async for piece in self.inner.stream(messages, question, chunks)]
+        for piece in pieces:
+            yield piece
+
+
+def _answer_pieces(body: bytes) -> int:
+    """Answer text events in one SSE write, for the native and the OpenAI-compatible stream."""
+    count = 0
+    for line in body.decode().splitlines():
+        if line.startswith("event: delta"):
+            count += 1
+        elif line.startswith("data: {") and '"chat.completion.chunk"' in line:
+            count += bool(json.loads(line[6:])["choices"][0]["delta"].get("content"))
+    return count
+
+
+@pytest.mark.parametrize("route", ["native", "openai"])
+async def test_gone_client_is_noticed_within_one_piece(
+    route: str, app_factory: Any, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Even when the whole answer is already buffered (nothing in the turn has to wait), the stream stops
+    at most one piece after the ASGI server reports the disconnect, and only the question is stored."""
+    import asyncio
+
+    from rag_service.api import create_app
+
+    app: AppClient = await app_factory(llm={"base_url": fake_llm.base_url})
+    fake_llm.chunk_chars = 1
+    fake_llm.set_responder(lambda req: "这是一个很长的回答。" * 200)
+    pipeline = app.services.pipeline
+    monkeypatch.setattr(pipeline.s, "generator", AlreadyArrived(pipeline.s.generator))
+    sid = await app.new_session()
+    if route == "native":
+        path, payload, extra = f"/v1/sessions/{sid}/chat", {"question": "发票怎么开？", "stream": True}, []
+    else:
+        path = "/v1/chat/completions"
+        payload = {"model": "rag", "stream": True, "messages": [{"role": "user", "content": "发票怎么开？"}]}
+        extra = [(b"x-session-id", sid.encode())]
+    body = json.dumps(payload).encode()
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"test"), (b"content-type", b"application/json"), *extra],
+        "client": ("127.0.0.1", 50000),
+        "server": ("test", 80),
+    }
+    gone = asyncio.Event()
+    pieces = {"before": 0, "after": 0}
+    requested = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal requested
+        if not requested:
+            requested = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            assert message["status"] == 200
+        elif message["type"] == "http.response.body":
+            pieces["after" if gone.is_set() else "before"] += _answer_pieces(message.get("body", b""))
+            if pieces["before"] >= 4:
+                gone.set()  # the connection is lost; the server learns it from receive()
+
+    asgi = create_app(services=app.services)
+    async with asgi.router.lifespan_context(asgi):
+        await asyncio.wait_for(asgi(scope, receive, send), 60)
+    assert pieces["before"] == 4 and pieces["after"] <= 1, pieces
+    await pipeline.drain()
+    assert await _stored(app, sid) == [("user", "发票怎么开？")]
 
 
 async def test_healthz_needs_no_key(app_factory: Any) -> None:

@@ -12,6 +12,19 @@ or in the foreground from a shell::
 
 Endpoints: ``POST /v1/chat/completions`` (plain and ``"stream": true``),
 ``GET /v1/models``; everything else answers 404 in OpenAI's error shape.
+
+To stop a streamed reply at a known point (a client that hangs up mid-answer, a
+second request arriving while the first one is still generating), hold it at a
+gate the test opens::
+
+    gate = llm.hold_streams(after=40)   # streams pause after 40 content chunks
+    ...                                 # start the request
+    gate.wait_held()                    # the reply is now paused mid-answer
+    gate.release()                      # let it (and every later one) finish
+
+Likewise ``FakeLLM(waits=Waits())`` puts the fake's waits (``delay_s`` and
+``Fault.hang_s``) under the test's control: a test can see that a reply is
+being delayed, or let a client time out against a hang, without racing a clock.
 """
 
 from __future__ import annotations
@@ -21,6 +34,7 @@ import collections
 import contextlib
 import itertools
 import json
+import select
 import signal
 import socket
 import sys
@@ -38,6 +52,8 @@ __all__ = [
     "FakeLLM",
     "Fault",
     "Responder",
+    "StreamGate",
+    "Waits",
     "default_responder",
     "echo_system",
     "main",
@@ -61,6 +77,125 @@ class Fault:
     status: int = 500
     hang_s: float = 0.0
     body: str = "upstream failure"
+
+
+class StreamGate:
+    """Holds streamed replies after ``after`` content chunks until ``release()``.
+
+    Made by :meth:`FakeLLM.hold_streams`.  Events the test can wait on (from any
+    thread, or from asyncio with ``asyncio.to_thread(gate.held.wait, timeout)``):
+
+    ``held``: a stream has sent its first ``after`` content chunks and is paused.
+    ``hung_up``: a paused stream's client closed the connection; that stream ends
+    at once without sending the rest (a real upstream stops generating, too).
+
+    ``held_count`` and ``hung_up_count`` count the streams concerned.  Once
+    released, the gate lets every stream through, now and later.
+    """
+
+    def __init__(self, after: int) -> None:
+        if after < 0:
+            raise ValueError("after must be >= 0")
+        self.after = after
+        self.held = threading.Event()
+        self.hung_up = threading.Event()
+        self.held_count = 0
+        self.hung_up_count = 0
+        self._open = threading.Event()
+        self._lock = threading.Lock()
+
+    @property
+    def released(self) -> bool:
+        return self._open.is_set()
+
+    def release(self) -> None:
+        self._open.set()
+
+    def wait_held(self, timeout: float = 60.0) -> None:
+        """Block until a stream is paused here; ``TimeoutError`` after ``timeout`` (a safety net only)."""
+        if not self.held.wait(timeout):
+            raise TimeoutError(f"no stream reached the gate within {timeout} s")
+
+    def wait_hung_up(self, timeout: float = 60.0) -> None:
+        """Block until a paused stream's client has gone; ``TimeoutError`` after ``timeout``."""
+        if not self.hung_up.wait(timeout):
+            raise TimeoutError(f"no paused stream lost its client within {timeout} s")
+
+    def _hold(self, sock: socket.socket, stopping: threading.Event) -> bool:
+        """Wait for release (or server stop); False if the client hung up meanwhile."""
+        with self._lock:
+            self.held_count += 1
+        self.held.set()
+        while not self._open.is_set() and not stopping.is_set():
+            if _peer_closed(sock):
+                with self._lock:
+                    self.hung_up_count += 1
+                self.hung_up.set()
+                return False
+            self._open.wait(0.02)
+        return True
+
+
+class Waits:
+    """The fake's waits (``delay_s`` before a reply, ``Fault.hang_s``), held until the test releases them.
+
+    With ``FakeLLM(waits=Waits())`` (or ``llm.waits = Waits()`` while it runs) every wait records the
+    seconds it was asked for in ``requested`` and then blocks, however short or long it was meant to be,
+    until ``release()`` or ``open()`` (or the server stops).  ``returned`` counts the waits that ended.
+    """
+
+    def __init__(self) -> None:
+        self.requested: list[float] = []
+        self.returned = 0
+        self._released = 0  # waits with an index below this may return
+        self._open = False
+        self._cond = threading.Condition()
+
+    def __call__(self, seconds: float, stopping: threading.Event) -> None:
+        with self._cond:
+            index = len(self.requested)
+            self.requested.append(seconds)
+            self._cond.notify_all()
+            # The timeout only lets a server stop wake this wait.
+            while not (self._open or index < self._released or stopping.is_set()):
+                self._cond.wait(0.05)
+            self.returned += 1
+            self._cond.notify_all()
+
+    def wait_entered(self, n: int = 1, timeout: float = 60.0) -> None:
+        """Block until ``n`` waits in all have begun; ``TimeoutError`` after ``timeout`` (a safety net only)."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: len(self.requested) >= n, timeout):
+                raise TimeoutError(f"{len(self.requested)} of {n} waits began within {timeout} s")
+
+    def wait_returned(self, n: int = 1, timeout: float = 60.0) -> None:
+        """Block until ``n`` waits in all have ended; ``TimeoutError`` after ``timeout`` (a safety net only)."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: self.returned >= n, timeout):
+                raise TimeoutError(f"{self.returned} of {n} waits ended within {timeout} s")
+
+    def release(self) -> None:
+        """End every wait begun so far; later ones block until the next release."""
+        with self._cond:
+            self._released = len(self.requested)
+            self._cond.notify_all()
+
+    def open(self) -> None:
+        """End every wait, now and later."""
+        with self._cond:
+            self._open = True
+            self._cond.notify_all()
+
+
+def _peer_closed(sock: socket.socket) -> bool:
+    """True once the other end has closed (or reset) the connection; never blocks."""
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+        if not readable:
+            return False
+        return sock.recv(1, socket.MSG_PEEK) == b""
+    except (OSError, ValueError):
+        return True
 
 
 Responder: TypeAlias = Callable[[dict[str, Any]], "str | Fault"]
@@ -415,13 +550,19 @@ class _Handler(BaseHTTPRequestHandler):
             return obj
 
         step = max(1, owner.chunk_chars)
+        pieces = [text[i : i + step] for i in range(0, len(text), step)]
+        gate = owner.stream_gate
+        hold_at = gate.after if gate is not None and not gate.released and gate.after < len(pieces) else None
         events: Iterable[dict[str, Any]] = itertools.chain(
             [chunk({"role": "assistant"}, None)],
-            (chunk({"content": text[i : i + step]}, None) for i in range(0, len(text), step)),
+            (chunk({"content": piece}, None) for piece in pieces),
             [chunk({}, "stop")],
         )
         write = self.wfile.write
-        for event in events:
+        for n, event in enumerate(events):
+            if gate is not None and n - 1 == hold_at and not gate._hold(self.connection, owner._stopping):
+                self.close_connection = True
+                return
             data = b"data: " + _dumps(event) + b"\n\n"
             write(b"%x\r\n%s\r\n" % (len(data), data))
             self.wfile.flush()
@@ -450,7 +591,8 @@ class FakeLLM:
 
     ``base_url`` is ``http://HOST:PORT/v1``.  ``requests`` lists every JSON
     object posted to ``/v1/chat/completions``, in arrival order.  ``delay_s``
-    (the wait before the first byte/token of each normal reply), ``chunk_chars``
+    (the wait before the first byte/token of each normal reply), ``chunk_chars``,
+    ``stream_gate`` (see :meth:`hold_streams`), ``waits`` (see :class:`Waits`)
     and the responder may be changed while it runs.
     """
 
@@ -462,12 +604,15 @@ class FakeLLM:
         chunk_chars: int = 8,
         host: str = "127.0.0.1",
         port: int = 0,
+        waits: Waits | None = None,
     ) -> None:
         if chunk_chars < 1:
             raise ValueError("chunk_chars must be >= 1")
         self._responder: Responder = responder or default_responder
         self.delay_s = delay_s
         self.chunk_chars = chunk_chars
+        self.stream_gate: StreamGate | None = None
+        self.waits = waits
         self.host = host
         self._port = port
         self.requests: list[dict[str, Any]] = []
@@ -545,6 +690,16 @@ class FakeLLM:
     def set_responder(self, responder: Responder) -> None:
         self._responder = responder
 
+    def hold_streams(self, after: int) -> StreamGate:
+        """Streamed replies from now on pause after ``after`` content chunks until the gate is released.
+
+        Replies with at most ``after`` chunks are not held.  A new call replaces the gate for later
+        streams; ``stop()`` lets held streams go.
+        """
+        gate = StreamGate(after)
+        self.stream_gate = gate
+        return gate
+
     def fail_next(self, n: int, fault: Fault) -> None:
         """The next ``n`` chat requests get ``fault``; then normal service resumes.
 
@@ -573,7 +728,10 @@ class FakeLLM:
             return next(self._ids)
 
     def _sleep(self, seconds: float) -> None:
-        self._stopping.wait(seconds)
+        if self.waits is not None:
+            self.waits(seconds, self._stopping)
+        else:
+            self._stopping.wait(seconds)
 
 
 # --------------------------------------------------------------------------- CLI
