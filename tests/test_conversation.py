@@ -7,11 +7,13 @@ the generation reserve fits the context window, and the store keeps every messag
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import hashlib
 import itertools
 import re
-import time
-from collections.abc import Callable
+import threading
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +23,7 @@ from rag_service.domain import SessionMeta
 from rag_service.prompt import CLOSE_DOCS, OPEN_DOCS
 from rag_service.settings import PromptSettings
 from rag_service.summary import PINNED_HEADER
-from rag_service.testing.fake_llm import FakeLLM, Fault, Responder, message_text, scripted
+from rag_service.testing.fake_llm import FakeLLM, Fault, Responder, Waits, message_text, scripted
 from rag_service.wiring import Services
 from tests.conftest import AppClient
 from tests.kb_questions import QUESTIONS
@@ -81,6 +83,9 @@ class Conversation:
     receipts: list[dict[str, Any]] = field(default_factory=list)
     prompts: list[list[dict[str, Any]]] = field(default_factory=list)
     summarizer_calls: list[dict[str, Any]] = field(default_factory=list)
+    # Awaited after each turn's compression: a request the summarizer gave up on may still be on its way to
+    # the fake, which then has to have recorded it before the turn's requests are counted.
+    settle: Callable[[], Awaitable[Any]] | None = None
 
     @property
     def services(self) -> Services:
@@ -94,6 +99,8 @@ class Conversation:
         first = len(self.fake.requests)
         reply = await self.app.ask(self.sid, question)
         await self.services.pipeline.drain()  # compressions land before the next turn
+        if self.settle is not None:
+            await self.settle()
         sent = self.fake.requests[first:]
         system_prompt = self.services.settings.prompt.system_prompt
         chats = [r for r in sent if r["messages"][0]["content"] == system_prompt]
@@ -343,12 +350,18 @@ async def test_failing_or_hanging_summarizer_loses_nothing_and_compression_resum
         memory={"summary_threshold_tokens": 500, "summary_llm": {"timeout_s": 0.4, "max_retries": 0}},
     )
     questions = script(14)
+    waits = fake_llm.waits = Waits()  # a hang lasts until the test ends it: only timeout_s can cut it
 
     async def verbatim_turns(faulty: Fault, turns: list[str]) -> None:
         fake_llm.set_responder(upstream(faulty))
         for question in turns:
             calls = len(conv.summarizer_calls)
+            if faulty.hang_s:
+                assert len(conv.rounds) >= 5  # so this turn tries to compress, and hangs once
+                hangs = len(waits.requested) + 1
+                conv.settle = functools.partial(asyncio.to_thread, waits.wait_entered, hangs)
             await conv.turn(question)
+            conv.settle = None
             meta = await conv.meta()
             assert meta.summarized == 0 and meta.summary == ""
             # Every round so far is still sent verbatim.
@@ -358,9 +371,13 @@ async def test_failing_or_hanging_summarizer_loses_nothing_and_compression_resum
                 assert len(conv.summarizer_calls) == calls + 1
 
     await verbatim_turns(Fault(500), questions[:6])
-    started = time.perf_counter()
-    await verbatim_turns(Fault(status=200, hang_s=3.0), questions[6:9])  # a hang, cut by timeout_s
-    assert time.perf_counter() - started < 3 * 2.5
+    try:
+        # A safety net only: were the hangs not cut by timeout_s, the turns' drain() would never return.
+        await asyncio.wait_for(verbatim_turns(Fault(status=200, hang_s=3.0), questions[6:9]), 300)
+        # Three compressions were tried and given up on while their upstream calls were all still hanging.
+        assert waits.requested == [3.0] * 3 and waits.returned == 0
+    finally:
+        waits.open()
 
     fake_llm.set_responder(upstream())
     await conv.turn(questions[9])
@@ -384,18 +401,25 @@ async def test_compression_runs_after_the_answer_is_returned(app_factory: Any, f
         memory={"window_rounds": 1, "summary_threshold_tokens": 50, "summary_min_fold_rounds": 1},
     )
 
+    summarizing, done = threading.Event(), threading.Event()
+
     def slow_summarizer(request: dict[str, Any]) -> str | Fault:
         if is_summarizer(request):
-            time.sleep(1.0)
+            summarizing.set()
+            done.wait(60)  # until the test has looked (the timeout is only a safety net)
             return SUMMARY_REPLY
         return chat_answer(request)
 
     fake_llm.set_responder(slow_summarizer)
-    await conv.app.ask(conv.sid, FIRST_QUESTION)
-    await conv.app.ask(conv.sid, QUESTIONS[0][0])
-    # The answer is back while the summarizer is still working.
-    assert conv.services.pipeline._background
-    assert (await conv.meta()).summarized == 0
+    try:
+        await conv.app.ask(conv.sid, FIRST_QUESTION)
+        await conv.app.ask(conv.sid, QUESTIONS[0][0])
+        # The answer is back while the summarizer is still working.
+        assert conv.services.pipeline._background
+        assert await asyncio.to_thread(summarizing.wait, 60)
+        assert (await conv.meta()).summarized == 0
+    finally:
+        done.set()
     await conv.services.pipeline.drain()
     meta = await conv.meta()
     assert meta.summarized == 2 and ORDER in meta.summary

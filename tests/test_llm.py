@@ -13,7 +13,7 @@ from aiohttp import web
 
 from rag_service.llm import ChatClient, UpstreamError
 from rag_service.settings import LLMEndpoint
-from rag_service.testing.fake_llm import FakeLLM, Fault
+from rag_service.testing.fake_llm import FakeLLM, Fault, Waits
 
 MSGS = [{"role": "system", "content": "你是客服。"}, {"role": "user", "content": "保修多久？"}]
 
@@ -92,12 +92,16 @@ async def test_exhausted_retries_raise_upstream_error(fake_llm: FakeLLM) -> None
 
 async def test_timeout_is_an_upstream_error(fake_llm: FakeLLM) -> None:
     fake_llm.clear()
+    waits = fake_llm.waits = Waits()  # the hang lasts until the test ends it: only the timeout can end the call
     fake_llm.fail_next(1, Fault(status=200, hang_s=1.0))
     c = client(fake_llm.base_url, max_retries=0)
     try:
         with pytest.raises(UpstreamError, match="timeout"):
             await c.complete(MSGS, timeout_s=0.2)
+        await asyncio.to_thread(waits.wait_entered, 1)
+        assert waits.returned == 0
     finally:
+        waits.open()
         await c.close()
 
 
@@ -139,14 +143,21 @@ async def test_a_client_survives_a_new_event_loop(fake_llm: FakeLLM) -> None:
 
 
 async def test_connections_per_endpoint_are_capped() -> None:
-    with FakeLLM(delay_s=0.2) as llm:
-        c = client(llm.base_url, max_connections=2)
+    waits = Waits()
+    with FakeLLM(delay_s=0.2, waits=waits) as llm:
+        c = client(llm.base_url, max_connections=2, timeout_s=60)
         try:
-            replies = await asyncio.gather(*(c.complete(MSGS) for _ in range(6)))
+            calls = asyncio.gather(*(c.complete(MSGS) for _ in range(6)))
+            # Two calls are being answered at once, each holding its connection until the test lets go.
+            await asyncio.to_thread(waits.wait_entered, 2)
+            assert llm.connection_count == 2 and waits.returned == 0
+            waits.open()
+            replies = await calls
         finally:
+            waits.open()
             await c.close()
         assert len(replies) == 6 and len(llm.requests) == 6
-        # Six calls at once, each holding its connection for 0.2 s: only two connections were ever opened.
+        # Six calls at once: only two connections were ever opened.
         assert llm.connection_count == 2
 
 

@@ -14,7 +14,7 @@ from rag_service.retrieval import Retriever
 from rag_service.rewrite import Gate, LLMRewriter, NoRewriter, RuleRewriter, check_output
 from rag_service.rewrite_rules import entities, reference_marker
 from rag_service.settings import REWRITE_PROMPT, RetrievalSettings, RewriteSettings, Settings
-from rag_service.testing.fake_llm import FakeLLM, Fault, scripted
+from rag_service.testing.fake_llm import FakeLLM, Fault, Waits, scripted
 from rag_service.vectorstore import VectorIndex
 from rag_service.wiring import build_rewriter
 from tests.kb_questions import FOLLOWUPS, TOPIC_SWITCHES
@@ -272,14 +272,20 @@ def rule_query(question: str, history: MemoryView) -> str:
     ids=["timeout", "http-500", "empty-reply"],
 )
 async def test_llm_failures_fall_back_to_rules(fake_llm: FakeLLM, fault: Fault) -> None:
+    waits = fake_llm.waits = Waits()  # a hang lasts until the test ends it: only the timeout can cut it
     fake_llm.fail_next(5, fault)
     rewriter = make_llm_rewriter(llm_settings(fake_llm.base_url, timeout_s=0.5))
     question = "那它的电池更换多少钱？"
-    result = await rewriter.rewrite(question, HISTORY)
+    try:
+        result = await rewriter.rewrite(question, HISTORY)
+    finally:
+        waits.open()
+        await rewriter.client.close()
     assert result.action == "fallback", result
     assert result.query == rule_query(question, HISTORY) == "那 iPhone 16 Pro 的电池更换多少钱？"
     assert result.detail.startswith("llm ")
-    await rewriter.client.close()
+    if fault.hang_s:
+        assert "timed out" in result.detail or "timeout" in result.detail, result.detail
 
 
 @pytest.mark.parametrize(

@@ -269,17 +269,21 @@ async def _hold(store: Any, session_id: str, entered: asyncio.Event, release: as
 
 
 async def test_reject_mode_answers_busy(env: Env) -> None:
-    store = env.make(on_busy="reject")
+    # At once, not after lock_timeout_s: waiting an hour for the holder would trip the safety net below.
+    store = env.make(on_busy="reject", lock_timeout_s=3600.0)
     meta = new_meta()
     await store.create(meta)
     entered, release = asyncio.Event(), asyncio.Event()
     holder = asyncio.create_task(_hold(store, meta.session_id, entered, release))
     await entered.wait()
-    started = time.perf_counter()
-    with pytest.raises(SessionBusy):
+
+    async def try_lock() -> None:
         async with store.lock(meta.session_id):
             pass
-    assert time.perf_counter() - started < 0.5  # at once, not after lock_timeout_s
+
+    with pytest.raises(SessionBusy):
+        await asyncio.wait_for(try_lock(), 60)
+    assert not holder.done()  # busy while the holder still holds it
     release.set()
     await holder
     async with store.lock(meta.session_id):
@@ -293,11 +297,18 @@ async def test_wait_mode_gives_up_after_lock_timeout(env: Env) -> None:
     entered, release = asyncio.Event(), asyncio.Event()
     holder = asyncio.create_task(_hold(store, meta.session_id, entered, release))
     await entered.wait()
-    started = time.perf_counter()
-    with pytest.raises(SessionBusy):
+    loop = asyncio.get_running_loop()
+
+    async def try_lock() -> None:
         async with store.lock(meta.session_id):
             pass
-    assert 0.25 <= time.perf_counter() - started < 2.0
+
+    started = loop.time()
+    with pytest.raises(SessionBusy):
+        await asyncio.wait_for(try_lock(), 60)  # a safety net: it must give up, not wait for the holder
+    # It waited its lock_timeout_s first (a lower bound: a slower machine only makes the wait longer).
+    assert loop.time() - started >= 0.3 - 0.01
+    assert not holder.done()
     release.set()
     await holder
 
@@ -305,32 +316,97 @@ async def test_wait_mode_gives_up_after_lock_timeout(env: Env) -> None:
 # -- TTL ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", ["memory", "redis"])
-async def test_session_expires_after_ttl(kind: str, env_factory: Callable[..., Any]) -> None:
-    env = await env_factory(kind)
+class Clock:
+    """Stands in for the `time` module of rag_service.store: the in-process store's expiry clock, moved
+    by the test instead of by waiting."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def time(self) -> float:
+        return time.time()
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    fake = Clock()
+    monkeypatch.setattr("rag_service.store.time", fake)
+    return fake
+
+
+async def _until_expired(store: RedisStore, session_id: str) -> None:
+    """Redis expires keys on its own clock: wait for that (the deadline is only a safety net)."""
+
+    async def gone() -> None:
+        while await store.redis.exists(*store.keys(session_id)):
+            await asyncio.sleep(0.05)
+
+    await asyncio.wait_for(gone(), 60)
+
+
+async def test_memory_session_expires_after_ttl(env_factory: Callable[..., Any], clock: Clock) -> None:
+    env = await env_factory("memory")
     store = env.make(ttl_s=1)
     meta = new_meta()
     await store.create(meta)
     await store.append(meta.session_id, turn(0))
-    await asyncio.sleep(1.3)
+    clock.advance(0.9)
+    _, loaded, _ = await store.load(meta.session_id, lambda m: 0)  # within its TTL (and refreshed)
+    assert len(loaded) == 2
+    clock.advance(1.1)
     with pytest.raises(SessionNotFound):
         await store.load(meta.session_id, lambda m: 0)
 
 
-@pytest.mark.parametrize("kind", ["memory", "redis"])
-async def test_ttl_is_refreshed_on_every_turn(kind: str, env_factory: Callable[..., Any]) -> None:
-    env = await env_factory(kind)
+async def test_redis_session_expires_after_ttl(env_factory: Callable[..., Any]) -> None:
+    env = await env_factory("redis")
+    store: RedisStore = env.make(ttl_s=1)
+    meta = new_meta()
+    await store.create(meta)
+    await store.append(meta.session_id, turn(0))
+    for key in store.keys(meta.session_id):
+        assert 0 < await store.redis.pttl(key) <= 1000
+    await _until_expired(store, meta.session_id)
+    with pytest.raises(SessionNotFound):
+        await store.load(meta.session_id, lambda m: 0)
+
+
+async def test_memory_ttl_is_refreshed_on_every_turn(env_factory: Callable[..., Any], clock: Clock) -> None:
+    env = await env_factory("memory")
     store = env.make(ttl_s=1)
     meta = new_meta()
     await store.create(meta)
-    for i in range(4):  # 2 s in all, twice the TTL
-        await asyncio.sleep(0.5)
+    for i in range(4):  # 2.4 s in all, more than twice the TTL
+        clock.advance(0.6)
         _, loaded, _ = await store.load(meta.session_id, lambda m: 0)
         assert len(loaded) == 2 * i
         await store.append(meta.session_id, turn(i))
-    if isinstance(store, RedisStore):
-        for key in store.keys(meta.session_id):
-            assert 0 < await store.redis.pttl(key) <= 1000
+    clock.advance(1.1)
+    with pytest.raises(SessionNotFound):
+        await store.load(meta.session_id, lambda m: 0)
+
+
+async def test_redis_ttl_is_refreshed_on_every_turn(env_factory: Callable[..., Any]) -> None:
+    env = await env_factory("redis")
+    store: RedisStore = env.make(ttl_s=60)
+    meta = new_meta()
+    await store.create(meta)
+    keys = store.keys(meta.session_id)
+    for i in range(4):
+        # Time has passed: most of the TTL is gone, and the turn gives it all back.
+        for key in keys:
+            await store.redis.pexpire(key, 5000)
+        _, loaded, _ = await store.load(meta.session_id, lambda m: 0)
+        assert len(loaded) == 2 * i
+        await store.append(meta.session_id, turn(i))
+        for key in keys:
+            assert 5000 < await store.redis.pttl(key) <= 60_000
 
 
 # -- Redis specifics ----------------------------------------------------------------------------
@@ -375,18 +451,33 @@ async def test_redis_lock_serialises_turns_across_processes(env_factory: Callabl
 
 async def test_redis_reject_across_processes_and_lease_renewal(env_factory: Callable[..., Any]) -> None:
     env = await env_factory("redis")
-    a = env.make(lock_timeout_s=0.3)
-    b = env.make(lock_timeout_s=0.3, on_busy="reject")
+    a: RedisStore = env.make(lock_timeout_s=2.0)
+    b = env.make(lock_timeout_s=2.0, on_busy="reject")
     meta = new_meta()
     await a.create(meta)
     entered, release = asyncio.Event(), asyncio.Event()
     holder = asyncio.create_task(_hold(a, meta.session_id, entered, release))
     await entered.wait()
-    for _ in range(4):  # 0.8 s: well past the 0.3 s lease, which the holder keeps renewing
+    lock_key = f"{env.prefix}s:{{{meta.session_id}}}:lock"
+    token = await a.redis.get(lock_key)
+
+    async def renewed(last: int) -> int:
+        """The lease's remaining ms once the holder has renewed it (it only counts down otherwise)."""
+        while True:
+            left = int(await a.redis.pttl(lock_key))
+            assert left > 0, "the holder's lease ran out"
+            if left > last:
+                return left
+            last = left
+            await asyncio.sleep(0.02)
+
+    left = int(await a.redis.pttl(lock_key))
+    for _ in range(4):  # four renewals: well past the first 2 s lease
+        left = await asyncio.wait_for(renewed(left), 60)
+        assert await a.redis.get(lock_key) == token  # the same holder's lease, renewed
         with pytest.raises(SessionBusy):
             async with b.lock(meta.session_id):
                 pass
-        await asyncio.sleep(0.2)
     release.set()
     await holder
     async with b.lock(meta.session_id):
@@ -395,15 +486,27 @@ async def test_redis_reject_across_processes_and_lease_renewal(env_factory: Call
 
 async def test_redis_lock_of_a_crashed_holder_expires(env_factory: Callable[..., Any]) -> None:
     env = await env_factory("redis")
-    store: RedisStore = env.make(lock_timeout_s=3.0)
+    impatient: RedisStore = env.make(lock_timeout_s=0.3)
+    store: RedisStore = env.make(lock_timeout_s=3600.0)
     meta = new_meta()
     await store.create(meta)
-    # A process died holding the lock: its lease (here 400 ms) runs out and the next turn proceeds.
-    await store.redis.set(f"{env.prefix}s:{{{meta.session_id}}}:lock", "dead-token", px=400)
-    started = time.perf_counter()
-    async with store.lock(meta.session_id):
-        waited = time.perf_counter() - started
-    assert 0.3 <= waited < 1.5
+    lock_key = f"{env.prefix}s:{{{meta.session_id}}}:lock"
+    # A process died holding the lock. While its lease lasts, nobody takes the lock over...
+    await store.redis.set(lock_key, "dead-token", px=600_000)
+    with pytest.raises(SessionBusy):
+        async with impatient.lock(meta.session_id):
+            pass
+    assert await store.redis.get(lock_key) == "dead-token"
+    # ...and once it runs out (here after 400 ms), the next turn proceeds without waiting its own
+    # hour-long lock_timeout_s (the deadline below is only a safety net).
+    await store.redis.pexpire(lock_key, 400)
+
+    async def next_turn() -> str | None:
+        async with store.lock(meta.session_id):
+            return await store.redis.get(lock_key)
+
+    holder = await asyncio.wait_for(next_turn(), 60)
+    assert holder not in (None, "dead-token")
 
 
 class CountingConnection(Connection):
@@ -515,7 +618,8 @@ async def test_expired_session_is_restored_on_its_next_turn(env_factory: Callabl
     meta = new_meta()
     await store.create(meta)
     await _converse(store, meta.session_id, [0])
-    await asyncio.sleep(1.3)
+    assert isinstance(store.live, RedisStore)
+    await _until_expired(store.live, meta.session_id)
     await _converse(store, meta.session_id, [1])
     assert store.restored == 1
     assert len(await store.messages(meta.session_id)) == 4
@@ -562,10 +666,12 @@ async def test_archive_outage_is_retried_without_duplicates(env_factory: Callabl
     meta = new_meta()
     await store.create(meta)
     await _converse(store, meta.session_id, range(3))  # the turns do not notice the outage
-    for _ in range(100):
-        if not store.pending:
-            break
-        await asyncio.sleep(0.05)
+
+    async def drained() -> None:
+        while store.pending:
+            await asyncio.sleep(0.05)
+
+    await asyncio.wait_for(drained(), 60)  # the write-behind retries on its own (a safety net only)
     assert flaky.calls >= 3 and not store.pending
     await store.flush()
     await flaky.archive.save_messages(meta.session_id, 0, turn(0))  # replayed batch: ignored
