@@ -34,7 +34,6 @@ import collections
 import contextlib
 import itertools
 import json
-import select
 import signal
 import socket
 import sys
@@ -122,7 +121,9 @@ class StreamGate:
             raise TimeoutError(f"no paused stream lost its client within {timeout} s")
 
     def _hold(self, sock: socket.socket, stopping: threading.Event) -> bool:
-        """Wait for release (or server stop); False if the client hung up meanwhile."""
+        """Wait for release (or server stop); False if the client hung up meanwhile.
+
+        Polls: a closed peer only shows on the socket. The period adds latency, never a different outcome."""
         with self._lock:
             self.held_count += 1
         self.held.set()
@@ -190,11 +191,10 @@ class Waits:
 def _peer_closed(sock: socket.socket) -> bool:
     """True once the other end has closed (or reset) the connection; never blocks."""
     try:
-        readable, _, _ = select.select([sock], [], [], 0)
-        if not readable:
-            return False
-        return sock.recv(1, socket.MSG_PEEK) == b""
-    except (OSError, ValueError):
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False  # nothing to read: still connected
+    except OSError:
         return True
 
 
@@ -552,7 +552,8 @@ class _Handler(BaseHTTPRequestHandler):
         step = max(1, owner.chunk_chars)
         pieces = [text[i : i + step] for i in range(0, len(text), step)]
         gate = owner.stream_gate
-        hold_at = gate.after if gate is not None and not gate.released and gate.after < len(pieces) else None
+        # Event 0 is the role chunk, so content chunk k is event k + 1.
+        hold_before = gate.after + 1 if gate is not None and not gate.released and gate.after < len(pieces) else -1
         events: Iterable[dict[str, Any]] = itertools.chain(
             [chunk({"role": "assistant"}, None)],
             (chunk({"content": piece}, None) for piece in pieces),
@@ -560,7 +561,7 @@ class _Handler(BaseHTTPRequestHandler):
         )
         write = self.wfile.write
         for n, event in enumerate(events):
-            if gate is not None and n - 1 == hold_at and not gate._hold(self.connection, owner._stopping):
+            if n == hold_before and gate is not None and not gate._hold(self.connection, owner._stopping):
                 self.close_connection = True
                 return
             data = b"data: " + _dumps(event) + b"\n\n"
