@@ -3,14 +3,18 @@ readiness, metrics, the output filter and prompt-injection handling."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import socket
 from typing import Any
 
 import httpx
 import openai
 import pytest
+import uvicorn
 
+from rag_service.api import create_app
 from rag_service.auth import hash_key
 from rag_service.testing.fake_llm import FakeLLM, echo_system
 from tests.conftest import AppClient
@@ -317,7 +321,6 @@ async def _stored(app: AppClient, sid: str) -> list[tuple[str, str]]:
 
 async def _eventually_stored(app: AppClient, sid: str, deadline_s: float = 60.0) -> list[tuple[str, str]]:
     """The session's messages once there are any (the deadline is only a safety net)."""
-    import asyncio
 
     async def poll() -> list[tuple[str, str]]:
         while not (stored := await _stored(app, sid)):
@@ -328,13 +331,6 @@ async def _eventually_stored(app: AppClient, sid: str, deadline_s: float = 60.0)
 
 
 async def test_client_disconnect_mid_stream_keeps_question_only(app_factory: Any, fake_llm: FakeLLM) -> None:
-    import asyncio
-    import socket
-
-    import uvicorn
-
-    from rag_service.api import create_app
-
     app: AppClient = await app_factory(llm={"base_url": fake_llm.base_url})
     fake_llm.chunk_chars = 1
     fake_llm.set_responder(lambda req: "这是一个很长的回答。" * 200)
@@ -410,10 +406,6 @@ async def test_gone_client_is_noticed_within_one_piece(
 ) -> None:
     """Even when the whole answer is already buffered (nothing in the turn has to wait), the stream stops
     at most one piece after the ASGI server reports the disconnect, and only the question is stored."""
-    import asyncio
-
-    from rag_service.api import create_app
-
     app: AppClient = await app_factory(llm={"base_url": fake_llm.base_url})
     fake_llm.chunk_chars = 1
     fake_llm.set_responder(lambda req: "这是一个很长的回答。" * 200)
