@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 
 from rag_service.budget import plan_budget
-from rag_service.domain import Chunk, Message, Receipt, RewriteResult, Round, SessionMeta
+from rag_service.domain import Chunk, GenerationInput, MemoryView, Message, Receipt, RewriteResult, Round, SessionMeta
 from rag_service.guard import OutputGuard
 from rag_service.llm import Generator, UpstreamError
 from rag_service.memory import CompressionPlan, MemoryStrategy
@@ -76,6 +76,11 @@ class PreparedTurn:
     offset: int
     started: float
     timings: dict[str, float] = field(default_factory=dict)
+    view: MemoryView | None = None
+
+    @property
+    def generation(self) -> GenerationInput:
+        return GenerationInput(self.question, self.rewrite.query, self.chunks, self.view)
 
 
 @dataclass(frozen=True)
@@ -142,7 +147,7 @@ class ChatPipeline:
             turn = await self._prepare(session_id, question, history, tenant)
             async with self._keep_question_on_failure(turn):
                 t0 = time.perf_counter()
-                text = self.guard.clean(await self.s.generator.complete(turn.messages, question, turn.chunks))
+                text = self.guard.clean(await self.s.generator.complete(turn.messages, turn.generation))
                 turn.timings["generate"] = time.perf_counter() - t0
             return await self._finish(turn, text, streamed=False)
 
@@ -162,7 +167,7 @@ class ChatPipeline:
             async with self._keep_question_on_failure(turn):
                 t0 = time.perf_counter()
                 guard = self.guard.stream()
-                async for piece in self.s.generator.stream(turn.messages, question, turn.chunks):
+                async for piece in self.s.generator.stream(turn.messages, turn.generation):
                     if safe := guard.feed(piece):
                         yield "delta", safe
                 if rest := guard.finish():
@@ -284,6 +289,7 @@ class ChatPipeline:
             offset,
             started,
             timings,
+            view=view,
         )
 
     def _chunk_cost(self, chunk: Chunk) -> int:

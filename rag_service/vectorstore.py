@@ -99,6 +99,7 @@ class VectorIndex:
         # Local mode scans every point anyway and warns about payload indexes; servers need one.
         if not _is_local(self.client):
             self.client.create_payload_index(self.collection, "doc_id", models.PayloadSchemaType.KEYWORD)
+            self.client.create_payload_index(self.collection, "lang", models.PayloadSchemaType.KEYWORD)
 
     @_guarded
     def upsert(self, points: Sequence[ChunkPoint]) -> None:
@@ -152,9 +153,27 @@ class VectorIndex:
 
     @_guarded
     def search(
-        self, dense: npt.NDArray[np.float32], sparse: SparseVec | None, limit: int, rrf_k: int
+        self,
+        dense: npt.NDArray[np.float32],
+        sparse: SparseVec | None,
+        limit: int,
+        rrf_k: int,
+        *,
+        lang: str | None = None,
     ) -> list[ScoredChunk]:
-        if sparse is None or not sparse.indices:
+        """Top `limit` chunks; `lang` keeps only chunks of that language (dense only)."""
+        if lang is not None:
+            hits = self.client.query_points(
+                self.collection,
+                query=dense.tolist(),
+                using=DENSE,
+                limit=limit,
+                with_payload=True,
+                query_filter=models.Filter(
+                    must=[models.FieldCondition(key="lang", match=models.MatchValue(value=lang))]
+                ),
+            ).points
+        elif sparse is None or not sparse.indices:
             hits = self.client.query_points(
                 self.collection, query=dense.tolist(), using=DENSE, limit=limit, with_payload=True
             ).points
