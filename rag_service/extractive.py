@@ -85,10 +85,23 @@ def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
     seen: set[str] = set()
     for rank, chunk in enumerate(chunks):
         section = chunk.section
+        header: list[str] = []
         for line in _LINE_SPLIT.split(chunk.text):
             line = line.strip()
             if not line or line == chunk.title:
                 continue
+            if line.startswith("|") or line.count("\t") >= 2:
+                # A table row is a sentence: "型号 iPhone 15，回收价 3400 元" (cells named by the header).
+                cells = [c.strip() for c in re.split(r"\||\t", line.strip("|")) if c.strip()]
+                if not cells or all(set(c) <= set("-: ") for c in cells):
+                    continue
+                if not header:
+                    header = cells
+                    continue
+                named = [f"{h} {v}" if h and h != v else v for h, v in zip(header, cells, strict=False)]
+                line = "，".join(named + cells[len(header) :]) + "。"
+            else:
+                header = []
             if is_heading(line):
                 section = line
                 continue
@@ -180,19 +193,29 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             score *= 1 + 2.0 * _coverage(q.ideas, concepts(c.chunk.title))
         if primary is not Ask.GENERAL:
             fits = shows(c.text, primary)
-            if primary in (Ask.HOWTO, Ask.YESNO):
+            if primary is Ask.HOWTO:
+                score *= 1.8 if fits else 0.8
+                if _HOWTO_HEADING.search(c.section):
+                    score *= 2.2  # under "如何申请" / "How to order": the steps themselves
+            elif primary is Ask.YESNO:
                 score *= 1.3 if fits else 1.0
             else:
                 score *= 2.2 if fits else 0.3
         fit = product_fit(list(q.named), q.base_model, _context_products(c, q))
         if q.named:
             score *= 0.5 if fit is None else 0.03 if fit == 0 else 2.0 * fit
-        score *= attribute_fit(q.attrs, attributes(c.text))
+        sentence_attrs = attributes(c.text)
+        score *= attribute_fit(q.attrs, sentence_attrs)
+        if any(kind not in sentence_attrs for kind in q.attrs):
+            score *= 0.5  # says nothing of the tier or size asked about
         if _BOILERPLATE.search(c.text):
             score *= 0.05
         c.score = score / (1 + 0.12 * c.rank)
 
 
+_HOWTO_HEADING = re.compile(
+    r"如何|怎么|怎样|流程|步骤|指南|办理方式|申请方式|\bhow to\b|\bsteps?\b|\bprocess\b|\bprocedure\b", re.I
+)
 _ASK_IDEA = {Ask.PRICE: "price", Ask.DURATION: "time_limit"}
 
 
@@ -217,11 +240,17 @@ def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
         ][: limit + 3]
         if len(rows) >= 2:
             return sorted(rows, key=lambda c: _first_number(c.text, primary))
+    if primary is Ask.HOWTO and shows(best.text, primary):
+        # Steps read together, in the document's order.
+        steps = [c for c in ranked if c.chunk.doc_id == best.chunk.doc_id and c.section == best.section]
+        steps = [c for c in steps if c.score >= 0.4 * best.score][: limit + 2]
+        if len(steps) >= 2:
+            return sorted(steps, key=lambda c: (c.rank, c.order))
     picked = [best]
     for c in ranked[1:]:
         if len(picked) >= limit:
             break
-        if c.score >= 0.65 * best.score:
+        if c.score >= 0.75 * best.score:
             picked.append(c)
     return picked
 
@@ -266,7 +295,7 @@ def render_value(value: str, lang: str) -> str:
 def _key_figures(q: Question, picked: list[Candidate]) -> list[str]:
     """Values of the quoted sentences, rendered in the question's language, when the sentences are in the
     other language (the customer may not read them)."""
-    if all(language(c.text) == q.lang for c in picked):
+    if language(picked[0].text) == q.lang:
         return []
     kinds = [a for a in q.asks if a not in (Ask.HOWTO, Ask.YESNO, Ask.GENERAL)] or [Ask.PRICE, Ask.DURATION]
     out: list[str] = []

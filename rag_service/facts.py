@@ -151,7 +151,7 @@ def has_value(text: str, ask: Ask) -> bool:
 
 
 _HOWTO_CUE = re.compile(
-    r"请|进入|点击|选择|填写|上传|提交|拨打|联系|登录|打开|携带|前往|预约|寄回|办理|申请|\b(?:go to|click|select|choose|fill|submit|upload|call|contact|email|log in|open|bring|visit|send)\b",
+    r"请|进入|点击|选择|填写|上传|提交|拨打|登录|打开|携带|前往|预约|寄回|\b(?:go to|click|select|choose|fill|submit|upload|call|contact|email|log in|open|bring|visit|send)\b",
     re.I,
 )
 _YESNO_CUE = re.compile(
@@ -353,6 +353,8 @@ def products(text: str) -> tuple[Product, ...]:
 
 _BRAND_DIGITS = re.compile(
     "(?:" + "|".join(_BRANDS_ZH.split()) + r")\s?\d+[A-Za-z]*(?:\s(?:Pro|Max|Plus|Ultra|mini|Lite|SE|FE|[A-Z][a-z]*))*"
+    # Any two-character Chinese name before a model number with a variant word: 华米 9 Pro, 荣耀 200 Ultra.
+    r"|[\u4e00-\u9fff]{2}\s?\d+[A-Za-z]*(?:\s(?:Pro|Max|Plus|Ultra|mini|Lite|SE|FE|Air|Neo))+"
 )
 _INNER_CAP = re.compile(r"[a-z][A-Z]|[A-Z]{2,}[a-z]")
 
@@ -379,8 +381,9 @@ def _add_product(out: list[Product], text: str, start: int, end: int, raw: str) 
     gen = _GENERATION.match(text, end + (1 if text[end : end + 1] == " " else 0))
     if gen:
         name = f"{name} {gen.group()}"
-    if all(p.text != name for p in out):
-        out.append(Product(name, _tokens(name)))
+    product = Product(name, _tokens(name))
+    if product.core and all(p.text != name for p in out):
+        out.append(product)
 
 
 def _is_value(word: str) -> bool:
@@ -417,13 +420,10 @@ def product_fit(asked: list[Product], base_model: bool, named: list[Product]) ->
         return None
     best = 0.0
     for a in asked:
+        # "那标准款呢" after a Pro: the model without its variant word.
+        wanted = Product(a.text, a.core) if base_model else a
         for n in named:
-            if base_model and not a.variants:
-                a_cmp = a
-                fit = same_product(a_cmp, Product(n.text, n.core)) if not n.variants else 0.0
-            else:
-                fit = same_product(a, n)
-            best = max(best, fit)
+            best = max(best, same_product(wanted, n))
     return best
 
 

@@ -59,6 +59,15 @@ _NAMES = {
 }
 
 
+_LOWEST = re.compile(r"起售价|起价|最低|最便宜|\bstart(?:ing|s)?\b|\bcheapest\b|\blowest\b|\bfrom\b", re.I)
+_HIGHEST = re.compile(r"最贵|最高|\bmost expensive\b|\bhighest\b|\btop\b", re.I)
+
+
+def _amount(value: str) -> float:
+    digits = re.search(r"\d[\d,]*(?:\.\d+)?", value)
+    return float(digits.group().replace(",", "")) if digits else 0.0
+
+
 def is_recall(question: str) -> bool:
     return bool(_RECALL_ZH.search(question) or _RECALL_EN.search(question))
 
@@ -110,6 +119,11 @@ def recall_answer(question: str, memory: MemoryView, lang: str) -> str | None:
         chosen = hits[:1]
     said_line, _ = chosen[0]
     found = list(dict.fromkeys(v for _, v in chosen))[:4]
+    extreme = (_LOWEST.search(question) and "min") or (_HIGHEST.search(question) and "max") or ""
+    if name == "amount" and extreme and len(found) > 1:
+        pick = (min if extreme == "min" else max)(found, key=_amount)
+        said_line = next(s for s, v in chosen if v == pick)
+        found = [pick]
     label = _NAMES[lang][name]
     quote = said_line.text if len(said_line.text) <= 160 else said_line.text[:160] + "…"
     who_zh = "您" if said_line.side == "user" else "我"

@@ -61,7 +61,9 @@ class LLMEndpoint(BaseModel):
 
 
 class LLMSettings(LLMEndpoint):
-    pass
+    # When the answer upstream fails after its retries (before any text was sent), answer extractively
+    # (`"mode": "extractive"`, `"fallback": "upstream_error"` in the receipt) instead of a 502.
+    fallback_extractive: bool = True
 
 
 class EmbeddingSettings(BaseModel):

@@ -145,6 +145,9 @@ def build_services(
         summarizer=build_summarizer(settings, counter, clients),
         metrics=metrics,
         user_memory=build_user_memory(settings, store, counter, clients),
+        fallback=ExtractiveGenerator(settings.prompt.extractive_sentences)
+        if settings.llm.base_url and settings.llm.fallback_extractive
+        else None,
     )
     return Services(
         settings,

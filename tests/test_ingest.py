@@ -35,7 +35,7 @@ from rag_service.settings import (
 from rag_service.tokens import TokenCounter, make_counter
 from rag_service.vectorstore import ChunkPoint, VectorIndex
 
-PAYLOAD_KEYS = {"doc_id", "source", "title", "chunk_index", "text", "content_hash", "token_count"}
+PAYLOAD_KEYS = {"doc_id", "source", "title", "chunk_index", "text", "content_hash", "token_count", "section", "lang"}
 
 GUIDE = """# iPhone 16 售后指南
 
@@ -173,6 +173,21 @@ def test_first_run_stores_chunks_with_exactly_the_payload(
         assert p["content_hash"] == hashlib.sha256(p["text"].encode()).hexdigest()
         assert p["token_count"] == counter.count(p["text"]) <= settings.chunking.chunk_tokens
     assert any("七天无理由退货" in p["text"] for p in payloads)
+    assert {p["lang"] for p in payloads} == {"zh", "en"}  # the guide has an English section
+
+
+def test_a_chunk_that_starts_inside_a_section_records_its_heading() -> None:
+    from ingest.pipeline import chunk_sections
+
+    texts = [
+        "Shop guide\nPrices\n- Basic plan costs ¥10.\n- Plus plan costs ¥20.",
+        "- Plus plan costs ¥20.\n- Max plan costs ¥30.\nWarranty\nEvery plan has 1 year.",
+        "Every plan has 1 year.\nRepairs are free in the first month.",
+        "Returns\nReturn within 7 days.",
+    ]
+    sections = [section for _, section in chunk_sections(texts)]
+    # The second chunk starts in the overlap with the first, under "Prices"; the third under "Warranty".
+    assert sections == ["", "Prices", "Warranty", "Warranty"]
 
 
 def test_title_is_embedded_with_each_chunk_in_bounded_batches(
