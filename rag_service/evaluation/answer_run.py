@@ -286,10 +286,15 @@ class LLMRecorder:
         url = self.upstream.url.rstrip("/") + "/chat/completions"
         try:
             resp = self._http.post(url, json=body, headers={"Authorization": f"Bearer {self.upstream.api_key}"})
-            resp.raise_for_status()
+        except httpx.HTTPError as exc:
+            return Fault(502, body=f"{url}: {type(exc).__name__}: {exc}"[:500])
+        if resp.status_code >= 400:
+            # 502 whatever the upstream said: to the service this recorder is the upstream, and it failed.
+            return Fault(502, body=f"{url}: HTTP {resp.status_code}: {resp.text}"[:500])
+        try:
             return str(resp.json()["choices"][0]["message"]["content"] or "")
-        except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
-            return Fault(502, body=f"upstream {url} failed: {type(exc).__name__}: {exc}"[:500])
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            return Fault(502, body=f"{url}: not a chat completion ({type(exc).__name__}: {exc})"[:500])
 
 
 # --- ingest and the passes ---------------------------------------------------------------------------

@@ -245,7 +245,9 @@ def answers(
     try:
         convs = load_answer_conversations(conversations)[:limit]
     except ConversationFileError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--conversations") from exc
+        # Plain lines, not a usage box: one problem a line, each naming its line and field.
+        _log(f"error: invalid --conversations file:\n{exc}")
+        raise typer.Exit(2) from exc
     overrides: dict[str, Any] = {}
     if config is not None:
         loaded = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
