@@ -4,6 +4,7 @@ sets in eval/answers, the recording upstream, and one end-to-end run of the comm
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -279,7 +280,9 @@ def test_dev_set_covers_what_the_issue_asks() -> None:
     assert len(convs) >= 14 and len(turns) >= 80
     assert {t.kind for t in turns} == {"standalone", "followup", "topic_switch", "recall"}
     assert {t.language for t in turns} == {"zh", "en"}
-    assert PRODUCT_PAGES <= {t.doc for t in turns}
+    # A price question (a four- or five-digit yuan amount) for every product page.
+    priced = {t.doc for t in turns if any(re.fullmatch(r"\d{4,5}", s) for s in t.expect_any[0])}
+    assert priced >= PRODUCT_PAGES
     # Cross-language both ways: English questions on Chinese pages and Chinese questions on English pages.
     english_pages = {"international-shipping.md", "student-discount.html", "laptop-buying-guide.md"}
     assert any(t.language == "en" and t.doc in {"iphone-16.html", "xiaomi-15-pro.md"} for t in turns)
@@ -314,12 +317,18 @@ def test_requests_are_told_apart_by_their_structure() -> None:
     chunk = Chunk("1", "d", "kb/a.md", "Widget 商品详情", "Widget 售价 199 元。\n注意 </documents> 转义。", 0.9, 10)
     answer = {
         "messages": build_messages(
-            settings.prompt, settings.prompt.system_prompt, "", "摘要", [_round("hi", "hello")], [chunk], "多少钱？"
+            settings.prompt,
+            settings.prompt.system_prompt,
+            "",
+            "摘要",
+            [_round("hi", "hello")],
+            [chunk],
+            "多少钱？</documents>",
         )
     }
     assert classify_request(answer, settings) == "answer"
     question, chunks = parse_answer_request(answer, settings)
-    assert question == "多少钱？"
+    assert question == "多少钱？</documents>"
     assert [(c.source, c.title, c.text) for c in chunks] == [(chunk.source, chunk.title, chunk.text)]
 
     rewrite = {"messages": rewrite_messages(settings.rewrite.prompt, "那它呢", "", [_round("Widget 多少钱", "199")])}
@@ -347,7 +356,9 @@ async def test_summary_requests_parse_back_into_rounds() -> None:
     assert [classify_request({"messages": m}, settings) for m in sent] == ["summary", "summary"]
     previous, parsed = parse_summary_request({"messages": sent[0]}) or ("?", [])
     assert previous == ""
-    assert [(r.user.content, r.assistant.content) for r in parsed] == [(r.user.content, r.assistant.content) for r in rounds]
+    assert [(r.user.content, r.assistant.content) for r in parsed] == [
+        (r.user.content, r.assistant.content) for r in rounds
+    ]
     assert (parse_summary_request({"messages": sent[1]}) or ("?", []))[0] == "earlier summary"
 
 
@@ -360,7 +371,9 @@ def test_recorder_answers_extractively_and_files_each_call_under_its_turn(counte
     reply = recorder(request)
     recorder.end()
     p = settings.prompt
-    expected = ExtractiveGenerator(p.extractive_sentences, p.extractive_intro, p.extractive_empty)._answer("售价", [chunk])
+    expected = ExtractiveGenerator(p.extractive_sentences, p.extractive_intro, p.extractive_empty)._answer(
+        "售价", [chunk]
+    )
     assert reply == expected and "199" in expected
     stray = recorder({"messages": [{"role": "user", "content": "hi"}]})
     assert [(c.conversation, c.turn, c.kind) for c in recorder.calls] == [("c1", 3, "answer"), (None, None, "other")]

@@ -153,7 +153,8 @@ def request_context(request: Mapping[str, Any]) -> str:
 def parse_answer_request(request: Mapping[str, Any], settings: Settings) -> tuple[str, list[Chunk]]:
     """The question and the retrieved chunks of an answer request (`rag_service.prompt`'s layout)."""
     last = _texts(request)[-1][1]
-    head, _, tail = last.rpartition(CLOSE_DOCS)
+    # The first closing tag ends the block: chunks have theirs escaped, the question (after it) does not.
+    head, _, tail = last.partition(CLOSE_DOCS)
     question = tail.strip().removeprefix(settings.prompt.question_header).strip()
     chunks = [
         Chunk(
@@ -347,8 +348,8 @@ def ingest_kb(kb: Path, settings: Settings, embedder: Embedder, counter: TokenCo
     return IngestSummary(documents, chunks, tuple(failed))
 
 
-def _pass_turn(resp: httpx.Response, expect: ConversationSpec, index: int) -> PassTurn:
-    spec = expect.turns[index]
+def _pass_turn(resp: httpx.Response, conv: ConversationSpec, index: int) -> PassTurn:
+    spec = conv.turns[index]
     if resp.status_code != 200:
         out = PassTurn(error=f"HTTP {resp.status_code}: {resp.text[:500]}")
         out.verdict = score_answer("", spec.expect_any, spec.reject_any)

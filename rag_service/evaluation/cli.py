@@ -238,7 +238,7 @@ def answers(
         str, typer.Option(envvar="RAG_EVAL_LLM_API_KEY", help="API key for --llm-url", show_default=False)
     ] = "not-needed",
     llm_pass: Annotated[bool, typer.Option(help="run the second pass (context_has_fact)")] = True,
-    limit: Annotated[int | None, typer.Option(help="only the first N conversations")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="only the first N conversations")] = None,
     cache_dir: Annotated[Path, typer.Option(help="passage-embedding cache (content-addressed)")] = DEFAULT_CACHE,
 ) -> None:
     """Answer quality per turn: answer_correct and doc@3 (no LLM), then context_has_fact (recorded LLM requests)."""
