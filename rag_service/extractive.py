@@ -190,7 +190,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         score *= 0.5 ** min(2, len(asked_aspects - page_ideas))
         if q.ideas:
             # The page whose title is the question's topic ("return policy" ~ "退换货政策") answers it.
-            score *= 1 + 2.0 * _coverage(q.ideas, concepts(c.chunk.title))
+            score *= 1 + 1.2 * _coverage(q.ideas, concepts(c.chunk.title))
         if primary is not Ask.GENERAL:
             fits = shows(c.text, primary)
             if primary is Ask.HOWTO:
@@ -205,6 +205,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         if q.named:
             score *= 0.5 if fit is None else 0.03 if fit == 0 else 2.0 * fit
         sentence_attrs = attributes(c.text)
+        for kind, found in attributes(c.section).items():
+            sentence_attrs.setdefault(kind, found)  # "成都店" heading over "门店电话为 …"
         score *= attribute_fit(q.attrs, sentence_attrs)
         if any(kind not in sentence_attrs for kind in q.attrs):
             score *= 0.5  # says nothing of the tier or size asked about

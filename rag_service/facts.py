@@ -173,15 +173,42 @@ def shows(text: str, ask: Ask) -> bool:
 # --- attribute values: storage, screen size, instalment periods ---------------------------------------------
 
 _ATTRIBUTES: dict[str, re.Pattern[str]] = {
-    "storage": re.compile(r"(?<![\d+])(\d+)\s?(GB|TB|G|T)\b(?!\s?(?:内存|RAM|memory))", re.I),
+    # "12GB+512GB" is memory + storage: the storage is the second figure.
+    "storage": re.compile(r"(?:(?<=\d[GT]B\+)|(?<![\d+]))(\d+)\s?(GB|TB|G|T)\b(?!\s?(?:内存|RAM|memory|\+))", re.I),
     "screen": re.compile(r"(\d{2}(?:\.\d)?)\s?(?:英寸|寸|-?inch(?:es)?|\")", re.I),
     "periods": re.compile(r"(\d{1,2})\s?(?:期|-?month instal+ments?|instal+ments?\b|periods?\b)", re.I),
 }
 
 
+# Places and product categories are attributes too: "寄到美国运费" is about the United States' row, "手机延保"
+# about phones, not laptops. Countries, regions and large cities in both languages are world knowledge,
+# not any shop's wording.
+_PLACES: dict[str, str] = {
+    "us": "美国|united states|\\busa?\\b|america", "ca": "加拿大|canada", "uk": "英国|united kingdom|\\buk\\b|britain",
+    "de": "德国|germany", "fr": "法国|france", "au": "澳大利亚|澳洲|australia", "nz": "新西兰|new zealand",
+    "jp": "日本|japan", "kr": "韩国|south korea|\\bkorea", "sg": "新加坡|singapore", "my": "马来西亚|malaysia",
+    "th": "泰国|thailand", "hk": "香港|hong kong", "mo": "澳门|macau|macao", "tw": "台湾|taiwan",
+    "eu": "欧洲|europe", "bj": "北京|beijing", "sh": "上海|shanghai", "gz": "广州|guangzhou", "sz": "深圳|shenzhen",
+    "cd": "成都|chengdu", "hz": "杭州|hangzhou", "wh": "武汉|wuhan", "nj": "南京|nanjing", "cq": "重庆|chongqing",
+    "xa": "西安|xi'?an", "tj": "天津|tianjin", "su": "苏州|suzhou",
+}  # fmt: skip
+_CATEGORIES: dict[str, str] = {
+    "phone": "手机|\\bphones?\\b|smartphones?", "laptop": "笔记本|电脑|\\blaptops?\\b|notebooks?",
+    "tablet": "平板|\\btablets?\\b", "watch": "手表|\\bwatch(?:es)?\\b", "earphones": "耳机|earphones?|headphones?|earbuds?",
+}  # fmt: skip
+_NAMED_KINDS = {
+    kind: [(key, re.compile(pattern, re.I)) for key, pattern in table.items()]
+    for kind, table in (("place", _PLACES), ("category", _CATEGORIES))
+}
+
+
 def attributes(text: str) -> dict[str, set[str]]:
-    """Attribute values named in the text, normalised: {"storage": {"256gb"}, "screen": {"13"}}."""
+    """Attribute values named in the text, normalised: {"storage": {"256gb"}, "screen": {"13"}, "place": {"us"}}."""
     out: dict[str, set[str]] = {}
+    for kind, table in _NAMED_KINDS.items():
+        keys = {key for key, pattern in table if pattern.search(text)}
+        if keys:
+            out[kind] = keys
     for kind, pattern in _ATTRIBUTES.items():
         found: set[str] = set()
         for m in pattern.finditer(text):

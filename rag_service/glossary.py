@@ -38,7 +38,7 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "invoice": ("invoice*|receipt*|fapiao|tax id", "发票|开票|增值税|税号|抬头"),
     "installment": ("instal*ment*|pay monthly|monthly payment*|credit", "分期|期数|花呗|信用卡分期|免息"),
     "interest": ("interest|rate*|handling fee*|service fee*", "利息|费率|手续费|免息"),
-    "member": ("member*|loyalty|tier*|vip|gold card|level*", "会员|金卡|银卡|等级|黑卡"),
+    "member": ("member*|loyalty|tier*|vip|gold|silver|platinum|diamond|level*", "会员|金卡|银卡|白金|钻石|等级|黑卡"),
     "points": ("point*|reward*", "积分|积分抵|兑换"),
     "trade_in": (
         "trade-in|trade in|trade*|old phone|old device|old laptop|recycl*|buy back|sell my",
@@ -53,7 +53,7 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     ),
     "order": ("order*", "订单|下单|单号"),
     "cancel": ("cancel*|unpaid", "取消|未付款|自动关闭"),
-    "track": ("track*|status|where is my", "查询|物流信息|跟踪|进度|状态"),
+    "track": ("track*|status|where is my", "查询|物流信息|查物流|查快递|物流|跟踪|进度|状态"),
     "payment": ("pay*|paid|alipay|wechat pay|card*", "支付|付款|付钱|支付宝|微信支付|银行卡"),
     "activation": ("activat*|unbox*|opened|used", "激活|拆封|开封|使用痕迹"),
     "condition": ("condition|scratch*|wear|intact|undamaged", "成色|划痕|磨损|完好"),

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from rag_service.domain import MemoryView
+from rag_service.lexical import terms
 
 _RECALL_ZH = re.compile(
     r"(?:之前|刚才|刚刚|前面|上面|先前|早先|最开始|一开始|开始时|第一次|头一次|上次|前边|最早|开头)[^，。？?]{0,10}"
@@ -91,43 +92,104 @@ def _lines(memory: MemoryView) -> list[_Said]:
     return said
 
 
+_RECALL_WORDS = frozenset(
+    [
+        "之前",
+        "刚才",
+        "刚刚",
+        "前面",
+        "上面",
+        "先前",
+        "早先",
+        "最开始",
+        "一开始",
+        "第一次",
+        "上次",
+        "说",
+        "说过",
+        "提",
+        "提到",
+        "报",
+        "讲",
+        "告诉",
+        "记得",
+        "还记得",
+        "来着",
+        "多少",
+        "是",
+        "的",
+        "你",
+        "我",
+        "what",
+        "did",
+        "you",
+        "say",
+        "said",
+        "tell",
+        "told",
+        "mention",
+        "mentioned",
+        "again",
+        "earlier",
+        "before",
+        "remember",
+        "going",
+        "back",
+        "was",
+        "were",
+        "is",
+        "the",
+    ]
+)
+
+
+def _content(text: str) -> set[str]:
+    return {t for t in terms(text) if t not in _RECALL_WORDS}
+
+
 def recall_answer(question: str, memory: MemoryView, lang: str) -> str | None:
     """The answer from memory, or None when the question is not about the conversation or memory holds
-    nothing of the kind asked."""
+    nothing that answers it.
+
+    Among what was said (on the side the question points at), the line that shares most with the question
+    ("那台三星 1TB" -> the line about the Galaxy's 1TB price) and holds a value of the kind asked for wins;
+    ties go to the latest mention, or the earliest for "第一次"/"first"."""
     if not is_recall(question) or not (memory.rounds or memory.summary):
         return None
     kind = next(((name, value) for name, cue, value in _KINDS if cue.search(question)), None)
-    if kind is None:
-        return None
-    name, pattern = kind
     side = "assistant" if _ASSISTANT_SIDE.search(question) else "user" if _USER_SIDE.search(question) else ""
     if not side:
-        side = "user" if name in ("order", "phone") else "assistant"
-    said = _lines(memory)
-    hits = [(s, m.group().strip()) for s in said if s.side in (side, "summary") for m in pattern.finditer(s.text)]
-    if not hits:
-        hits = [(s, m.group().strip()) for s in said for m in pattern.finditer(s.text)]
-    if not hits:
-        return None
+        side = "user" if kind is not None and kind[0] in ("order", "phone") else "assistant"
+    wanted = _content(question)
     first = _FIRST.search(question) is not None
-    verbatim = [h for h in hits if h[0].side != "summary"]
-    pool = verbatim or hits
-    # "第一次你说的起售价": among the earliest message's values, one next to the words the question uses.
-    target_pos = pool[0][0].position if first else pool[-1][0].position
-    chosen = [h for h in pool if h[0].position == target_pos]
-    if first and not verbatim:
-        chosen = hits[:1]
-    said_line, _ = chosen[0]
-    found = list(dict.fromkeys(v for _, v in chosen))[:4]
+    best: tuple[tuple[float, int], _Said, list[str]] | None = None
+    for said in _lines(memory):
+        found = [m.group().strip() for m in kind[1].finditer(said.text)] if kind else []
+        if kind and not found:
+            continue
+        overlap = len(wanted & _content(said.text))
+        if not kind and not overlap:
+            continue
+        # The side asked about first, then what the line shares with the question, then when it was said.
+        key = (2.0 * (said.side in (side, "summary")) + overlap, -said.position if first else said.position)
+        if best is None or key > best[0]:
+            best = (key, said, found)
+    if best is None:
+        return None
+    _, said_line, found = best
+    found = list(dict.fromkeys(found))
     extreme = (_LOWEST.search(question) and "min") or (_HIGHEST.search(question) and "max") or ""
-    if name == "amount" and extreme and len(found) > 1:
-        pick = (min if extreme == "min" else max)(found, key=_amount)
-        said_line = next(s for s, v in chosen if v == pick)
-        found = [pick]
-    label = _NAMES[lang][name]
+    if kind and kind[0] == "amount" and extreme and len(found) > 1:
+        found = [(min if extreme == "min" else max)(found, key=_amount)]
     quote = said_line.text if len(said_line.text) <= 160 else said_line.text[:160] + "…"
-    who_zh = "您" if said_line.side == "user" else "我"
     if lang == "zh":
-        return f"根据我们之前的对话，{who_zh}提到的{label}是 {'、'.join(found)}。（原话：“{quote}”）"
+        who = "您" if said_line.side == "user" else "我"
+        if kind:
+            return (
+                f"根据我们之前的对话，{who}提到的{_NAMES['zh'][kind[0]]}是 {'、'.join(found[:4])}。（原话：“{quote}”）"
+            )
+        return f"根据我们之前的对话，{who}说过：“{quote}”"
     who = "you gave" if said_line.side == "user" else "I gave"
-    return f'From our conversation: the {label} {who} was {", ".join(found)}. (Said earlier: "{quote}")'
+    if kind:
+        return f'From our conversation: the {_NAMES["en"][kind[0]]} {who} was {", ".join(found[:4])}. (Said earlier: "{quote}")'
+    return f'From our conversation, {"you said" if said_line.side == "user" else "I said"}: "{quote}"'

@@ -33,11 +33,11 @@ import httpx
 from ingest.loaders import LoadError
 from ingest.pipeline import ingest_file, iter_files
 from rag_service.api import create_app
-from rag_service.domain import Chunk, Message, Round
+from rag_service.domain import Chunk, GenerationInput, Message, Round
 from rag_service.embedding import Embedder, Vector, make_embedder
 from rag_service.evaluation.answers import ConversationSpec, PassTurn, TurnResult, check_facts, doc_hit, score_answer
 from rag_service.evaluation.cache import EmbeddingCache, Matrix
-from rag_service.llm import ExtractiveGenerator
+from rag_service.extractive import ExtractiveGenerator
 from rag_service.prompt import CLOSE_DOCS, OPEN_DOCS
 from rag_service.settings import Settings
 from rag_service.summary import ExtractiveSummarizer
@@ -229,7 +229,7 @@ class LLMRecorder:
     def __init__(self, settings: Settings, counter: TokenCounter, upstream: Upstream | None = None) -> None:
         self.settings, self.upstream = settings, upstream
         p = settings.prompt
-        self.generator = ExtractiveGenerator(p.extractive_sentences, p.extractive_intro, p.extractive_empty)
+        self.generator = ExtractiveGenerator(p.extractive_sentences)
         self.summarizer = ExtractiveSummarizer(counter, settings.memory)
         self.calls: list[RecordedCall] = []
         self._turn: tuple[str, int] | None = None
@@ -270,7 +270,7 @@ class LLMRecorder:
     def _emulate(self, kind: RequestKind, request: dict[str, Any]) -> str | Fault:
         if kind == "answer":
             question, chunks = parse_answer_request(request, self.settings)
-            return asyncio.run(self.generator.complete([], question, chunks))
+            return asyncio.run(self.generator.complete([], GenerationInput(question, question, chunks)))
         if kind == "summary":
             parsed = parse_summary_request(request)
             if parsed is None:
