@@ -3,6 +3,7 @@ sets in eval/answers, the recording upstream, and one end-to-end run of the comm
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from pathlib import Path
@@ -371,9 +372,8 @@ def test_recorder_answers_extractively_and_files_each_call_under_its_turn(counte
     reply = recorder(request)
     recorder.end()
     p = settings.prompt
-    expected = ExtractiveGenerator(p.extractive_sentences, p.extractive_intro, p.extractive_empty)._answer(
-        "售价", [chunk]
-    )
+    generator = ExtractiveGenerator(p.extractive_sentences, p.extractive_intro, p.extractive_empty)
+    expected = asyncio.run(generator.complete([], "售价", [chunk]))
     assert reply == expected and "199" in expected
     stray = recorder({"messages": [{"role": "user", "content": "hi"}]})
     assert [(c.conversation, c.turn, c.kind) for c in recorder.calls] == [("c1", 3, "answer"), (None, None, "other")]
