@@ -72,9 +72,9 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "data": ("back up|backup|data|erase|wipe", "备份|数据|擦除|清除"),
     "account": ("account*|apple id|log out|sign out|find my", "账号|账户|apple id|查找"),
     "business_days": ("business day*|working day*", "工作日"),
-    "laptop": ("laptop*|notebook*|computer*|pc|macbook", "笔记本|电脑|笔记本电脑"),
-    "phone": ("phone*|smartphone*|mobile*|iphone", "手机"),
-    "tablet": ("tablet*|ipad", "平板"),
+    "laptop": ("laptop*|notebook*|computer*|pc", "笔记本|电脑|笔记本电脑"),
+    "phone": ("phone|phones|smartphone*|mobile*", "手机"),
+    "tablet": ("tablet*", "平板"),
     "headphones": ("headphone*|earphone*|earbud*", "耳机"),
     "software": ("software|game code*|activation code*|gift card*|top-up", "软件|兑换码|充值卡|激活码"),
     "customized": (
