@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 
 from rag_service.domain import MemoryView
+from rag_service.facts import attributes
+from rag_service.glossary import concepts
 from rag_service.lexical import terms
 
 _RECALL_ZH = re.compile(
@@ -46,7 +48,8 @@ _KINDS: list[tuple[str, re.Pattern[str], re.Pattern[str]]] = [
     (
         "amount",
         re.compile(
-            r"多少钱|价格|价钱|售价|起售价|报价|金额|预算|费用|\bprice\b|\bcost\b|\bhow much\b|\bbudget\b|\bamount\b|\bfee\b",
+            r"多少钱|价格|价钱|售价|起售价|报价|金额|预算|费用|运费|门槛|多少|\bprices?\b|\bcosts?\b|\bhow much\b|\bbudget\b"
+            r"|\bamount\b|\bfees?\b|\bthreshold\b|\bminimum\b",
             re.I,
         ),
         _AMOUNT,
@@ -144,7 +147,12 @@ _RECALL_WORDS = frozenset(
 
 
 def _content(text: str) -> set[str]:
-    return {t for t in terms(text) if t not in _RECALL_WORDS}
+    """Words, customer-service concepts and named places of a text, so an English line can match a
+    Chinese question ("gold" ~ "金卡", "美国" ~ "the United States")."""
+    words = {t for t in terms(text) if t not in _RECALL_WORDS}
+    ideas = {f"@{c}" for c in concepts(text)}
+    places = {f"@place:{p}" for p in attributes(text).get("place", ())}
+    return words | ideas | places
 
 
 def recall_answer(question: str, memory: MemoryView, lang: str) -> str | None:
@@ -171,7 +179,7 @@ def recall_answer(question: str, memory: MemoryView, lang: str) -> str | None:
         if not kind and not overlap:
             continue
         # The side asked about first, then what the line shares with the question, then when it was said.
-        key = (2.0 * (said.side in (side, "summary")) + overlap, -said.position if first else said.position)
+        key = (3.0 * (said.side in (side, "summary")) + overlap, -said.position if first else said.position)
         if best is None or key > best[0]:
             best = (key, said, found)
     if best is None:

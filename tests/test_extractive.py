@@ -194,3 +194,17 @@ def test_rerank_lifts_the_other_language_page_about_the_topic_and_pushes_sibling
     pro = chunk("nova8pro", "Nova 8 Pro 商品详情", PHONE_PRO, 0.93)
     base = chunk("nova8", "Nova 8 商品详情", PHONE, 0.90)
     assert [c.doc_id for c in rerank("Nova 8 多少钱", [pro, base])] == ["nova8", "nova8pro"]
+
+
+def test_recall_finds_the_line_about_what_is_asked_even_across_languages() -> None:
+    memory = _memory(
+        ("Nova 8 多少钱", "- 128GB 版本售价 2999 元。"),
+        ("寄到美国运费多少", "- Parcels to the United States cost ¥320 per order."),
+        ("那新加坡呢", "- Parcels to Singapore cost ¥150 per order."),
+    )
+    assert "320" in (recall_answer("你刚才说寄美国运费是多少？", memory, "zh") or "")
+    tiers = _memory(
+        ("How do I become a gold member?", "- 累计消费满 8000 元即可升级为金卡会员。"),
+        ("And points for gold members?", "- 金卡会员每消费 1 元获得 2 积分。"),
+    )
+    assert "8000" in (recall_answer("What did you say the gold threshold was again?", tiers, "en") or "")
