@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 from rag_service.domain import Chunk
 from rag_service.embedding import Embedder
-from rag_service.facts import language
 from rag_service.lexical import query_vector
 from rag_service.rerank import other_language, rerank
 from rag_service.settings import RetrievalSettings
@@ -26,16 +25,23 @@ class Retriever:
         n = limit or cfg.candidates
         dense = self.embedder.embed_query(query)
         sparse = query_vector(query) if cfg.mode == "hybrid" else None
-        hits = self.index.search(dense, sparse, max(n, cfg.rerank_pool) if cfg.rerank else n, cfg.rrf_k)
-        chunks = [_to_chunk(h) for h in hits]
-        if not cfg.rerank or not chunks:
-            return chunks[:n]
-        # The embedder ranks the question's own language first: make sure the other language's best
-        # chunks are in the pool (an English question whose answer is on a Chinese page).
-        if cfg.other_language_chunks:
-            seen = {c.id for c in chunks}
-            extra = self.index.search(dense, None, cfg.other_language_chunks, cfg.rrf_k, lang=other_language(query))
-            chunks.extend(c for c in map(_to_chunk, extra) if c.id not in seen)
+        if not cfg.rerank:
+            return [_to_chunk(h) for h in self.index.search(dense, sparse, n, cfg.rrf_k)]
+        # A wide pool with only the language of each hit (cheap), narrowed to the best `n` plus the other
+        # language's best: the embedder ranks the question's own language first, and an English question
+        # may have its answer on a Chinese page. Whole payloads are read for the narrowed pool only.
+        other = other_language(query)
+        pool = self.index.pool(dense, sparse, max(n, cfg.rerank_pool), cfg.rrf_k)
+        picked = [(i, score) for i, score, _ in pool[:n]]
+        others = [(i, score) for i, score, lang in pool[n:] if lang == other][: cfg.other_language_chunks]
+        have = sum(lang == other for _, _, lang in pool[:n]) + len(others)
+        if cfg.other_language_chunks and have < cfg.other_language_chunks and len(pool) >= cfg.rerank_pool:
+            seen = {i for i, _, _ in pool}
+            extra = self.index.search(dense, None, cfg.other_language_chunks, cfg.rrf_k, lang=other, payload=False)
+            others.extend((h.id, h.score) for h in extra if h.id not in seen)
+        hits = picked + others[: cfg.other_language_chunks]
+        payloads = self.index.payloads([i for i, _ in hits])
+        chunks = [_to_chunk(ScoredChunk(i, score, payloads[i])) for i, score in hits if i in payloads]
         scale = 1.0 if cfg.mode == "dense" else _rrf_scale(chunks)
         return rerank(query, chunks, scale)[:n]
 
@@ -52,10 +58,6 @@ def fill_budget(chunks: Sequence[Chunk], budget: int, max_chunks: int, cost: Cal
             if len(picked) >= max_chunks:
                 break
     return picked
-
-
-def _language(chunk: Chunk) -> str:
-    return chunk.lang or language(chunk.text)
 
 
 def _rrf_scale(chunks: Sequence[Chunk]) -> float:

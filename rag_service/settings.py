@@ -113,10 +113,11 @@ class RetrievalSettings(BaseModel):
     candidates: int = 20
     max_chunks: int = 6
     # Rerank the dense hits with shared concepts across languages and the product in the page title
-    # (rag_service.rerank) over a pool of `rerank_pool` hits, with at least `other_language_chunks` of
-    # the other language in it; see docs/answer-eval.md for what each buys.
+    # (rag_service.rerank): the best `candidates` hits plus the other language's best
+    # `other_language_chunks` among the top `rerank_pool` (read with their language only, so a wide pool
+    # is cheap); see docs/answer-eval.md for what each buys.
     rerank: bool = True
-    rerank_pool: int = 40
+    rerank_pool: int = 200
     other_language_chunks: int = 8
     # Reciprocal-rank-fusion constant for hybrid retrieval.
     rrf_k: int = 60

@@ -382,3 +382,16 @@ def test_iter_files_expands_directories_sorted_and_filtered(tmp_path: Path) -> N
 def test_iter_files_reports_a_missing_path_by_name(tmp_path: Path) -> None:
     with pytest.raises(LoadError, match=r"missing-dir: no such file or directory"):
         list(iter_files([tmp_path / "missing-dir"], [".md"]))
+
+
+def test_retrieval_pool_knows_each_chunks_language_through_writes(
+    kb: Path, index: VectorIndex, embedder: CountingEmbedder, counter: TokenCounter, settings: Settings
+) -> None:
+    report = ingest(kb / "guide.md", index, embedder, counter, settings)
+    query = embedder.inner.embed_query("shipping")
+    pool = index.pool(query, None, 50, 60)
+    assert len(pool) == report.chunks and {lang for _, _, lang in pool} == {"zh", "en"}
+    index.delete_doc(report.doc_id)
+    assert index.pool(query, None, 50, 60) == []
+    again = ingest(kb / "guide.md", index, embedder, counter, settings)
+    assert {i for i, _, lang in index.pool(query, None, 50, 60) if lang} == index.doc_point_ids(again.doc_id)
