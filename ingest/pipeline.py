@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from ingest.chunker import chunk_text
 from ingest.loaders import LoadError, load_document
 from rag_service.embedding import Embedder, Vector
+from rag_service.facts import is_heading, language
 from rag_service.lexical import document_vector
 from rag_service.settings import Settings
 from rag_service.tokens import TokenCounter
@@ -26,6 +27,9 @@ from rag_service.vectorstore import ChunkPoint
 
 # Fixed forever: document and point ids are uuid5 names in this namespace.
 ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "urn:rag-service:ingest")
+# Part of every point id: a payload that gains fields (2: `section`, `lang`) re-ingests every chunk once,
+# instead of leaving old points without them.
+PAYLOAD_VERSION = 2
 
 __all__ = [
     "ID_NAMESPACE",
@@ -70,6 +74,7 @@ class _Chunk:
     index: int
     text: str
     content_hash: str
+    section: str = ""
 
 
 def source_for(path: Path) -> str:
@@ -88,15 +93,42 @@ def doc_id_for(source: str) -> str:
     return str(uuid.uuid5(ID_NAMESPACE, source))
 
 
-def point_id(doc_id: str, chunk_index: int, content_hash: str, title: str, embedder_name: str) -> str:
+def point_id(
+    doc_id: str, chunk_index: int, content_hash: str, title: str, embedder_name: str, section: str = ""
+) -> str:
     """A point's id names everything its vectors and payload depend on.
 
-    Beyond the chunk's position and text, the title (embedded with the text and stored in the payload)
-    and the embedder are part of it: a retitled document or a switch to another model of the same
-    size must re-embed, not keep stale points whose ids happen to match.
+    Beyond the chunk's position and text, the title and section heading (embedded with the text and
+    stored in the payload) and the embedder are part of it: a retitled document or a switch to another
+    model of the same size must re-embed, not keep stale points whose ids happen to match.
     """
-    name = json.dumps([doc_id, chunk_index, content_hash, title, embedder_name], ensure_ascii=False)
+    name = json.dumps(
+        [doc_id, chunk_index, content_hash, title, embedder_name, section, PAYLOAD_VERSION], ensure_ascii=False
+    )
     return str(uuid.uuid5(ID_NAMESPACE, name))
+
+
+def chunk_sections(texts: Iterable[str]) -> Iterator[tuple[str, str]]:
+    """(chunk text, the heading in effect where it starts). A chunk that starts inside a section (or
+    inside the previous chunk's overlap) has lost its heading; the answerer needs it to tell "256GB 版本售价
+    8999 元" under one product's price list from the same line on a sibling's page."""
+    previous: list[tuple[str, str]] = []  # (line, heading in effect before it) of the previous chunk
+    current = ""
+    for text in texts:
+        lines = [line.strip() for line in text.split("\n") if line.strip()]
+        start = current
+        if lines:
+            earlier = [h for line, h in previous if line == lines[0]]
+            if earlier:
+                start = earlier[-1]
+        yield text, start
+        heading = start
+        previous = []
+        for line in lines:
+            previous.append((line, heading))
+            if is_heading(line):
+                heading = line
+        current = heading
 
 
 def ingest_file(
@@ -185,9 +217,10 @@ def _chunks(
     doc_id: str, title: str, blocks: Iterator[str], counter: TokenCounter, settings: Settings, embedder_name: str
 ) -> Iterator[_Chunk]:
     texts = chunk_text(blocks, counter, settings.chunking.chunk_tokens, settings.chunking.overlap_tokens)
-    for i, text in enumerate(texts):
+    for i, (text, section) in enumerate(chunk_sections(texts)):
+        section = "" if section == title else section
         digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-        yield _Chunk(point_id(doc_id, i, digest, title, embedder_name), i, text, digest)
+        yield _Chunk(point_id(doc_id, i, digest, title, embedder_name, section), i, text, digest, section)
 
 
 def _batches(chunks: Iterable[_Chunk], size: int) -> Iterator[list[_Chunk]]:
@@ -224,7 +257,7 @@ class _Writer:
             return
         # The title goes into both vectors: a chunk about warranty terms inside the iPhone page then
         # matches "iPhone warranty" even though the chunk itself never names the product.
-        texts = [f"{self._title}\n{c.text}" for c in chunks]
+        texts = [f"{self._title}\n{c.section}\n{c.text}" if c.section else f"{self._title}\n{c.text}" for c in chunks]
         dense = self._embed(texts)
         retrieval = self._settings.retrieval
         points = [
@@ -256,5 +289,7 @@ class _Writer:
             "chunk_index": chunk.index,
             "text": chunk.text,
             "content_hash": chunk.content_hash,
+            "section": chunk.section,
+            "lang": language(chunk.text),
             "token_count": self._counter.count(chunk.text),
         }

@@ -58,11 +58,15 @@ class ChatRequest(BaseModel):
 
 
 class Source(BaseModel):
+    """One document the answer drew on (grouped: a document appears once)."""
+
     doc_id: str
     source: str
     title: str
-    text: str
-    score: float
+    text: str = Field(description="The sentences used, one per line")
+    sentences: list[str]
+    chunks: int = Field(description="How many of the document's chunks were in the prompt")
+    score: float = Field(description="The best retrieval score among those chunks")
 
 
 class ChatResponse(BaseModel):
@@ -240,7 +244,7 @@ def _turn_json(result: TurnResult) -> dict[str, Any]:
         "answer": result.answer,
         "mode": result.mode,
         "rewritten_query": result.rewritten_query,
-        "sources": sources_payload(result.sources),
+        "sources": sources_payload(result.sources, result.answer),
         "receipt": result.receipt,
     }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -55,6 +56,10 @@ class Chunk:
     text: str
     score: float
     token_count: int
+    # The heading in effect where the chunk starts (ingest records it; older indexes have none).
+    section: str = ""
+    # "zh" / "en", recorded at ingest ("" in older indexes: worked out from the text when needed).
+    lang: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +69,18 @@ class MemoryView:
     summary: str
     summary_tokens: int
     rounds: tuple[Round, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationInput:
+    """What a generator may use besides the prompt: the question as asked, the query retrieval used, the
+    chunks in the prompt and the session's memory (the extractive answerer reads them; an LLM reads the
+    prompt built from them)."""
+
+    question: str
+    query: str
+    chunks: Sequence[Chunk]
+    memory: MemoryView | None = None
 
 
 @dataclass(frozen=True, slots=True)

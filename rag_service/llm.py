@@ -1,4 +1,5 @@
-"""Generators: an OpenAI-compatible endpoint, or an extractive answer when none is configured.
+"""Generators: an OpenAI-compatible endpoint (here), or the extractive answer when none is configured
+(rag_service.extractive).
 
 `ChatClient` is the thin client every LLM-using stage shares (answer, rewrite, summary); upstream
 failures are retried with backoff (tenacity) and then raised as `UpstreamError`.
@@ -8,23 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
-import re
-from collections import Counter
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import aiohttp
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from rag_service.domain import Chunk
-from rag_service.lexical import terms
+from rag_service.domain import GenerationInput
 from rag_service.settings import LLMEndpoint
 
 ChatMessages = list[dict[str, Any]]
-
-_SENTENCE_END = re.compile(r"(?<=[。！？；!?;])|(?<=[.])\s+|\n+")
 
 
 class UpstreamError(RuntimeError):
@@ -194,9 +189,9 @@ async def _sse_pieces(resp: aiohttp.ClientResponse) -> AsyncIterator[str]:
 class Generator(Protocol):
     mode: str
 
-    async def complete(self, messages: ChatMessages, question: str, chunks: Sequence[Chunk]) -> str: ...
+    async def complete(self, messages: ChatMessages, turn: GenerationInput) -> str: ...
 
-    def stream(self, messages: ChatMessages, question: str, chunks: Sequence[Chunk]) -> AsyncIterator[str]: ...
+    def stream(self, messages: ChatMessages, turn: GenerationInput) -> AsyncIterator[str]: ...
 
 
 class LLMGenerator:
@@ -205,53 +200,8 @@ class LLMGenerator:
     def __init__(self, client: ChatClient) -> None:
         self.client = client
 
-    async def complete(self, messages: ChatMessages, question: str, chunks: Sequence[Chunk]) -> str:
+    async def complete(self, messages: ChatMessages, turn: GenerationInput) -> str:
         return await self.client.complete(messages)
 
-    def stream(self, messages: ChatMessages, question: str, chunks: Sequence[Chunk]) -> AsyncIterator[str]:
+    def stream(self, messages: ChatMessages, turn: GenerationInput) -> AsyncIterator[str]:
         return self.client.stream(messages)
-
-
-class ExtractiveGenerator:
-    """Answers with the retrieved sentences that best overlap the question, and says it is extractive."""
-
-    mode = "extractive"
-
-    def __init__(self, max_sentences: int, intro: str, empty: str) -> None:
-        self.max_sentences, self.intro, self.empty = max_sentences, intro, empty
-
-    async def complete(self, messages: ChatMessages, question: str, chunks: Sequence[Chunk]) -> str:
-        return self._answer(question, chunks)
-
-    async def stream(self, messages: ChatMessages, question: str, chunks: Sequence[Chunk]) -> AsyncIterator[str]:
-        for line in self._answer(question, chunks).splitlines(keepends=True):
-            yield line
-
-    def _answer(self, question: str, chunks: Sequence[Chunk]) -> str:
-        # Candidate sentences with their terms; words of a chunk's title say which document it is,
-        # not what it answers, so they do not count.
-        candidates: list[tuple[int, str, str, set[str]]] = []
-        seen: set[str] = set()
-        for rank, chunk in enumerate(chunks):
-            title_terms = set(terms(chunk.title))
-            for sentence in _SENTENCE_END.split(chunk.text):
-                s = sentence.strip(" -*#\t")
-                # Overlapping chunks repeat sentences: quote each once.
-                if len(s) < 4 or s == chunk.title or s in seen:
-                    continue
-                seen.add(s)
-                candidates.append((rank, s, chunk.title, set(terms(s)) - title_terms))
-        if not candidates:
-            return self.empty
-        df: Counter[str] = Counter(t for c in candidates for t in c[3])
-        n = len(candidates)
-        q = set(terms(question))
-
-        def score(c: tuple[int, str, str, set[str]]) -> float:
-            rank, _, _, words = c
-            # Rarer shared terms say more; better-ranked chunks carry retrieval's semantic signal.
-            return sum(math.log(1 + n / df[t]) for t in q & words) / (1 + 0.15 * rank)
-
-        best = sorted(candidates, key=lambda c: (score(c), -c[0]), reverse=True)[: self.max_sentences]
-        lines = [f"- {s}（{title}）" for _, s, title, _ in best]
-        return self.intro + "\n" + "\n".join(lines)

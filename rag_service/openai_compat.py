@@ -152,7 +152,7 @@ def _rag_extra(result: TurnResult) -> dict[str, Any]:
     return {
         "mode": result.mode,
         "rewritten_query": result.rewritten_query,
-        "sources": sources_payload(result.sources),
+        "sources": sources_payload(result.sources, result.answer),
         "receipt": result.receipt,
     }
 

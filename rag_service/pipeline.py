@@ -17,7 +17,8 @@ from typing import Any
 import anyio
 
 from rag_service.budget import plan_budget
-from rag_service.domain import Chunk, Message, Receipt, RewriteResult, Round, SessionMeta
+from rag_service.domain import Chunk, GenerationInput, MemoryView, Message, Receipt, RewriteResult, Round, SessionMeta
+from rag_service.extractive import sentences_of
 from rag_service.guard import OutputGuard
 from rag_service.llm import Generator, UpstreamError
 from rag_service.memory import CompressionPlan, MemoryStrategy
@@ -59,6 +60,8 @@ class Stages:
     summarizer: Summarizer
     metrics: Metrics = field(default_factory=Metrics)
     user_memory: UserMemory | None = None
+    # Answers when the LLM upstream fails (the extractive generator), or None to report the failure.
+    fallback: Generator | None = None
 
 
 @dataclass
@@ -76,6 +79,13 @@ class PreparedTurn:
     offset: int
     started: float
     timings: dict[str, float] = field(default_factory=dict)
+    view: MemoryView | None = None
+    # Why the answer did not come from the configured generator ("upstream_error"), if it did not.
+    fallback: str | None = None
+
+    @property
+    def generation(self) -> GenerationInput:
+        return GenerationInput(self.question, self.rewrite.query, self.chunks, self.view)
 
 
 @dataclass(frozen=True)
@@ -142,7 +152,7 @@ class ChatPipeline:
             turn = await self._prepare(session_id, question, history, tenant)
             async with self._keep_question_on_failure(turn):
                 t0 = time.perf_counter()
-                text = self.guard.clean(await self.s.generator.complete(turn.messages, question, turn.chunks))
+                text = self.guard.clean("".join([piece async for piece in self._generate(turn, streamed=False)]))
                 turn.timings["generate"] = time.perf_counter() - t0
             return await self._finish(turn, text, streamed=False)
 
@@ -162,7 +172,7 @@ class ChatPipeline:
             async with self._keep_question_on_failure(turn):
                 t0 = time.perf_counter()
                 guard = self.guard.stream()
-                async for piece in self.s.generator.stream(turn.messages, question, turn.chunks):
+                async for piece in self._generate(turn, streamed=True):
                     # An upstream whose answer is already buffered never suspends this loop, so the client's
                     # disconnect (and its cancellation) could only land after the whole answer was stored.
                     await anyio.lowlevel.checkpoint()
@@ -172,6 +182,28 @@ class ChatPipeline:
                     yield "delta", rest
                 turn.timings["generate"] = time.perf_counter() - t0
             yield "done", await self._finish(turn, guard.answer, streamed=True)
+
+    async def _generate(self, turn: PreparedTurn, streamed: bool) -> AsyncIterator[str]:
+        """6. generation: the answer's pieces (one piece when not streamed). When the LLM upstream fails
+        after its retries and before any text went out, the customer gets the extractive answer instead
+        of an error page (`llm.fallback_extractive`); the receipt says so."""
+        generator = self.s.generator
+        emitted = False
+        try:
+            if streamed:
+                async for piece in generator.stream(turn.messages, turn.generation):
+                    emitted = True
+                    yield piece
+            else:
+                yield await generator.complete(turn.messages, turn.generation)
+        except UpstreamError as exc:
+            if emitted or self.s.fallback is None:
+                raise
+            self.s.metrics.upstream_errors.labels("generate").inc()
+            log.warning("answering extractively, the LLM upstream failed: %s", exc)
+            turn.fallback = "upstream_error"
+            async for piece in self.s.fallback.stream(turn.messages, turn.generation):
+                yield piece
 
     async def drain(self) -> None:
         """Wait for background compressions (tests, shutdown)."""
@@ -287,6 +319,7 @@ class ChatPipeline:
             offset,
             started,
             timings,
+            view=view,
         )
 
     def _chunk_cost(self, chunk: Chunk) -> int:
@@ -316,8 +349,11 @@ class ChatPipeline:
         cost = (receipt["total_prompt_tokens"] * self._price[0] + answer.tokens * self._price[1]) / 1000
         receipt["cost_estimate"] = round(cost, 8)
         receipt["timings_ms"] = {k: round(v * 1000, 3) for k, v in turn.timings.items()}
-        s.metrics.observe_turn(s.generator.mode, streamed, turn.timings, receipt, cost)
-        return TurnResult(text, s.generator.mode, turn.rewrite.query, turn.chunks, receipt)
+        mode = s.fallback.mode if turn.fallback and s.fallback is not None else s.generator.mode
+        if turn.fallback:
+            receipt["fallback"] = turn.fallback
+        s.metrics.observe_turn(mode, streamed, turn.timings, receipt, cost)
+        return TurnResult(text, mode, turn.rewrite.query, turn.chunks, receipt)
 
     # -- 8. compression -------------------------------------------------------------------------
 
@@ -448,8 +484,28 @@ async def prime(events: TurnEvents) -> list[tuple[str, Any]]:
     return head
 
 
-def sources_payload(chunks: Sequence[Chunk]) -> list[dict[str, Any]]:
-    return [
-        {"doc_id": c.doc_id, "source": c.source, "title": c.title, "text": c.text, "score": round(c.score, 6)}
-        for c in chunks
-    ]
+def sources_payload(chunks: Sequence[Chunk], answer: str | None = None) -> list[dict[str, Any]]:
+    """One entry per document, best first: its best score, how many chunks were used, and the sentences
+    used — those the answer quotes when it quotes any (the extractive answer does), else the chunks' text.
+    The same document six times is noise to a reader."""
+    groups: dict[str, list[Chunk]] = {}
+    for c in chunks:
+        groups.setdefault(c.doc_id, []).append(c)
+    out: list[dict[str, Any]] = []
+    for doc_chunks in groups.values():
+        first = doc_chunks[0]
+        sentences = [x.text for x in sentences_of(doc_chunks)]
+        quoted = [x for x in sentences if answer and x in answer]
+        used = quoted or list(dict.fromkeys(c.text for c in doc_chunks))
+        out.append(
+            {
+                "doc_id": first.doc_id,
+                "source": first.source,
+                "title": first.title,
+                "text": "\n".join(used),
+                "sentences": used,
+                "chunks": len(doc_chunks),
+                "score": round(max(c.score for c in doc_chunks), 6),
+            }
+        )
+    return sorted(out, key=lambda e: -float(e["score"]))

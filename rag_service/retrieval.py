@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from rag_service.domain import Chunk
 from rag_service.embedding import Embedder
 from rag_service.lexical import query_vector
+from rag_service.rerank import other_language, rerank
 from rag_service.settings import RetrievalSettings
 from rag_service.vectorstore import ScoredChunk, VectorIndex
 
@@ -20,10 +21,29 @@ class Retriever:
     settings: RetrievalSettings
 
     def search(self, query: str, limit: int | None = None) -> list[Chunk]:
+        cfg = self.settings
+        n = limit or cfg.candidates
         dense = self.embedder.embed_query(query)
-        sparse = query_vector(query) if self.settings.mode == "hybrid" else None
-        hits = self.index.search(dense, sparse, limit or self.settings.candidates, self.settings.rrf_k)
-        return [_to_chunk(h) for h in hits]
+        sparse = query_vector(query) if cfg.mode == "hybrid" else None
+        if not cfg.rerank:
+            return [_to_chunk(h) for h in self.index.search(dense, sparse, n, cfg.rrf_k)]
+        # A wide pool with only the language of each hit (cheap), narrowed to the best `n` plus the other
+        # language's best: the embedder ranks the question's own language first, and an English question
+        # may have its answer on a Chinese page. Whole payloads are read for the narrowed pool only.
+        other = other_language(query)
+        pool = self.index.pool(dense, sparse, max(n, cfg.rerank_pool), cfg.rrf_k)
+        picked = [(i, score) for i, score, _ in pool[:n]]
+        others = [(i, score) for i, score, lang in pool[n:] if lang == other][: cfg.other_language_chunks]
+        have = sum(lang == other for _, _, lang in pool[:n]) + len(others)
+        if cfg.other_language_chunks and have < cfg.other_language_chunks and len(pool) >= cfg.rerank_pool:
+            seen = {i for i, _, _ in pool}
+            extra = self.index.search(dense, None, cfg.other_language_chunks, cfg.rrf_k, lang=other, payload=False)
+            others.extend((h.id, h.score) for h in extra if h.id not in seen)
+        hits = picked + others[: cfg.other_language_chunks]
+        payloads = self.index.payloads([i for i, _ in hits])
+        chunks = [_to_chunk(ScoredChunk(i, score, payloads[i])) for i, score in hits if i in payloads]
+        scale = 1.0 if cfg.mode == "dense" else _rrf_scale(chunks)
+        return rerank(query, chunks, scale)[:n]
 
 
 def fill_budget(chunks: Sequence[Chunk], budget: int, max_chunks: int, cost: Callable[[Chunk], int]) -> list[Chunk]:
@@ -40,6 +60,12 @@ def fill_budget(chunks: Sequence[Chunk], budget: int, max_chunks: int, cost: Cal
     return picked
 
 
+def _rrf_scale(chunks: Sequence[Chunk]) -> float:
+    # Fused scores are reciprocal ranks (~0.03 at most), not cosines: bonuses shrink to their spread.
+    scores = [c.score for c in chunks]
+    return (max(scores) - min(scores)) / 0.12 if len(scores) > 1 else 1.0
+
+
 def _to_chunk(hit: ScoredChunk) -> Chunk:
     p = hit.payload
     return Chunk(
@@ -50,4 +76,6 @@ def _to_chunk(hit: ScoredChunk) -> Chunk:
         text=str(p.get("text", "")),
         score=hit.score,
         token_count=int(p.get("token_count", 0)),
+        section=str(p.get("section", "")),
+        lang=str(p.get("lang", "")),
     )

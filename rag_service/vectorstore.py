@@ -67,6 +67,10 @@ class VectorIndex:
         # Local mode is plain Python over numpy arrays, not safe to search while another thread
         # upserts (the service ingests uploads while it answers); a server handles its own concurrency.
         self._guard: AbstractContextManager[object] = threading.Lock() if _is_local(client) else nullcontext()
+        self._local = _is_local(client)
+        # Local mode copies a point's whole payload to return any field of it, so a wide retrieval pool
+        # asks for ids only and reads each point's language here (loaded once, kept up to date on writes).
+        self._langs: dict[str, str] | None = None
         self._ensure_collection(embedder_name)
 
     @classmethod
@@ -99,11 +103,14 @@ class VectorIndex:
         # Local mode scans every point anyway and warns about payload indexes; servers need one.
         if not _is_local(self.client):
             self.client.create_payload_index(self.collection, "doc_id", models.PayloadSchemaType.KEYWORD)
+            self.client.create_payload_index(self.collection, "lang", models.PayloadSchemaType.KEYWORD)
 
     @_guarded
     def upsert(self, points: Sequence[ChunkPoint]) -> None:
         if not points:
             return
+        if self._langs is not None:
+            self._langs.update((p.id, str(p.payload.get("lang", ""))) for p in points)
         self.client.upsert(
             self.collection,
             points=[
@@ -140,11 +147,15 @@ class VectorIndex:
     @_guarded
     def delete_ids(self, ids: Iterable[str]) -> None:
         batch: list[models.ExtendedPointId] = list(ids)
+        if self._langs is not None:
+            for i in batch:
+                self._langs.pop(str(i), None)
         if batch:
             self.client.delete(self.collection, points_selector=models.PointIdsList(points=batch), wait=True)
 
     @_guarded
     def delete_doc(self, doc_id: str) -> int:
+        self._langs = None  # reloaded on next use
         n = self.client.count(self.collection, count_filter=_doc_filter(doc_id), exact=True).count
         if n:
             self.client.delete(self.collection, points_selector=models.FilterSelector(filter=_doc_filter(doc_id)))
@@ -152,11 +163,31 @@ class VectorIndex:
 
     @_guarded
     def search(
-        self, dense: npt.NDArray[np.float32], sparse: SparseVec | None, limit: int, rrf_k: int
+        self,
+        dense: npt.NDArray[np.float32],
+        sparse: SparseVec | None,
+        limit: int,
+        rrf_k: int,
+        *,
+        lang: str | None = None,
+        payload: bool | list[str] = True,
     ) -> list[ScoredChunk]:
-        if sparse is None or not sparse.indices:
+        """Top `limit` chunks; `lang` keeps only chunks of that language (dense only); `payload` names the
+        payload fields to return (all by default; copying whole payloads is most of a local search)."""
+        if lang is not None:
             hits = self.client.query_points(
-                self.collection, query=dense.tolist(), using=DENSE, limit=limit, with_payload=True
+                self.collection,
+                query=dense.tolist(),
+                using=DENSE,
+                limit=limit,
+                with_payload=payload,
+                query_filter=models.Filter(
+                    must=[models.FieldCondition(key="lang", match=models.MatchValue(value=lang))]
+                ),
+            ).points
+        elif sparse is None or not sparse.indices:
+            hits = self.client.query_points(
+                self.collection, query=dense.tolist(), using=DENSE, limit=limit, with_payload=payload
             ).points
         else:
             hits = self.client.query_points(
@@ -171,9 +202,43 @@ class VectorIndex:
                 ],
                 query=models.RrfQuery(rrf=models.Rrf(k=rrf_k)),
                 limit=limit,
-                with_payload=True,
+                with_payload=payload,
             ).points
         return [ScoredChunk(str(h.id), float(h.score), dict(h.payload or {})) for h in hits]
+
+    def pool(
+        self, dense: npt.NDArray[np.float32], sparse: SparseVec | None, limit: int, rrf_k: int
+    ) -> list[tuple[str, float, str]]:
+        """(id, score, language) of the top `limit` chunks, without their payloads."""
+        if not self._local:
+            return [
+                (h.id, h.score, str(h.payload.get("lang", "")))
+                for h in self.search(dense, sparse, limit, rrf_k, payload=["lang"])
+            ]
+        hits = self.search(dense, sparse, limit, rrf_k, payload=False)
+        with self._guard:
+            if self._langs is None:
+                self._langs = self._load_languages()
+            return [(h.id, h.score, self._langs.get(h.id, "")) for h in hits]
+
+    def _load_languages(self) -> dict[str, str]:
+        langs: dict[str, str] = {}
+        offset: Any = None
+        while True:
+            records, offset = self.client.scroll(
+                self.collection, limit=2048, offset=offset, with_payload=["lang"], with_vectors=False
+            )
+            langs.update((str(r.id), str((r.payload or {}).get("lang", ""))) for r in records)
+            if offset is None:
+                return langs
+
+    @_guarded
+    def payloads(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Full payloads of the given points."""
+        if not ids:
+            return {}
+        records = self.client.retrieve(self.collection, ids=list(ids), with_payload=True, with_vectors=False)
+        return {str(r.id): dict(r.payload or {}) for r in records}
 
     @_guarded
     def stats(self) -> dict[str, int]:

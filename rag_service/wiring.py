@@ -6,8 +6,9 @@ from dataclasses import dataclass, field
 
 from rag_service.auth import ApiKeys, RateLimiter
 from rag_service.embedding import CachedQueryEmbedder, Embedder, make_embedder
+from rag_service.extractive import ExtractiveGenerator
 from rag_service.lexical import warm_up
-from rag_service.llm import ChatClient, ExtractiveGenerator, Generator, LLMGenerator
+from rag_service.llm import ChatClient, Generator, LLMGenerator
 from rag_service.memory import make_memory
 from rag_service.metrics import Metrics
 from rag_service.pipeline import ChatPipeline, Stages
@@ -73,8 +74,7 @@ def build_generator(settings: Settings, clients: list[ChatClient]) -> Generator:
         client = ChatClient(settings.llm)
         clients.append(client)
         return LLMGenerator(client)
-    p = settings.prompt
-    return ExtractiveGenerator(p.extractive_sentences, p.extractive_intro, p.extractive_empty)
+    return ExtractiveGenerator(settings.prompt.extractive_sentences)
 
 
 def build_summarizer(settings: Settings, counter: TokenCounter, clients: list[ChatClient]) -> Summarizer:
@@ -145,6 +145,9 @@ def build_services(
         summarizer=build_summarizer(settings, counter, clients),
         metrics=metrics,
         user_memory=build_user_memory(settings, store, counter, clients),
+        fallback=ExtractiveGenerator(settings.prompt.extractive_sentences)
+        if settings.llm.base_url and settings.llm.fallback_extractive
+        else None,
     )
     return Services(
         settings,

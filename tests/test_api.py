@@ -44,7 +44,12 @@ async def test_extractive_answer_with_sources_and_receipt(app_factory: Any) -> N
     assert turn["rewritten_query"] == "iPhone 16 Pro 256GB 版本多少钱？"
     assert turn["sources"], "an answer cites what it was built from"
     assert turn["sources"][0]["source"] == "examples/kb/iphone-16-pro.md"
-    assert set(turn["sources"][0]) == {"doc_id", "source", "title", "text", "score"}
+    assert set(turn["sources"][0]) == {"doc_id", "source", "title", "text", "sentences", "chunks", "score"}
+    # Grouped per document: each document once, best score first, with the sentences the answer used.
+    docs = [s["doc_id"] for s in turn["sources"]]
+    assert len(docs) == len(set(docs))
+    assert [s["score"] for s in turn["sources"]] == sorted((s["score"] for s in turn["sources"]), reverse=True)
+    assert all(sentence in turn["answer"] for sentence in turn["sources"][0]["sentences"])
     r = turn["receipt"]
     for key in (
         "system_tokens",
@@ -135,7 +140,9 @@ async def test_llm_path_plain_and_streaming(app_factory: Any, fake_llm: FakeLLM)
 
 
 async def test_upstream_failure_is_502_after_retries_and_keeps_question(app_factory: Any, fake_llm: FakeLLM) -> None:
-    app: AppClient = await app_factory(llm={"base_url": fake_llm.base_url, "max_retries": 2, "retry_backoff_s": 0.01})
+    app: AppClient = await app_factory(
+        llm={"base_url": fake_llm.base_url, "max_retries": 2, "retry_backoff_s": 0.01, "fallback_extractive": False}
+    )
     sid = await app.new_session()
     fake_llm.fail_next(3, Fault(500))
     resp = await app.http.post(f"/v1/sessions/{sid}/chat", json={"question": "分期付款有哪些银行？"})
@@ -151,13 +158,45 @@ async def test_upstream_failure_is_502_after_retries_and_keeps_question(app_fact
 
 
 async def test_streaming_upstream_failure_is_502(app_factory: Any, fake_llm: FakeLLM) -> None:
-    app: AppClient = await app_factory(llm={"base_url": fake_llm.base_url, "max_retries": 0})
+    app: AppClient = await app_factory(
+        llm={"base_url": fake_llm.base_url, "max_retries": 0, "fallback_extractive": False}
+    )
     sid = await app.new_session()
     fake_llm.fail_next(1, Fault(500))
     resp = await app.http.post(f"/v1/sessions/{sid}/chat", json={"question": "发票怎么开？", "stream": True})
     assert resp.status_code == 502
     messages = (await app.http.get(f"/v1/sessions/{sid}/messages")).json()["messages"]
     assert [m["role"] for m in messages] == ["user"]
+
+
+async def test_upstream_failure_falls_back_to_the_extractive_answer(app_factory: Any, fake_llm: FakeLLM) -> None:
+    """The default: a customer never sees an error page for a failing LLM; the answer says it is extractive."""
+    app: AppClient = await app_factory(llm={"base_url": fake_llm.base_url, "max_retries": 1, "retry_backoff_s": 0.01})
+    sid = await app.new_session()
+    fake_llm.fail_next(2, Fault(500))
+    turn = await app.ask(sid, "iPhone 16 Pro 256GB 多少钱？")
+    assert len(fake_llm.requests) == 2  # retried, then fell back
+    assert turn["mode"] == "extractive" and turn["receipt"]["fallback"] == "upstream_error"
+    assert turn["answer"].startswith("[extractive answer") and "8999" in turn["answer"]
+    messages = (await app.http.get(f"/v1/sessions/{sid}/messages")).json()["messages"]
+    assert [(m["role"], m["content"]) for m in messages] == [
+        ("user", "iPhone 16 Pro 256GB 多少钱？"),
+        ("assistant", turn["answer"]),
+    ]
+    assert 'rag_upstream_errors_total{stage="generate"} 1.0' in (await app.http.get("/metrics")).text
+
+    # Streamed: the failure comes before any text, so the stream carries the extractive answer instead.
+    fake_llm.fail_next(2, Fault(503))
+    resp = await app.http.post(f"/v1/sessions/{sid}/chat", json={"question": "发票怎么开？", "stream": True})
+    assert resp.status_code == 200
+    events = sse_events(resp.text)
+    done = events[-1][1]
+    assert events[-1][0] == "done" and done["mode"] == "extractive" and done["receipt"]["fallback"] == "upstream_error"
+    assert "".join(e[1]["text"] for e in events if e[0] == "delta") == done["answer"]
+
+    # A working upstream answers as usual, without the fallback mark.
+    turn = await app.ask(sid, "发票怎么开？")
+    assert turn["mode"] == "llm" and "fallback" not in turn["receipt"]
 
 
 async def test_upload_and_delete_document(app_factory: Any, tmp_path: Any) -> None:

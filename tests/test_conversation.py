@@ -426,7 +426,7 @@ async def test_compression_runs_after_the_answer_is_returned(app_factory: Any, f
 
 
 async def test_unanswered_question_is_stored_but_never_sent_as_history(app_factory: Any, fake_llm: FakeLLM) -> None:
-    conv = await start(app_factory, fake_llm, "window")
+    conv = await start(app_factory, fake_llm, "window", llm={"fallback_extractive": False})
     await conv.turn(FIRST_QUESTION)
     fake_llm.fail_next(1, Fault(500))
     resp = await conv.app.http.post(f"/v1/sessions/{conv.sid}/chat", json={"question": "这个问题没有回答"})

@@ -215,7 +215,9 @@ async def test_readyz_and_metrics(app_factory: Any, fake_llm: FakeLLM) -> None:
 async def test_upstream_errors_are_counted(app_factory: Any, fake_llm: FakeLLM) -> None:
     from rag_service.testing.fake_llm import Fault
 
-    app: AppClient = await app_factory(llm={"base_url": fake_llm.base_url, "max_retries": 0})
+    app: AppClient = await app_factory(
+        llm={"base_url": fake_llm.base_url, "max_retries": 0, "fallback_extractive": False}
+    )
     sid = await app.new_session()
     fake_llm.fail_next(1, Fault(500))
     assert (await app.http.post(f"/v1/sessions/{sid}/chat", json={"question": "发票怎么开？"})).status_code == 502

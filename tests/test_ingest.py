@@ -35,7 +35,7 @@ from rag_service.settings import (
 from rag_service.tokens import TokenCounter, make_counter
 from rag_service.vectorstore import ChunkPoint, VectorIndex
 
-PAYLOAD_KEYS = {"doc_id", "source", "title", "chunk_index", "text", "content_hash", "token_count"}
+PAYLOAD_KEYS = {"doc_id", "source", "title", "chunk_index", "text", "content_hash", "token_count", "section", "lang"}
 
 GUIDE = """# iPhone 16 售后指南
 
@@ -173,6 +173,21 @@ def test_first_run_stores_chunks_with_exactly_the_payload(
         assert p["content_hash"] == hashlib.sha256(p["text"].encode()).hexdigest()
         assert p["token_count"] == counter.count(p["text"]) <= settings.chunking.chunk_tokens
     assert any("七天无理由退货" in p["text"] for p in payloads)
+    assert {p["lang"] for p in payloads} == {"zh", "en"}  # the guide has an English section
+
+
+def test_a_chunk_that_starts_inside_a_section_records_its_heading() -> None:
+    from ingest.pipeline import chunk_sections
+
+    texts = [
+        "Shop guide\nPrices\n- Basic plan costs ¥10.\n- Plus plan costs ¥20.",
+        "- Plus plan costs ¥20.\n- Max plan costs ¥30.\nWarranty\nEvery plan has 1 year.",
+        "Every plan has 1 year.\nRepairs are free in the first month.",
+        "Returns\nReturn within 7 days.",
+    ]
+    sections = [section for _, section in chunk_sections(texts)]
+    # The second chunk starts in the overlap with the first, under "Prices"; the third under "Warranty".
+    assert sections == ["", "Prices", "Warranty", "Warranty"]
 
 
 def test_title_is_embedded_with_each_chunk_in_bounded_batches(
@@ -367,3 +382,16 @@ def test_iter_files_expands_directories_sorted_and_filtered(tmp_path: Path) -> N
 def test_iter_files_reports_a_missing_path_by_name(tmp_path: Path) -> None:
     with pytest.raises(LoadError, match=r"missing-dir: no such file or directory"):
         list(iter_files([tmp_path / "missing-dir"], [".md"]))
+
+
+def test_retrieval_pool_knows_each_chunks_language_through_writes(
+    kb: Path, index: VectorIndex, embedder: CountingEmbedder, counter: TokenCounter, settings: Settings
+) -> None:
+    report = ingest(kb / "guide.md", index, embedder, counter, settings)
+    query = embedder.inner.embed_query("shipping")
+    pool = index.pool(query, None, 50, 60)
+    assert len(pool) == report.chunks and {lang for _, _, lang in pool} == {"zh", "en"}
+    index.delete_doc(report.doc_id)
+    assert index.pool(query, None, 50, 60) == []
+    again = ingest(kb / "guide.md", index, embedder, counter, settings)
+    assert {i for i, _, lang in index.pool(query, None, 50, 60) if lang} == index.doc_point_ids(again.doc_id)

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from rag_service.domain import GenerationInput
 from rag_service.embedding import Embedder
-from rag_service.llm import ExtractiveGenerator
+from rag_service.extractive import MARKER, ExtractiveGenerator
 from rag_service.retrieval import Retriever
 from rag_service.settings import RetrievalSettings
 from rag_service.vectorstore import VectorIndex
@@ -48,15 +49,19 @@ def test_both_languages_are_covered() -> None:
     ],
 )
 async def test_extractive_answer_quotes_the_fact(retriever: Retriever, question: str, fact: str) -> None:
-    gen = ExtractiveGenerator(3, "[extractive]", "[nothing]")
+    gen = ExtractiveGenerator(3)
     chunks = retriever.search(question)[:4]
-    answer: Any = await gen.complete([], question, chunks)
-    assert answer.startswith("[extractive]")
+    turn = GenerationInput(question, question, chunks)
+    answer: Any = await gen.complete([], turn)
+    assert answer.startswith(MARKER)
     assert fact in answer
-    streamed = "".join([piece async for piece in gen.stream([], question, chunks)])
+    streamed = "".join([piece async for piece in gen.stream([], turn)])
     assert streamed == answer
 
 
 async def test_extractive_without_context_says_so() -> None:
-    gen = ExtractiveGenerator(3, "[extractive]", "[nothing]")
-    assert await gen.complete([], "anything", []) == "[nothing]"
+    gen = ExtractiveGenerator(3)
+    answer = await gen.complete([], GenerationInput("anything?", "anything?", []))
+    assert answer.startswith(MARKER) and "contact a human agent" in answer
+    answer = await gen.complete([], GenerationInput("有什么？", "有什么？", []))
+    assert "人工客服" in answer

@@ -2,18 +2,28 @@
 
 rag-eval retrieval --conversations F --corpus F --mode none,concat,rule,llm,reference --k 5,10 --json OUT
 rag-eval rewrite --data F --mode none,rule,llm --json OUT
+rag-eval answers --kb DIR --conversations F --json OUT [--llm-log F] [--set retrieval.mode=hybrid ...]
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
+import types
+import typing
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+import yaml
+from pydantic import BaseModel, ValidationError
 
 from rag_service.embedding import make_embedder
+from rag_service.evaluation.answer_run import Upstream, deep_merge, evaluate_answers
+from rag_service.evaluation.answers import ConversationFileError, summary_json
+from rag_service.evaluation.answers import load_conversations as load_answer_conversations
+from rag_service.evaluation.answers import markdown_table as answers_table
 from rag_service.evaluation.cache import CachingEmbedder, EmbeddingCache
 from rag_service.evaluation.data import load_conversations, load_corpus, load_rewrites
 from rag_service.evaluation.retrieval_eval import MODES, embed_queries, evaluate_retrieval, results_json
@@ -24,7 +34,7 @@ from rag_service.llm import ChatClient
 from rag_service.rewrite import LLMRewriter, Rewriter, RuleRewriter, rewrite_endpoint
 from rag_service.settings import EmbeddingSettings, RetrievalSettings, Settings
 
-app = typer.Typer(add_completion=False, help="Offline evaluation of query rewriting and multi-turn retrieval.")
+app = typer.Typer(add_completion=False, help="Offline evaluation of query rewriting, multi-turn retrieval and answers.")
 
 DEFAULT_CACHE = Path("./data/eval-cache")
 
@@ -155,6 +165,134 @@ def rewrite(
             for i, it in enumerate(items):
                 row = {"question": it.question, "gold": it.gold} | {m: p[i] for m, p in report.predictions.items()}
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def _sub_model(annotation: Any) -> type[BaseModel] | bool | None:
+    """The settings model a field holds (through `X | None`), True for a free-form dict, None for a value."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    origin = typing.get_origin(annotation)
+    if origin is dict:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            found = _sub_model(arg)
+            if found is not None:
+                return found
+    return None
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """`a.b=value` items as one nested dict; values are YAML scalars (hybrid, 0.5, true, null)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        parts = [p.strip() for p in key.split(".")]
+        if not sep or not all(parts):
+            raise typer.BadParameter(f"{item!r}: expected a dotted setting and a value, e.g. retrieval.mode=hybrid")
+        model: type[BaseModel] | bool | None = Settings
+        for depth, part in enumerate(parts):
+            if model is True:
+                break  # inside a free-form dict (observability.prices, privacy.patterns)
+            assert isinstance(model, type)
+            fields = model.model_fields
+            if part not in fields:
+                known = ", ".join(sorted(fields))
+                raise typer.BadParameter(f"{item!r}: unknown setting {'.'.join(parts[: depth + 1])} (known: {known})")
+            model = _sub_model(fields[part].annotation)
+            if model is None and depth < len(parts) - 1:
+                raise typer.BadParameter(f"{item!r}: {'.'.join(parts[: depth + 1])} has no sub-settings")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else raw
+        except yaml.YAMLError as exc:
+            raise typer.BadParameter(f"{item!r}: the value is not a YAML scalar ({exc})") from exc
+        nested: Any = value
+        for part in reversed(parts):
+            nested = {part: nested}
+        out = deep_merge(out, nested)
+    return out
+
+
+@app.command()
+def answers(
+    kb: Annotated[Path, typer.Option(exists=True, file_okay=False, help="knowledge-base folder to ingest")],
+    conversations: Annotated[
+        Path, typer.Option(exists=True, dir_okay=False, help="conversations JSONL {id, turns: [{q, expect_any, ...}]}")
+    ],
+    json_out: Annotated[Path, typer.Option("--json", help="write the scores and every turn's details here")],
+    llm_log: Annotated[
+        Path | None, typer.Option(help="write every request and reply of the LLM pass here (JSONL)")
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(exists=True, dir_okay=False, help="settings YAML; its values win over RAG_* variables"),
+    ] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="a setting, e.g. retrieval.mode=hybrid (repeatable; wins)")
+    ] = None,
+    llm_url: Annotated[
+        str | None, typer.Option(help="a real OpenAI-compatible endpoint for the LLM pass (default: a fake)")
+    ] = None,
+    llm_model: Annotated[str | None, typer.Option(help="the model name sent to --llm-url")] = None,
+    llm_api_key: Annotated[
+        str, typer.Option(envvar="RAG_EVAL_LLM_API_KEY", help="API key for --llm-url", show_default=False)
+    ] = "not-needed",
+    llm_pass: Annotated[bool, typer.Option(help="run the second pass (context_has_fact)")] = True,
+    limit: Annotated[int | None, typer.Option(min=1, help="only the first N conversations")] = None,
+    cache_dir: Annotated[Path, typer.Option(help="passage-embedding cache (content-addressed)")] = DEFAULT_CACHE,
+) -> None:
+    """Answer quality per turn: answer_correct and doc@3 (no LLM), then context_has_fact (recorded LLM requests)."""
+    try:
+        convs = load_answer_conversations(conversations)[:limit]
+    except ConversationFileError as exc:
+        # Plain lines, not a usage box: one problem a line, each naming its line and field.
+        _log(f"error: invalid --conversations file:\n{exc}")
+        raise typer.Exit(2) from exc
+    overrides: dict[str, Any] = {}
+    if config is not None:
+        loaded = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
+        if not isinstance(loaded, dict):
+            raise typer.BadParameter(f"{config}: not a YAML mapping", param_hint="--config")
+        overrides = loaded
+    overrides = deep_merge(overrides, parse_overrides(set_ or []))
+    try:
+        Settings(**overrides)
+    except ValidationError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--set / --config") from exc
+    if llm_url is None and llm_model is not None:
+        raise typer.BadParameter("--llm-model needs --llm-url", param_hint="--llm-model")
+    upstream = Upstream(llm_url, llm_model, llm_api_key) if llm_url else None
+    turns = sum(len(c.turns) for c in convs)
+    _log(f"{len(convs)} conversations, {turns} turns; knowledge base {kb}")
+    report = asyncio.run(
+        evaluate_answers(kb, convs, overrides, llm_pass=llm_pass, upstream=upstream, cache_dir=cache_dir, log=_log)
+    )
+    first = report.settings["extractive"]
+    print(
+        f"### Answers ({conversations.name}, {len(convs)} conversations, {turns} turns; "
+        f"retrieval {first['retrieval']['mode']}, rewrite {first['rewrite']['mode']}, "
+        f"memory {first['memory']['strategy']})\n"
+    )
+    print(answers_table(report.results))
+    if report.upstream:
+        print(f"\nLLM pass upstream: {report.upstream}")
+    data = {
+        "conversations": str(conversations),
+        "kb": str(kb),
+        "config": str(config) if config else None,
+        "overrides": list(set_ or []),
+        "ingest": report.ingest.to_json(),
+        "llm_upstream": report.upstream,
+        "settings": report.settings,
+        "summary": summary_json(report.results),
+        "turns": [r.to_json() for r in report.results],
+    }
+    _write_json(json_out, data)
+    if llm_log is not None:
+        llm_log.parent.mkdir(parents=True, exist_ok=True)
+        with llm_log.open("w", encoding="utf-8") as f:
+            for call in report.calls:
+                f.write(json.dumps(call.to_json(), ensure_ascii=False) + "\n")
 
 
 def main() -> None:

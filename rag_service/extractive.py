@@ -1,0 +1,354 @@
+"""The answer without an LLM: the knowledge base's own sentences that answer the question asked.
+
+A sentence is chosen for what the question wants, not for sharing words with it:
+- the question's type decides what a good sentence carries (a price question wants an amount, "how long"
+  a duration, "where" an address; `facts.question_asks`);
+- it must be about the product the question names, and that model, not a sibling (the sentence's own
+  product names, else its section heading, else the document title; `facts.product_fit`), and about the
+  storage tier or screen size asked for when one is named;
+- words shared with the question count by rarity, and so do customer-service concepts shared across
+  languages (an English question over a Chinese page; `glossary`);
+- page furniture (update dates, "this page describes ...", navigation) is never an answer.
+A question about the conversation itself ("what was my order number?") is answered from the session's
+memory (`recall`), not the knowledge base. The framing is in the question's language and the answer is
+always marked as extractive.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rag_service.domain import Chunk, GenerationInput
+from rag_service.facts import (
+    BASE_WORDS,
+    LIST_MARK,
+    Ask,
+    Product,
+    attribute_fit,
+    attributes,
+    is_heading,
+    language,
+    product_fit,
+    products,
+    question_asks,
+    shows,
+    values,
+)
+from rag_service.glossary import ASPECTS, concepts, weight
+from rag_service.lexical import terms
+from rag_service.recall import recall_answer
+
+ChatMessages = list[dict[str, Any]]
+
+MARKER = "[extractive answer, no LLM configured]"
+
+_FRAMES = {
+    "zh": ("根据知识库：", "知识库中没有找到相关内容，请联系人工客服。", "要点："),
+    "en": (
+        "From the knowledge base:",
+        "Nothing in the knowledge base answers this; please contact a human agent.",
+        "Key figures: ",
+    ),
+}
+
+_LINE_SPLIT = re.compile(r"\n+")
+_SENTENCE_SPLIT = re.compile(r"(?<=[。！？!?；;])|(?<=[.])\s+(?=[A-Z0-9\"'(])")
+_BOILERPLATE = re.compile(
+    r"^(?:更新日期|最后更新|更新时间|发布日期|last updated|updated on|updated:|effective date)"
+    r"|本页(?:面)?(?:介绍|说明|列出|汇总)|本文(?:介绍|说明)|以下是|如下[。:：]?$|详见下文|请继续阅读"
+    r"|^this (?:page|document|article|guide|section) (?:explains|describes|covers|lists|summari[sz]es|is about)"
+    r"|版权所有|copyright|©|all rights reserved|返回顶部|首页\s*[>/]|^home\s*[>/]|skip to|上一页|下一页|cookie",
+    re.IGNORECASE,
+)
+
+
+@dataclass(slots=True)
+class Candidate:
+    text: str
+    chunk: Chunk
+    rank: int
+    section: str
+    order: int
+    words: set[str] = field(default_factory=set)
+    ideas: frozenset[str] = frozenset()
+    score: float = 0.0
+
+
+def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
+    """Each retrieved sentence once (overlapping chunks repeat them), with its section heading."""
+    out: list[Candidate] = []
+    seen: set[str] = set()
+    for rank, chunk in enumerate(chunks):
+        section = chunk.section
+        header: list[str] = []
+        for line in _LINE_SPLIT.split(chunk.text):
+            line = line.strip()
+            if not line or line == chunk.title:
+                continue
+            if line.startswith("|") or line.count("\t") >= 2:
+                # A table row is a sentence: "型号 iPhone 15，回收价 3400 元" (cells named by the header).
+                cells = [c.strip() for c in re.split(r"\||\t", line.strip("|")) if c.strip()]
+                if not cells or all(set(c) <= set("-: ") for c in cells):
+                    continue
+                if not header:
+                    header = cells
+                    continue
+                named = [f"{h} {v}" if h and h != v else v for h, v in zip(header, cells, strict=False)]
+                line = "，".join(named + cells[len(header) :]) + "。"
+            else:
+                header = []
+            if is_heading(line):
+                section = line
+                continue
+            body = LIST_MARK.sub("", line).strip(" #*")
+            for piece in _SENTENCE_SPLIT.split(body):
+                s = piece.strip()
+                if len(s) < 4 or s in seen:
+                    continue
+                seen.add(s)
+                out.append(Candidate(s, chunk, rank, section, len(out)))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    text: str
+    lang: str
+    asks: tuple[Ask, ...]
+    named: tuple[Product, ...]
+    base_model: bool
+    attrs: dict[str, set[str]]
+    words: frozenset[str]
+    ideas: frozenset[str]
+
+    @classmethod
+    def parse(cls, question: str, query: str) -> Question:
+        # The rewritten query carries what a follow-up leaves out ("那它的保修期呢" -> the product); the
+        # question as asked decides the language and the type.
+        both = f"{query} {question}" if query and query != question else question
+        return cls(
+            text=question,
+            lang=language(question),
+            asks=tuple(question_asks(question) or question_asks(both)),
+            named=products(query or question) or products(question),
+            base_model=BASE_WORDS.search(question) is not None,
+            attrs=attributes(question) or attributes(query),
+            words=frozenset(terms(both)),
+            ideas=concepts(both),
+        )
+
+
+def _context_products(c: Candidate, q: Question) -> list[Product]:
+    """The products a sentence is about: those it names that touch the question's, else its section's,
+    else its document's."""
+    own = [p for p in products(c.text) if any(p.core & a.core for a in q.named)]
+    if own:
+        return own
+    for text in (c.section, c.chunk.title):
+        named = list(products(text)) if text else []
+        if named:
+            return named
+    return []
+
+
+def score_candidates(q: Question, candidates: list[Candidate]) -> None:
+    # Words of the page title and of the product asked about say which page a sentence is on; whether it
+    # is the right page is `product_fit`'s and retrieval's call, so they do not count as shared words.
+    named_words = {t for p in q.named for t in terms(p.text)}
+    asked_words = q.words - named_words
+    for c in candidates:
+        c.words = (set(terms(c.text)) | set(terms(c.section))) - set(terms(c.chunk.title)) - named_words
+        c.ideas = concepts(f"{c.section} {c.text}")
+    n = len(candidates)
+    df: Counter[str] = Counter(t for c in candidates for t in c.words)
+    primary = q.asks[0] if q.asks else Ask.GENERAL
+    asked_aspects = q.ideas & ASPECTS
+    if primary in _ASK_IDEA:
+        # An amount is a price however it is written ("starts at ¥11999"), a duration a time limit.
+        for c in candidates:
+            if shows(c.text, primary):
+                c.ideas |= {_ASK_IDEA[primary]}
+    idf = {t: math.log(1 + n / (df[t] or 1)) for t in asked_words}
+    words_total = sum(idf.values())
+    for c in candidates:
+        # How much of what the question says the sentence covers: its words (rarer ones weigh more) and
+        # its concepts. In the question's language they are mostly the same evidence ("warranty" is both),
+        # across languages only concepts match: the larger coverage counts, the other a little.
+        by_words = sum(idf[t] for t in asked_words & c.words) / words_total if words_total else 0.0
+        by_ideas = _coverage(q.ideas, c.ideas)
+        score = 0.1 + max(by_words, by_ideas) + 0.25 * min(by_words, by_ideas)
+        page_ideas = concepts(c.chunk.title) | c.ideas
+        # A sentence about a sub-topic the question never raises (a repair price for "how much is it")
+        # answers another question; one on a page that lacks the sub-topic asked ("国际运费" on the domestic
+        # shipping page) too.
+        score *= 0.6 ** min(2, len((c.ideas & ASPECTS) - q.ideas))
+        score *= 0.5 ** min(2, len(asked_aspects - page_ideas))
+        if q.ideas:
+            # The page whose title is the question's topic ("return policy" ~ "退换货政策") answers it.
+            score *= 1 + 1.2 * _coverage(q.ideas, concepts(c.chunk.title))
+        if primary is not Ask.GENERAL:
+            fits = shows(c.text, primary)
+            if primary is Ask.HOWTO:
+                score *= 1.8 if fits else 0.8
+                if _HOWTO_HEADING.search(c.section):
+                    score *= 2.2  # under "如何申请" / "How to order": the steps themselves
+            elif primary is Ask.YESNO:
+                score *= 1.3 if fits else 1.0
+            else:
+                score *= 2.2 if fits else 0.3
+        fit = product_fit(list(q.named), q.base_model, _context_products(c, q))
+        if q.named:
+            score *= 0.5 if fit is None else 0.03 if fit == 0 else 2.0 * fit
+        sentence_attrs = attributes(c.text)
+        for kind, found in attributes(c.section).items():
+            sentence_attrs.setdefault(kind, found)  # "成都店" heading over "门店电话为 …"
+        score *= attribute_fit(q.attrs, sentence_attrs)
+        if any(kind not in sentence_attrs for kind in q.attrs):
+            score *= 0.5  # says nothing of the tier or size asked about
+        if _BOILERPLATE.search(c.text):
+            score *= 0.05
+        c.score = score / (1 + 0.12 * c.rank)
+
+
+_HOWTO_HEADING = re.compile(
+    r"如何|怎么|怎样|流程|步骤|指南|办理方式|申请方式|\bhow to\b|\bsteps?\b|\bprocess\b|\bprocedure\b", re.I
+)
+_ASK_IDEA = {Ask.PRICE: "price", Ask.DURATION: "time_limit"}
+
+
+def _coverage(wanted: frozenset[str], got: frozenset[str]) -> float:
+    total = sum(weight(i) for i in wanted)
+    return sum(weight(i) for i in wanted & got) / total if total else 0.0
+
+
+def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
+    best = ranked[0]
+    primary = q.asks[0] if q.asks else Ask.GENERAL
+    # A price list under one heading ("128GB 7999 元 / 256GB 8999 元 ...") answers "how much is it" as a
+    # whole when no tier was named: the rows of the best sentence's section that carry the value.
+    if primary in (Ask.PRICE, Ask.SPEC, Ask.PERCENT) and not q.attrs and shows(best.text, primary):
+        rows = [
+            c
+            for c in ranked
+            if c.chunk.doc_id == best.chunk.doc_id
+            and c.section == best.section
+            and shows(c.text, primary)
+            and c.score >= 0.5 * best.score
+        ][: limit + 3]
+        if len(rows) >= 2:
+            return sorted(rows, key=lambda c: _first_number(c.text, primary))
+    if primary is Ask.HOWTO and shows(best.text, primary):
+        # Steps read together, in the document's order.
+        steps = [c for c in ranked if c.chunk.doc_id == best.chunk.doc_id and c.section == best.section]
+        steps = [c for c in steps if c.score >= 0.4 * best.score][: limit + 2]
+        if len(steps) >= 2:
+            return sorted(steps, key=lambda c: (c.rank, c.order))
+    picked = [best]
+    for c in ranked[1:]:
+        if len(picked) >= limit:
+            break
+        if c.score >= 0.75 * best.score:
+            picked.append(c)
+    return picked
+
+
+def _first_number(text: str, ask: Ask) -> float:
+    found = values(text, ask)
+    digits = re.search(r"\d+(?:\.\d+)?", found[0].replace(",", "")) if found else None
+    return float(digits.group()) if digits else math.inf
+
+
+_ZH_UNITS = [
+    (re.compile(r"(\d+(?:\.\d+)?)\s?个?工作日"), r"\1 business days"),
+    (re.compile(r"(\d+(?:\.\d+)?)\s?(?:天|日)"), r"\1 days"),
+    (re.compile(r"(\d+(?:\.\d+)?)\s?个?小时"), r"\1 hours"),
+    (re.compile(r"(\d+(?:\.\d+)?)\s?分钟"), r"\1 minutes"),
+    (re.compile(r"(\d+(?:\.\d+)?)\s?(?:周|星期)"), r"\1 weeks"),
+    (re.compile(r"(\d+(?:\.\d+)?)\s?个月"), r"\1 months"),
+    (re.compile(r"(\d+(?:\.\d+)?)\s?年"), r"\1 years"),
+    (re.compile(r"(\d+(?:[.,]\d+)*)\s?(?:元|块)"), r"¥\1"),
+]
+_EN_UNITS = [
+    (re.compile(r"(\d+(?:\.\d+)?)\s?(?:business|working) days?", re.I), r"\1 个工作日"),
+    (re.compile(r"(\d+(?:\.\d+)?)\s?days?", re.I), r"\1 天"),
+    (re.compile(r"(\d+(?:\.\d+)?)\s?hours?", re.I), r"\1 小时"),
+    (re.compile(r"(\d+(?:\.\d+)?)\s?minutes?", re.I), r"\1 分钟"),
+    (re.compile(r"(\d+(?:\.\d+)?)\s?weeks?", re.I), r"\1 周"),
+    (re.compile(r"(\d+(?:\.\d+)?)\s?months?", re.I), r"\1 个月"),
+    (re.compile(r"(\d+(?:\.\d+)?)\s?years?", re.I), r"\1 年"),
+    (re.compile(r"[¥￥]\s?(\d+(?:[.,]\d+)*)"), r"\1 元"),
+]
+
+
+def render_value(value: str, lang: str) -> str:
+    """A value in the question's language: "7 天" -> "7 days", "¥150" -> "150 元"."""
+    for pattern, repl in _ZH_UNITS if lang == "en" else _EN_UNITS:
+        if pattern.search(value):
+            out = pattern.sub(repl, value, count=1)
+            return re.sub(r"^1 (\w+?)s$", r"1 \1", out) if lang == "en" else out
+    return value
+
+
+def _key_figures(q: Question, picked: list[Candidate]) -> list[str]:
+    """Values of the quoted sentences, rendered in the question's language, when the sentences are in the
+    other language (the customer may not read them)."""
+    if language(picked[0].text) == q.lang:
+        return []
+    kinds = [a for a in q.asks if a not in (Ask.HOWTO, Ask.YESNO, Ask.GENERAL)] or [Ask.PRICE, Ask.DURATION]
+    out: list[str] = []
+    for c in picked:
+        if language(c.text) == q.lang:
+            continue
+        for kind in kinds:
+            for v in values(c.text, kind):
+                rendered = render_value(v, q.lang)
+                if rendered not in out:
+                    out.append(rendered)
+    return out[:6]
+
+
+def _cite(c: Candidate, lang: str) -> str:
+    title = c.chunk.title.split(" - ")[0].strip() or c.chunk.source
+    return f"- {c.text}（{title}）" if lang == "zh" else f"- {c.text} ({title})"
+
+
+class ExtractiveGenerator:
+    """Quotes the sentences that answer the question; says it is extractive."""
+
+    mode = "extractive"
+
+    def __init__(self, max_sentences: int = 3) -> None:
+        self.max_sentences = max_sentences
+
+    async def complete(self, messages: ChatMessages, turn: GenerationInput) -> str:
+        return self.answer(turn)
+
+    async def stream(self, messages: ChatMessages, turn: GenerationInput) -> AsyncIterator[str]:
+        for line in self.answer(turn).splitlines(keepends=True):
+            yield line
+
+    def answer(self, turn: GenerationInput) -> str:
+        lang = language(turn.question)
+        intro, empty, figures = _FRAMES[lang]
+        if turn.memory is not None:
+            recalled = recall_answer(turn.question, turn.memory, lang)
+            if recalled is not None:
+                return f"{MARKER} {recalled}"
+        candidates = sentences_of(turn.chunks)
+        if not candidates:
+            return f"{MARKER} {empty}"
+        q = Question.parse(turn.question, turn.query)
+        score_candidates(q, candidates)
+        ranked = sorted(candidates, key=lambda c: (-c.score, c.rank, c.order))
+        picked = _pick(q, ranked, self.max_sentences)
+        lines = [f"{MARKER} {intro}"]
+        key = _key_figures(q, picked)
+        if key:
+            lines.append(figures + "; ".join(key))
+        lines.extend(_cite(c, lang) for c in picked)
+        return "\n".join(lines)

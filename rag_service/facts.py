@@ -1,0 +1,475 @@
+"""What a question asks for and what a sentence states: typed values, product names and their variants.
+
+Plain string work shared by the extractive answerer, the reranker and memory recall. Written by hand
+because no library does this for mixed Chinese/English shop text: the question types and value patterns
+are those of customer service (prices, durations, dates, phones, addresses, specifications), and the
+product rules encode how shops name sibling models ("iPhone 16" vs "iPhone 16 Pro", "13 英寸" vs
+"15-inch", "256GB" vs "512GB").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+from functools import lru_cache
+
+_CJK = re.compile(r"[\u3400-\u9fff]")
+
+
+def language(text: str) -> str:
+    """ "zh" when Chinese carries the text ("iPhone 16 Pro 256GB 多少钱" is Chinese), else "en"."""
+    cjk = len(_CJK.findall(text))
+    latin_words = len(re.findall(r"[A-Za-z]+", text))
+    return "zh" if cjk and cjk * 2 >= latin_words else "en"
+
+
+# --- question types ---------------------------------------------------------------------------------
+
+
+class Ask(Enum):
+    PRICE = "price"
+    DURATION = "duration"
+    DATE = "date"
+    CONTACT = "contact"
+    LOCATION = "location"
+    PERCENT = "percent"
+    SPEC = "spec"
+    HOWTO = "howto"
+    YESNO = "yesno"
+    GENERAL = "general"
+
+
+_ASK_PATTERNS: list[tuple[Ask, re.Pattern[str]]] = [
+    (
+        Ask.PERCENT,
+        re.compile(
+            r"费率|利率|手续费率|几折|打几折|折扣是多少|百分之|\brate\b|\bpercent|\binterest\b|\bhow big is the discount|\bdiscount\b.*\bhow (?:much|big)",
+            re.I,
+        ),
+    ),
+    (
+        Ask.PRICE,
+        re.compile(
+            r"多少钱|价格|价钱|售价|报价|多贵|几块|几元|卖多少|卖几|费用|收费|运费|邮费|要钱|花多少|起售价|起价|折多少|回收价|值多少|能换多少|补贴多少|便宜多少"
+            r"|\bprices?\b|\bcosts?\b|\bfees?\b|\bcharges?\b|\bpay\b.*\bhow much|\bhow much\b(?!\s+(?:memory|storage|ram|space|data|time|weight|battery)\b)"
+            r"|\bexpensive\b|\bcheap(?:er|est)?\b|\bworth\b|\bget for\b",
+            re.I,
+        ),
+    ),
+    (
+        Ask.DURATION,
+        re.compile(
+            r"多久|多长时间|多长|几天|几个月|几年|几小时|保修期|有效期|期限|时效|多快|多少天|几个工作日"
+            r"|\bhow long\b|\bhow many (?:days|hours|weeks|months|years)\b|\bhow soon\b|\bhow quickly\b",
+            re.I,
+        ),
+    ),
+    (
+        Ask.DATE,
+        re.compile(
+            r"什么时候|何时|哪天|哪一天|几号|几点|日期|几月|\bwhen\b|\bwhat time\b|\bwhat date\b|\bwhich day\b", re.I
+        ),
+    ),
+    (
+        Ask.CONTACT,
+        re.compile(r"电话|热线|联系|邮箱|客服号|\bphone\b|\bcall\b|\bcontact\b|\be-?mail\b|\bhotline\b", re.I),
+    ),
+    (Ask.LOCATION, re.compile(r"在哪|地址|哪里|位置|怎么走|\bwhere\b|\baddress\b|\blocation\b|\blocated\b", re.I)),
+    (
+        Ask.SPEC,
+        re.compile(
+            r"多大|多重|多少克|重量|尺寸|容量|续航|多少毫安|刷新率|分辨率|几核|内存多大|像素|屏幕多大"
+            r"|\bhow (?:big|heavy|large|many)\b|\bweigh|\bcapacity\b|\bsize\b|\bbattery life\b|\bhow much (?:memory|storage|ram|space)\b",
+            re.I,
+        ),
+    ),
+    (
+        Ask.HOWTO,
+        re.compile(
+            r"怎么|如何|怎样|步骤|流程|办理|申请|操作|\bhow (?:do|can|should|to)\b|\bsteps?\b|\bprocess\b|\bprocedure\b",
+            re.I,
+        ),
+    ),
+    (
+        Ask.YESNO,
+        re.compile(
+            r"吗[？?]?$|能不能|可不可以|是否|有没有|是不是|会不会|要不要|支不支持|行不行"
+            r"|^\s*(?:can|could|do|does|did|is|are|will|would|should|may|am)\b",
+            re.I,
+        ),
+    ),
+]
+
+
+def question_asks(question: str) -> list[Ask]:
+    """The kinds of answer the question wants, most specific first (empty: a general question)."""
+    return [ask for ask, pattern in _ASK_PATTERNS if pattern.search(question.strip())]
+
+
+# --- typed values -----------------------------------------------------------------------------------
+
+_NUM = r"\d+(?:[.,]\d+)*"
+VALUE_PATTERNS: dict[Ask, re.Pattern[str]] = {
+    Ask.PRICE: re.compile(rf"(?:[¥￥$]|RMB|CNY|USD|HK\$)\s?{_NUM}|{_NUM}\s?(?:元|块|万元|yuan\b|RMB\b|CNY\b)", re.I),
+    Ask.DURATION: re.compile(
+        rf"(?<!\d)(?!(?:19|20)\d\d\s?年)(?:{_NUM}|[一二两三四五六七八九十半]+)\s?(?:个)?(?:工作日|自然日|天|日内|小时|分钟|周|星期|个月|年)(?!\s?\d{{1,2}}\s?月)"
+        rf"|{_NUM}(?:\s?(?:to|-|–)\s?{_NUM})?\s?(?:business\s|working\s|calendar\s)?(?:days?|hours?|minutes?|weeks?|months?|years?)\b"
+        r"|\b(?:one|two|three|four|five|six|seven|ten|twelve|fifteen|thirty)\s(?:business\s|working\s)?(?:days?|hours?|weeks?|months?|years?)\b",
+        re.I,
+    ),
+    Ask.DATE: re.compile(
+        r"\d{4}\s?年\s?\d{1,2}\s?月(?:\s?\d{1,2}\s?日)?|\d{1,2}\s?月\s?\d{1,2}\s?日|\d{1,2}[:：]\d{2}|\d{4}-\d{2}-\d{2}"
+        r"|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s\d{1,2}\b|\b\d{1,2}\s(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b"
+        r"|(?:周|星期)[一二三四五六日天]|\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b|\d{1,2}\s?(?:am|pm|点)",
+        re.I,
+    ),
+    Ask.CONTACT: re.compile(
+        r"\+?\d{2,4}[-\s]\d{2,4}[-\s]\d{3,4}(?:[-\s]\d{3,4})?|\b1[3-9]\d{9}\b|\b400[-\s]?\d{3}[-\s]?\d{4}\b|[\w.+-]+@[\w-]+\.[\w.]+"
+    ),
+    Ask.LOCATION: re.compile(
+        r"[\u4e00-\u9fff]{1,12}(?:路|街|大道|道)\s?\d+\s?号|\d+\s?号|[\u4e00-\u9fff]{2,12}(?:大厦|广场|中心|商场|大楼)|\d+\s?(?:楼|层)"
+        r"|\b\d+\s\w+\s(?:road|street|avenue|ave|blvd)\b",
+        re.I,
+    ),
+    Ask.PERCENT: re.compile(rf"{_NUM}\s?%|百分之[一二三四五六七八九十\d]+|[一二三四五六七八九\d](?:\.\d)?\s?折"),
+    Ask.SPEC: re.compile(
+        rf"{_NUM}\s?(?:mAh|GB|TB|MB|克|千克|公斤|kg|g\b|英寸|寸|inch(?:es)?|-inch|mm|毫米|Hz|W\b|瓦|核|万像素|像素|小时|hours?|nits|尼特)",
+        re.I,
+    ),
+}
+
+
+def values(text: str, ask: Ask) -> list[str]:
+    pattern = VALUE_PATTERNS.get(ask)
+    return [m.group().strip() for m in pattern.finditer(text)] if pattern else []
+
+
+def has_value(text: str, ask: Ask) -> bool:
+    pattern = VALUE_PATTERNS.get(ask)
+    return bool(pattern and pattern.search(text))
+
+
+_HOWTO_CUE = re.compile(
+    r"请|进入|点击|选择|填写|上传|提交|拨打|登录|打开|携带|前往|预约|寄回|\b(?:go to|click|select|choose|fill|submit|upload|call|contact|email|log in|open|bring|visit|send)\b",
+    re.I,
+)
+_YESNO_CUE = re.compile(
+    r"可以|不可以|能|不能|支持|不支持|不予|免费|需要|不需要|无需|必须|仅|只|不|没有|均|都"
+    r"|\b(?:can|cannot|can't|may|must|only|not|no|free|required|need|yes|all|any)\b",
+    re.I,
+)
+
+
+def shows(text: str, ask: Ask) -> bool:
+    """Does the sentence carry what this kind of question wants?"""
+    if ask is Ask.HOWTO:
+        return _HOWTO_CUE.search(text) is not None
+    if ask is Ask.YESNO:
+        return _YESNO_CUE.search(text) is not None
+    return has_value(text, ask)
+
+
+# --- attribute values: storage, screen size, instalment periods ---------------------------------------------
+
+_ATTRIBUTES: dict[str, re.Pattern[str]] = {
+    # "12GB+512GB" is memory + storage: the storage is the second figure.
+    "storage": re.compile(r"(?:(?<=\d[GT]B\+)|(?<![\d+]))(\d+)\s?(GB|TB|G|T)\b(?!\s?(?:内存|RAM|memory|\+))", re.I),
+    "screen": re.compile(r"(\d{2}(?:\.\d)?)\s?(?:英寸|寸|-?inch(?:es)?|\")", re.I),
+    "periods": re.compile(r"(\d{1,2})\s?(?:期|-?month instal+ments?|instal+ments?\b|periods?\b)", re.I),
+}
+
+
+# Places and product categories are attributes too: "寄到美国运费" is about the United States' row, "手机延保"
+# about phones, not laptops. Countries, regions and large cities in both languages are world knowledge,
+# not any shop's wording.
+_PLACES: dict[str, str] = {
+    "us": "美国|united states|\\busa?\\b|america", "ca": "加拿大|canada", "uk": "英国|united kingdom|\\buk\\b|britain",
+    "de": "德国|germany", "fr": "法国|france", "au": "澳大利亚|澳洲|australia", "nz": "新西兰|new zealand",
+    "jp": "日本|japan", "kr": "韩国|south korea|\\bkorea", "sg": "新加坡|singapore", "my": "马来西亚|malaysia",
+    "th": "泰国|thailand", "hk": "香港|hong kong", "mo": "澳门|macau|macao", "tw": "台湾|taiwan",
+    "eu": "欧洲|europe", "bj": "北京|beijing", "sh": "上海|shanghai", "gz": "广州|guangzhou", "sz": "深圳|shenzhen",
+    "cd": "成都|chengdu", "hz": "杭州|hangzhou", "wh": "武汉|wuhan", "nj": "南京|nanjing", "cq": "重庆|chongqing",
+    "xa": "西安|xi'?an", "tj": "天津|tianjin", "su": "苏州|suzhou",
+}  # fmt: skip
+_CATEGORIES: dict[str, str] = {
+    "phone": "手机|\\bphones?\\b|smartphones?", "laptop": "笔记本|电脑|\\blaptops?\\b|notebooks?",
+    "tablet": "平板|\\btablets?\\b", "watch": "手表|\\bwatch(?:es)?\\b", "earphones": "耳机|earphones?|headphones?|earbuds?",
+}  # fmt: skip
+_NAMED_KINDS = {
+    kind: [(key, re.compile(pattern, re.I)) for key, pattern in table.items()]
+    for kind, table in (("place", _PLACES), ("category", _CATEGORIES))
+}
+
+
+def attributes(text: str) -> dict[str, set[str]]:
+    """Attribute values named in the text, normalised: {"storage": {"256gb"}, "screen": {"13"}, "place": {"us"}}."""
+    out: dict[str, set[str]] = {}
+    for kind, table in _NAMED_KINDS.items():
+        keys = {key for key, pattern in table if pattern.search(text)}
+        if keys:
+            out[kind] = keys
+    for kind, pattern in _ATTRIBUTES.items():
+        found: set[str] = set()
+        for m in pattern.finditer(text):
+            if kind == "storage":
+                unit = m.group(2).upper()[0]
+                found.add(f"{m.group(1)}{'tb' if unit == 'T' else 'gb'}")
+            else:
+                found.add(m.group(1).split(".")[0])
+        if found:
+            out[kind] = found
+    return out
+
+
+def attribute_fit(question: dict[str, set[str]], sentence: dict[str, set[str]]) -> float:
+    """> 1 when the sentence names the question's attribute value, < 1 when it names only another value of
+    the same kind (another storage tier or screen size), 1 when it says nothing of it."""
+    fit = 1.0
+    for kind, wanted in question.items():
+        got = sentence.get(kind)
+        if not got:
+            continue
+        fit *= 2.5 if wanted & got else 0.15
+    return fit
+
+
+# --- product names ------------------------------------------------------------------------------------
+
+# Words that tell sibling models apart: "iPhone 16" is not "iPhone 16 Pro", "Galaxy S25" not "S25 Ultra".
+VARIANT_WORDS = frozenset(
+    [
+        "pro",
+        "max",
+        "plus",
+        "ultra",
+        "mini",
+        "lite",
+        "air",
+        "se",
+        "fe",
+        "neo",
+        "edge",
+        "fold",
+        "flip",
+        "slim",
+        "turbo",
+        "prime",
+        "note",
+        "标准版",
+        "青春版",
+        "至尊版",
+        "大师版",
+        "典藏版",
+        "pro+",
+    ]
+)
+# Words a question uses for "the model without a variant word".
+BASE_WORDS = re.compile(
+    r"标准款|标准版|基础款|普通款|普通版|入门款|\bstandard\b|\bbase model\b|\bregular\b|\bnon-pro\b", re.I
+)
+
+_NAME_RUN = re.compile(
+    r"[A-Za-z][A-Za-z0-9+]*(?:[ \-]?(?:\d+[A-Za-z+]*|[A-Z][A-Za-z0-9+]*|[a-z]*\d[a-z0-9]*|pro|max|plus|ultra|mini|lite|air|se|fe|neo|gen|carbon))*"
+)
+_BRANDS_ZH = "小米 华为 三星 苹果 联想 荣耀 魅族 一加 真我 努比亚 红米 戴尔 惠普 华硕 宏碁 索尼 佳能 尼康 大疆 海尔 美的 格力 戴森"
+_BRAND_ZH = re.compile("(?:" + "|".join(_BRANDS_ZH.split()) + r")\s?(?=[A-Za-z0-9])")
+_GENERATION = re.compile(r"第\s?(\d+)\s?代")
+
+
+@dataclass(frozen=True, slots=True)
+class Product:
+    text: str
+    tokens: frozenset[str]
+
+    @property
+    def variants(self) -> frozenset[str]:
+        return self.tokens & VARIANT_WORDS
+
+    @property
+    def core(self) -> frozenset[str]:
+        return self.tokens - VARIANT_WORDS
+
+
+def _tokens(name: str) -> frozenset[str]:
+    name = _GENERATION.sub(r" gen \1 ", name)
+    return frozenset(t for t in re.findall(r"[a-z]+\+?|\d+|[\u4e00-\u9fff]+", name.lower()) if t)
+
+
+_NOT_NAMES = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "i",
+        "my",
+        "we",
+        "you",
+        "it",
+        "is",
+        "are",
+        "do",
+        "does",
+        "how",
+        "what",
+        "which",
+        "when",
+        "where",
+        "why",
+        "can",
+        "could",
+        "will",
+        "would",
+        "should",
+        "may",
+        "gb",
+        "tb",
+        "mb",
+        "mah",
+        "hz",
+        "usb",
+        "type",
+        "wifi",
+        "wi",
+        "ok",
+        "app",
+        "vip",
+        "id",
+        "pdf",
+        "faq",
+        "sms",
+        "qr",
+        "ip",
+        "xdr",
+        "oled",
+        "lcd",
+        "led",
+        "cpu",
+        "gpu",
+        "ram",
+        "ssd",
+        "nfc",
+        "rmb",
+        "cny",
+        "usd",
+        "sku",
+        "dhl",
+        "sf",
+        "ems",
+        "vat",
+        "ddu",
+    ]
+)
+
+
+@lru_cache(maxsize=8192)
+def products(text: str) -> tuple[Product, ...]:
+    """Product-like names in the text: Latin runs with a digit, an inner capital or a variant word
+    (iPhone 16 Pro, S25 Ultra, MateBook X Pro, ThinkPad X1 Carbon Gen 12, MacBook Air), with a Chinese
+    brand right before them (小米 15 Pro, 小米15 Pro). Storage sizes and other values are not part of a name."""
+    out: list[Product] = []
+    taken: list[tuple[int, int]] = []
+    for m in _BRAND_DIGITS.finditer(text):
+        _add_product(out, text, m.start(), m.end(), m.group())
+        taken.append(m.span())
+    for m in _NAME_RUN.finditer(text):
+        if not any(a <= m.start() < b for a, b in taken):
+            _add_product(out, text, m.start(), m.end(), m.group())
+    return tuple(out)
+
+
+_BRAND_DIGITS = re.compile(
+    "(?:" + "|".join(_BRANDS_ZH.split()) + r")\s?\d+[A-Za-z]*(?:\s(?:Pro|Max|Plus|Ultra|mini|Lite|SE|FE|[A-Z][a-z]*))*"
+    # Any two-character Chinese name before a model number with a variant word: 华米 9 Pro, 荣耀 200 Ultra.
+    r"|[\u4e00-\u9fff]{2}\s?\d+[A-Za-z]*(?:\s(?:Pro|Max|Plus|Ultra|mini|Lite|SE|FE|Air|Neo))+"
+)
+_INNER_CAP = re.compile(r"[a-z][A-Z]|[A-Z]{2,}[a-z]")
+
+
+def _add_product(out: list[Product], text: str, start: int, end: int, raw: str) -> None:
+    words = raw.strip(" -").split()
+    words = [w for w in words if not _is_value(w)]
+    while words and (words[-1].lower() in _NOT_NAMES or _is_value(words[-1])):
+        words.pop()
+    while words and (words[0].lower() in _NOT_NAMES or _is_value(words[0])):
+        words.pop(0)
+    if not words:
+        return
+    name = " ".join(words)
+    lowered = {w.lower() for w in words}
+    if not (any(ch.isdigit() for ch in name) or any(_INNER_CAP.search(w) for w in words) or lowered & VARIANT_WORDS):
+        return
+    if re.fullmatch(r"[\d.]+", name):
+        return
+    if not _CJK.match(name[0]):
+        brand = _BRAND_ZH.search(text, max(0, start - 4), start + 1)
+        if brand and brand.end() >= start - 1:
+            name = f"{brand.group().strip()} {name}"
+    gen = _GENERATION.match(text, end + (1 if text[end : end + 1] == " " else 0))
+    if gen:
+        name = f"{name} {gen.group()}"
+    product = Product(name, _tokens(name))
+    if product.core and all(p.text != name for p in out):
+        out.append(product)
+
+
+def _is_value(word: str) -> bool:
+    return bool(re.fullmatch(r"\d*\s?(?:GB|TB|G|T|mAh|W|Hz|K|mm|g|kg|%)(?:\+\d*\s?(?:GB|TB)?)*", word, re.I))
+
+
+def same_product(asked: Product, named: Product) -> float:
+    """How well `named` (in a title, heading or sentence) fits the product the question asked about:
+    1 same model, 0.8 a more specific naming of it (Gen 12 for "X1 Carbon"), 0 a sibling or another model,
+    0.5 when they share too little to tell."""
+    core_a, core_n = asked.core, named.core
+    shared = core_a & core_n
+    if not shared:
+        return 0.0
+    numbers_a = {t for t in core_a if t.isdigit()}
+    numbers_n = {t for t in core_n if t.isdigit()}
+    if numbers_a and numbers_n and not numbers_a & numbers_n:
+        return 0.0  # iPhone 15 vs iPhone 16
+    if asked.variants != named.variants:
+        return 0.0  # iPhone 16 vs iPhone 16 Pro; S25 vs S25 Ultra
+    if core_a <= core_n:
+        return 1.0 if core_a == core_n else 0.8
+    missing = core_a - core_n
+    # "小米15 Pro" asked, "Xiaomi 15 Pro" named: a brand word in another script is not a different model.
+    if all(not t.isascii() for t in missing) or len(shared) >= max(2, len(core_a) - 1):
+        return 0.8
+    return 0.5
+
+
+def product_fit(asked: list[Product], base_model: bool, named: list[Product]) -> float | None:
+    """Best fit of the named products to what was asked; None when either side names no product.
+    `base_model`: the question asks for the model without a variant word ("标准款", "the standard one")."""
+    if not asked or not named:
+        return None
+    best = 0.0
+    for a in asked:
+        # "那标准款呢" after a Pro: the model without its variant word.
+        wanted = Product(a.text, a.core) if base_model else a
+        for n in named:
+            best = max(best, same_product(wanted, n))
+    return best
+
+
+# --- document structure ---------------------------------------------------------------------------
+
+LIST_MARK = re.compile(r"^\s*(?:[-*•·]|\d{1,2}[.、)]|[（(]\d{1,2}[)）])\s*")
+_HEADING_NUMBER = re.compile(
+    r"^\s*(?:[一二三四五六七八九十]+、|第[一二三四五六七八九十\d]+[章节条部分]|\d+(?:\.\d+)*\s)"
+)
+_END_PUNCT = re.compile(r"[。！？!?；;：:，,.]\s*$")
+
+
+def is_heading(line: str) -> bool:
+    """A line that names a section rather than saying something: short, no sentence punctuation, no list
+    marker ("价格与存储容量", "一、7 天无理由退货", "Shipping fees and delivery times")."""
+    text = line.strip()
+    if not text or (LIST_MARK.match(text) and not _HEADING_NUMBER.match(text)):
+        return False
+    if _END_PUNCT.search(text) or "：" in text[:-1] or ": " in text:
+        return False
+    size = len(text) if language(text) == "zh" else len(text.split()) * 3
+    return size <= 30

@@ -1,0 +1,205 @@
+"""Customer-service concepts in Chinese and English, so a question in one language can be matched to text
+in the other.
+
+The packaged embedder (multilingual-e5-small) prefers text in the question's language: "What is your
+return policy?" scores English pages about discounts above the Chinese return policy. No offline
+translation model ships on the reachable registries, so the shared vocabulary of shop customer service
+(returns, warranty, shipping, invoices, instalments, membership, stores ...) is listed here by hand; a
+text's concepts are language-neutral keys that questions and sentences can share. Terms are what any shop
+uses, not the sample shop's wording; operators extend the list with `retrieval.glossary` entries.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+
+# concept: (English phrases, Chinese phrases). English phrases match whole words (a trailing "*" matches
+# any ending); Chinese phrases match as substrings.
+CONCEPTS: dict[str, tuple[str, str]] = {
+    "return": ("return*|send back|money back", "退货|退换|退回|无理由|退掉|退款"),
+    "refund": ("refund*|money back|reimburse*", "退款|退钱|到账|原路退回|退回"),
+    "exchange": ("exchange*|replace*|swap", "换货|更换|调换|换新"),
+    "warranty": ("warrant*|guarantee*|coverage|covered", "保修|质保|保固|保用|联保"),
+    "extended_warranty": ("extended warranty|extend*", "延保|延长保修"),
+    "accident": ("accident*|damage protection|drop*|crack*|broken", "意外|摔|碎屏|碎裂|进水"),
+    "repair": ("repair*|fix*|service cent*", "维修|修理|报修|送修"),
+    "battery": ("batter*", "电池|续航"),
+    "screen": ("screen*|display*", "屏幕|屏|显示屏"),
+    "price": ("price*|cost*|how much|pric*|fee*|charge*|expensive|cheap*", "价格|售价|多少钱|报价|费用|价钱|元"),
+    "discount": ("discount*|off|promotion*|coupon*|deal*|sale", "优惠|折扣|打折|减免|促销|优惠券|立减"),
+    "student": ("student*|school|college|universit*|campus", "学生|校园|高校|大学"),
+    "shipping": ("ship*|deliver*|courier*|parcel*|dispatch*|postage", "配送|发货|快递|物流|运费|邮费|送达|包邮|寄"),
+    "shipping_fee": ("shipping fee*|shipping cost*|delivery fee*|postage|free shipping", "运费|邮费|包邮|配送费"),
+    "international": ("international*|abroad|overseas|outside china|foreign", "国际|海外|境外|国外|出境"),
+    "customs": ("customs|duty|duties|import tax*|tariff*", "关税|清关|海关|进口税"),
+    "same_day": ("same day|same-day|today", "当日达|当天|当日"),
+    "invoice": ("invoice*|receipt*|fapiao|tax id", "发票|开票|增值税|税号|抬头"),
+    "installment": ("instal*ment*|pay monthly|monthly payment*|credit", "分期|期数|花呗|信用卡分期|免息"),
+    "interest": ("interest|rate*|handling fee*|service fee*", "利息|费率|手续费|免息"),
+    "member": ("member*|loyalty|tier*|vip|gold|silver|platinum|diamond|level*", "会员|金卡|银卡|白金|钻石|等级|黑卡"),
+    "upgrade": ("upgrad*|become|qualif*|reach|threshold", "升级|成为|达到|升到|门槛"),
+    "points": ("point*|reward*", "积分|积分抵|兑换"),
+    "trade_in": (
+        "trade-in|trade in|trade*|old phone|old device|old laptop|recycl*|buy back|sell my",
+        "以旧换新|旧机|回收|换购|折价",
+    ),
+    "store": ("store*|shop*|branch*|outlet*|retail", "门店|店铺|实体店|线下|门市"),
+    "opening_hours": ("open*|hour*|close*|business hours|holiday*", "营业|营业时间|开门|关门|休息|节假日|几点"),
+    "address": ("address*|located|location*|where", "地址|位置|在哪"),
+    "contact": (
+        "contact*|call*|phone*|hotline|email*|e-mail|customer service|support|agent*",
+        "客服|电话|热线|联系|邮箱|人工",
+    ),
+    "order": ("order*", "订单|下单|单号"),
+    "cancel": ("cancel*|unpaid", "取消|未付款|自动关闭"),
+    "track": ("track*|status|where is my", "查询|物流信息|查物流|查快递|物流|跟踪|进度|状态"),
+    "payment": ("pay*|paid|alipay|wechat pay|card*", "支付|付款|付钱|支付宝|微信支付|银行卡"),
+    "activation": ("activat*|unbox*|opened|used", "激活|拆封|开封|使用痕迹"),
+    "condition": ("condition|scratch*|wear|intact|undamaged", "成色|划痕|磨损|完好"),
+    "color": ("colou?r*|finish", "颜色|配色"),
+    "weight": ("weigh*|heavy|light", "重量|多重|克|千克"),
+    "storage": ("storage|capacity|gb|tb|ssd", "存储|容量|硬盘|固态"),
+    "memory": ("memory|ram", "内存|运行内存"),
+    "release": ("release*|launch*|available since|came out", "发售|上市|发布"),
+    "specs": ("spec*|chip*|processor*|camera*|refresh rate|resolution", "规格|芯片|处理器|摄像头|刷新率|分辨率|配置"),
+    "charger": ("charger*|adapter*|power adapter|cable*", "充电器|适配器|电源适配器|充电线|数据线"),
+    "in_box": ("in the box|box contents|included|come with|comes with|package*", "包装|包装内|清单|附带|随机"),
+    "gift": ("gift*|freebie*|bonus", "赠品|礼品|赠送"),
+    "packaging": ("packag*|box", "包装|包装盒|外包装"),
+    "days7": ("7 days|seven days|7-day", "7 天|七天|7天"),
+    "quality": ("defect*|fault*|quality|malfunction*|not working", "质量问题|故障|性能故障|坏了"),
+    "data": ("back up|backup|data|erase|wipe", "备份|数据|擦除|清除"),
+    "account": ("account*|apple id|log out|sign out|find my", "账号|账户|apple id|查找"),
+    "business_days": ("business day*|working day*", "工作日"),
+    "laptop": ("laptop*|notebook*|computer*|pc", "笔记本|电脑|笔记本电脑"),
+    "phone": ("phone|phones|smartphone*|mobile*", "手机"),
+    "tablet": ("tablet*", "平板"),
+    "headphones": ("headphone*|earphone*|earbud*", "耳机"),
+    "software": ("software|game code*|activation code*|gift card*|top-up", "软件|兑换码|充值卡|激活码"),
+    "customized": (
+        "customi[sz]*|custom-made|custom built|engrav*|personalis*|personaliz*|configured to order|build to order",
+        "定制|刻字|定制配置",
+    ),
+    "guide": ("guide|recommend*|which should|choose|advice|enough", "指南|推荐|怎么选|选购|够用"),
+    "video_editing": ("video edit*|4k|editing", "视频剪辑|剪辑|4K"),
+    "policy": ("polic*|rule*|terms|conditions", "政策|规则|条款|规定|说明"),
+    "deposit": ("pre-order|preorder|reserve*|book*", "预订|预约|订购"),
+    "pickup": ("pick up|pickup|collect*", "上门取件|取件|自提|到店自取"),
+    "auto": ("automatic*", "自动"),
+    "time_limit": ("how long|within|deadline|time limit|period", "多久|期限|以内|之内|时效|期间"),
+    "cost_free": ("free|no charge|at no cost|complimentary", "免费|不收费|包邮|无需付费"),
+    "tax": ("tax*|vat", "税|增值税"),
+    "company": ("company|business|corporate|enterprise", "公司|企业|单位"),
+    "personal": ("personal|individual", "个人"),
+    "electronic": ("electronic|e-invoice|pdf|digital", "电子|电子发票"),
+    "paper": ("paper|printed|hard copy", "纸质"),
+    "proof": ("proof|id card|certificate|verify*|verification", "证明|证件|学生证|认证|验证"),
+    "limit": ("limit*|quota|at most|maximum|per year|yearly", "限购|上限|最多|每年|额度"),
+    "zone": ("zone*|region*|countr*", "区域|地区|国家"),
+}
+
+_EN_SPLIT = re.compile(r"\s*\|\s*")
+
+
+def _en_pattern(phrases: str) -> re.Pattern[str]:
+    parts = []
+    for p in _EN_SPLIT.split(phrases.strip()):
+        body = re.escape(p.rstrip("*")).replace(r"\ ", r"\s+").replace(r"\?", "?").replace(r"\*", r"\w*")
+        parts.append(rf"\b{body}\w*" if p.endswith("*") else rf"\b{body}\b")
+    return re.compile("|".join(parts), re.IGNORECASE)
+
+
+class Glossary:
+    def __init__(self, concepts: Mapping[str, tuple[str, str]]) -> None:
+        self._en = [(key, _en_pattern(en)) for key, (en, _) in concepts.items() if en]
+        self._zh = [(key, tuple(z for z in zh.split("|") if z)) for key, (_, zh) in concepts.items() if zh]
+
+    def concepts(self, text: str) -> frozenset[str]:
+        return _concepts(self, text)
+
+    def zh_terms(self, keys: Iterable[str]) -> list[str]:
+        wanted = set(keys)
+        return [terms[0] for key, terms in self._zh if key in wanted]
+
+
+@lru_cache(maxsize=16384)
+def _concepts(glossary: Glossary, text: str) -> frozenset[str]:
+    found = {key for key, pattern in glossary._en if pattern.search(text)}
+    lowered = text.lower()
+    found.update(key for key, terms in glossary._zh if any(t in lowered for t in terms))
+    for parts, whole in _COMPOSED:
+        if parts <= found:
+            found.add(whole)
+    return frozenset(found)
+
+
+# A fee on a shipping page is a shipping fee ("the flat fee is ¥60 per order" ~ "运费").
+_COMPOSED = [(frozenset({"shipping", "price"}), "shipping_fee")]
+
+
+DEFAULT = Glossary(CONCEPTS)
+
+
+def concepts(text: str) -> frozenset[str]:
+    return DEFAULT.concepts(text)
+
+
+# Concepts that name a sub-topic of a page: a sentence about one of them answers a question about it, not
+# a question that never mentions it ("多少钱" about a phone is not its repair price).
+ASPECTS = frozenset(
+    [
+        "repair",
+        "battery",
+        "screen",
+        "shipping",
+        "shipping_fee",
+        "international",
+        "customs",
+        "installment",
+        "interest",
+        "trade_in",
+        "accident",
+        "extended_warranty",
+        "charger",
+        "member",
+        "points",
+        "student",
+        "invoice",
+        "gift",
+        "packaging",
+        "exchange",
+        "refund",
+        "cancel",
+        "track",
+        "activation",
+        "condition",
+        "software",
+        "customized",
+        "pickup",
+        "same_day",
+    ]
+)
+# Concepts so common in shop text that sharing them says little about a page.
+GENERIC = frozenset(
+    [
+        "price",
+        "policy",
+        "order",
+        "phone",
+        "laptop",
+        "tablet",
+        "time_limit",
+        "cost_free",
+        "payment",
+        "auto",
+        "company",
+        "personal",
+        "address",
+    ]
+)
+
+
+def weight(concept: str) -> float:
+    return 0.4 if concept in GENERIC else 1.0

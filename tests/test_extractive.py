@@ -1,0 +1,210 @@
+"""The extractive answerer, memory recall and the reranker on documents of a made-up shop (not the sample
+knowledge base), so the rules are checked on text they were not written for."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from rag_service.domain import Chunk, GenerationInput, MemoryView, Message, Round
+from rag_service.extractive import MARKER, ExtractiveGenerator, render_value
+from rag_service.facts import Ask, attributes, language, product_fit, products, question_asks
+from rag_service.recall import is_recall, recall_answer
+from rag_service.rerank import rerank
+
+PHONE = "\n".join(
+    [
+        "Nova 8 商品详情",
+        "更新日期：2025 年 5 月 1 日。本页介绍本店在售的 Nova 8 的价格和售后服务。",
+        "价格",
+        "- 128GB 版本售价 2999 元。",
+        "- 256GB 版本售价 3399 元。",
+        "售后服务",
+        "Nova 8 整机享受 18 个月保修，电池更换价格为 199 元。",
+    ]
+)
+PHONE_PRO = "\n".join(
+    [
+        "Nova 8 Pro 商品详情",
+        "价格",
+        "- 256GB 版本售价 4299 元。",
+        "- 512GB 版本售价 4899 元。",
+        "售后服务",
+        "Nova 8 Pro 整机享受 2 年保修。",
+    ]
+)
+RETURNS_ZH = "\n".join(
+    [
+        "退换货规则",
+        "本规则适用于本店全部商品。",
+        "一、无理由退货",
+        "签收后 10 天内，商品完好即可申请无理由退货。",
+        "二、如何申请",
+        "请在 App 中进入我的订单，点击申请售后，填写原因并上传照片。",
+        "客服审核通过后，请按页面提示寄回商品。",
+    ]
+)
+SHIPPING_EN = "\n".join(
+    [
+        "Overseas Delivery",
+        "Last updated: May 1, 2025. This page explains how we ship abroad.",
+        "Fees",
+        "Parcels to Europe cost ¥320 per order and arrive in 6 to 9 business days.",
+    ]
+)
+
+
+def chunk(doc: str, title: str, text: str, score: float = 0.9, lang: str = "") -> Chunk:
+    return Chunk(f"{doc}-0", doc, f"docs/{doc}", title, text, score, 50, lang=lang)
+
+
+PAGES = [
+    chunk("nova8", "Nova 8 商品详情", PHONE, 0.92),
+    chunk("nova8pro", "Nova 8 Pro 商品详情", PHONE_PRO, 0.91),
+    chunk("returns", "退换货规则", RETURNS_ZH, 0.80),
+    chunk("overseas", "Overseas Delivery", SHIPPING_EN, 0.78),
+]
+
+
+async def answer(
+    question: str, query: str = "", chunks: list[Chunk] | None = None, memory: MemoryView | None = None
+) -> str:
+    gen = ExtractiveGenerator(3)
+    turn = GenerationInput(question, query or question, chunks if chunks is not None else PAGES, memory)
+    text = await gen.complete([], turn)
+    assert "".join([p async for p in gen.stream([], turn)]) == text  # one answer, streamed or not
+    assert text.startswith(MARKER)
+    return text
+
+
+async def test_a_price_question_gets_the_price_list_of_that_model_and_no_boilerplate() -> None:
+    text = await answer("Nova 8 多少钱？")
+    assert "2999" in text and "3399" in text
+    assert "4299" not in text and "4899" not in text  # the Pro is a sibling, not this model
+    assert "更新日期" not in text and "本页介绍" not in text
+    assert "199" not in text  # a repair price answers another question
+    assert text.index("2999") < text.index("3399")  # a list reads in order
+
+
+async def test_a_named_tier_of_a_variant_gets_that_row_only() -> None:
+    text = await answer("Nova 8 Pro 256GB 多少钱")
+    assert "4299" in text
+    assert "3399" not in text and "4899" not in text
+
+
+async def test_the_standard_model_after_a_variant() -> None:
+    text = await answer("那标准款呢？", query="Nova 8 Pro 标准款 多少钱")
+    assert "2999" in text and "4299" not in text
+
+
+async def test_a_duration_question_wants_a_duration_of_the_product_asked() -> None:
+    text = await answer("它的保修期多久？", query="Nova 8 的保修期多久？")
+    assert "18 个月" in text and "2 年" not in text
+
+
+async def test_an_english_question_over_a_chinese_page_is_framed_in_english_with_the_figures() -> None:
+    text = await answer("How long do I have to return an item?", chunks=[PAGES[2], PAGES[3]])
+    assert "From the knowledge base" in text
+    assert "10 days" in text  # rendered in the customer's language
+    assert "签收后 10 天内" in text  # and quoted as written
+
+
+async def test_a_chinese_question_over_an_english_page() -> None:
+    text = await answer("寄到欧洲运费多少钱？", chunks=[PAGES[3], PAGES[2]])
+    assert "根据知识库" in text and "320 元" in text and "¥320" in text
+    assert "Last updated" not in text
+
+
+async def test_how_to_quotes_the_steps_in_order() -> None:
+    text = await answer("退货怎么申请？", chunks=[PAGES[2]])
+    assert "申请售后" in text and "寄回商品" in text
+    assert text.index("申请售后") < text.index("寄回商品")
+
+
+async def test_no_context_says_so_in_the_question_language() -> None:
+    assert "人工客服" in await answer("有什么优惠？", chunks=[])
+    assert "human agent" in await answer("Any discounts?", chunks=[])
+
+
+def test_question_types_and_values() -> None:
+    assert question_asks("这个多少钱？")[0] is Ask.PRICE
+    assert question_asks("How long does delivery take?")[0] is Ask.DURATION
+    assert Ask.LOCATION in question_asks("Where is your store?")
+    assert question_asks("How much memory do I need?")[0] is Ask.SPEC
+    assert attributes("512GB 的多少钱，15 英寸") == {"storage": {"512gb"}, "screen": {"15"}}
+    assert language("Nova 8 Pro 256GB 多少钱") == "zh" and language("Is the Nova 8 waterproof?") == "en"
+    assert render_value("3 到 5 个工作日", "en") == "3 到 5 business days"
+    assert render_value("1 年", "en") == "1 year" and render_value("¥150", "zh") == "150 元"
+
+
+@pytest.mark.parametrize(
+    ("asked", "named", "fit"),
+    [
+        ("Zeta Book 14 多少钱", "Zeta Book 14 商品详情", 1.0),
+        ("Zeta Book 14", "Zeta Book 14 Pro 商品详情", 0.0),  # a sibling
+        ("Zeta Book 14 Pro", "Zeta Book 14 商品详情", 0.0),
+        ("Zeta Book 14", "Zeta Book 16 商品详情", 0.0),  # another generation
+        ("华米 9 Pro 多少钱", "华米9 Pro", 1.0),
+        ("Orbit X2 第 3 代", "Orbit X2 Gen 3", 1.0),
+    ],
+)
+def test_product_fit(asked: str, named: str, fit: float) -> None:
+    assert product_fit(list(products(asked)), False, list(products(named))) == fit
+
+
+def _memory(*rounds: tuple[str, str], summary: str = "") -> MemoryView:
+    now = time.time()
+    return MemoryView(
+        summary,
+        0,
+        tuple(Round(Message("user", u, 1, now), Message("assistant", a, 1, now)) for u, a in rounds),
+    )
+
+
+async def test_recall_answers_from_the_conversation_not_the_knowledge_base() -> None:
+    memory = _memory(
+        (
+            "我的订单号是 ZX2025050188，想问 Nova 8 多少钱",
+            f"{MARKER} 根据知识库：\n- 128GB 版本售价 2999 元。\n- 256GB 版本售价 3399 元。",
+        ),
+        ("那 Pro 呢", f"{MARKER} 根据知识库：\n- 256GB 版本售价 4299 元。"),
+        ("保修多久", "18 个月。"),
+    )
+    order = await answer("我之前报的订单号你还记得吗？", memory=memory)
+    assert "ZX2025050188" in order and "知识库" not in order
+    first = await answer("第一次你说的起售价是多少来着？", memory=memory)
+    assert "2999" in first and "4299" not in first
+    latest = await answer("What did you say the price was?", memory=memory)
+    assert "4299" in latest
+
+
+def test_recall_reads_pinned_facts_of_the_summary_and_ignores_ordinary_questions() -> None:
+    memory = _memory(("hi", "hello"), summary="The user asked about delivery.\nPinned facts: ZX77700011, ¥3399")
+    assert "ZX77700011" in (recall_answer("what was my order number again?", memory, "en") or "")
+    assert not is_recall("Nova 8 多少钱？") and not is_recall("How long is the warranty?")
+    assert recall_answer("我之前说的颜色你记得吗？", _memory(("要黑色的", "好的")), "zh") is None  # no such kind
+
+
+def test_rerank_lifts_the_other_language_page_about_the_topic_and_pushes_siblings_down() -> None:
+    english_noise = chunk("faq", "General FAQ", "Discounted items follow the normal return rules.", 0.86, "en")
+    chinese_policy = chunk("returns", "退换货规则", RETURNS_ZH, 0.79, "zh")
+    order = [c.doc_id for c in rerank("What is your return policy?", [english_noise, chinese_policy])]
+    assert order == ["returns", "faq"]
+    pro = chunk("nova8pro", "Nova 8 Pro 商品详情", PHONE_PRO, 0.93)
+    base = chunk("nova8", "Nova 8 商品详情", PHONE, 0.90)
+    assert [c.doc_id for c in rerank("Nova 8 多少钱", [pro, base])] == ["nova8", "nova8pro"]
+
+
+def test_recall_finds_the_line_about_what_is_asked_even_across_languages() -> None:
+    memory = _memory(
+        ("Nova 8 多少钱", "- 128GB 版本售价 2999 元。"),
+        ("寄到美国运费多少", "- Parcels to the United States cost ¥320 per order."),
+        ("那新加坡呢", "- Parcels to Singapore cost ¥150 per order."),
+    )
+    assert "320" in (recall_answer("你刚才说寄美国运费是多少？", memory, "zh") or "")
+    tiers = _memory(
+        ("How do I become a gold member?", "- 累计消费满 8000 元即可升级为金卡会员。"),
+        ("And points for gold members?", "- 金卡会员每消费 1 元获得 2 积分。"),
+    )
+    assert "8000" in (recall_answer("What did you say the gold threshold was again?", tiers, "en") or "")
