@@ -35,7 +35,8 @@ class Retriever:
         picked = [(i, score) for i, score, _ in pool[:n]]
         others = [(i, score) for i, score, lang in pool[n:] if lang == other][: cfg.other_language_chunks]
         have = sum(lang == other for _, _, lang in pool[:n]) + len(others)
-        if cfg.other_language_chunks and have < cfg.other_language_chunks and len(pool) >= cfg.rerank_pool:
+        # (Dense scores only: fused hybrid scores are reciprocal ranks and would not compare.)
+        if cfg.mode == "dense" and have < cfg.other_language_chunks and len(pool) >= cfg.rerank_pool:
             seen = {i for i, _, _ in pool}
             extra = self.index.search(dense, None, cfg.other_language_chunks, cfg.rrf_k, lang=other, payload=False)
             others.extend((h.id, h.score) for h in extra if h.id not in seen)
@@ -61,9 +62,10 @@ def fill_budget(chunks: Sequence[Chunk], budget: int, max_chunks: int, cost: Cal
 
 
 def _rrf_scale(chunks: Sequence[Chunk]) -> float:
-    # Fused scores are reciprocal ranks (~0.03 at most), not cosines: bonuses shrink to their spread.
+    # Fused scores are reciprocal ranks (~0.03 at most), not cosines (a pool's cosines spread over ~0.2):
+    # the bonuses shrink in proportion.
     scores = [c.score for c in chunks]
-    return (max(scores) - min(scores)) / 0.12 if len(scores) > 1 else 1.0
+    return (max(scores) - min(scores)) / 0.2 if len(scores) > 1 else 1.0
 
 
 def _to_chunk(hit: ScoredChunk) -> Chunk:
