@@ -382,11 +382,11 @@ class AlreadyArrived:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
 
-    async def complete(self, messages: Any, question: str, chunks: Any) -> str:
-        return str(await self.inner.complete(messages, question, chunks))
+    async def complete(self, messages: Any, turn: Any) -> str:
+        return str(await self.inner.complete(messages, turn))
 
-    async def stream(self, messages: Any, question: str, chunks: Any) -> Any:
-        pieces = [piece async for piece in self.inner.stream(messages, question, chunks)]
+    async def stream(self, messages: Any, turn: Any) -> Any:
+        pieces = [piece async for piece in self.inner.stream(messages, turn)]
         for piece in pieces:
             yield piece
 
