@@ -44,12 +44,13 @@ from rag_service.rewrite_rules import (
     Entity,
     HistoryText,
     antecedent_inside,
-    contrast_followup,
     content_size,
+    contrast_followup,
     definite_reference,
     entities,
     find_marker,
     has_determiner,
+    has_subject,
     history_texts,
     is_fragment,
     mentions,
@@ -94,12 +95,11 @@ class History:
 
     @cached_property
     def words(self) -> set[str]:
-        """The words the conversation is about: those of the user's questions and the summary, and of the
-        names the answers mention (an answer's common nouns are its own wording, not the topic)."""
+        """The words the conversation is about: those of the user's questions, the summary and the answers
+        (asking about what an answer said is following it up, not changing the topic)."""
         out: set[str] = set()
         for t in self.texts:
-            found = entities(t.text)
-            out |= topic_words(e for e in found if t.source != "assistant" or e.named)
+            out |= topic_words(entities(t.text))
         return out
 
     def knows(self, entity: Entity) -> bool:
@@ -154,7 +154,7 @@ class Gate:
                 if sim is not None and sim < self.settings.topic_similarity:
                     return Decision("switch", f"similarity {sim:.2f} < {self.settings.topic_similarity:.2f}", history)
             return Decision("standalone", f"names {names[0].text!r}", history)
-        if not shared:
+        if not shared and has_subject(question):
             sim = self.similarity(question, rounds)
             if sim is not None and sim < self.settings.topic_similarity:
                 return Decision("switch", f"similarity {sim:.2f} < {self.settings.topic_similarity:.2f}", history)

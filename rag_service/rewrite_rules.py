@@ -80,11 +80,15 @@ _EN_PRONOUNS = re.compile(
     r"\b(?:it|its|itself|they|them|their|theirs|themselves|those|these|he|him|his|she|her|hers"
     r"|the former|the latter|that one|this one|such)\b"
     r"|\bthe same\b(?!\s+(?:\w+\s+)?as\b)"
-    r"|\b(?:this|that)\s*[?.!]*\s*$|\b(?:that|this)\s+(?:would|will|does|do|did|can|could|cost|costs|mean|means)\b",
+    r"|\b(?:this|that)\s*[?.!]*\s*$"
+    r"|\bthis\s+(?!(?:year|week|month|morning|afternoon|evening|weekend|summer|winter|spring|autumn|fall)\b)[a-z]{3,}",
     re.IGNORECASE,
 )
+# "that means …", "which one …": they continue what was said, but a name of their own is the subject.
 _EN_CUES = re.compile(
     r"^\s*(?:what|how)\s+about\b|^\s*(?:and|also|so|then|but)\b|\bthe others\b"
+    r"|\b(?:that|this)\s+(?:would|will|does|do|did|can|could|cost|costs|mean|means)\b"
+    r"|\bwhich\s+(?:one|ones|type|types|kind|kinds|option|options)\b"
     r"|\bthe other(?:\s+ones?)?(?=\s*[?.!,]|\s*$)|\bothers\b|\belse\b|\bback then\b|\btell me more\b",
     re.IGNORECASE,
 )
@@ -94,7 +98,7 @@ _ZH_PRONOUN_WORDS = (
     " 那它 这它 该 此 其 上述 前者 后者"
 )
 _ZH_PRONOUNS = frozenset(_ZH_PRONOUN_WORDS.split())
-_ZH_CUE_WORDS = frozenset("还有 其他 其它 另外 别的 另一个 同样".split())
+_ZH_CUE_WORDS = frozenset(["还有", "其他", "其它", "另外", "别的", "另一个", "同样"])
 _ZH_LEADING = frozenset(["那", "那么", "那要", "还", "再", "也", "而且", "另外", "然后"])
 _ZH_TRAILING = frozenset(["呢"])
 
@@ -192,6 +196,13 @@ _ZH_GENERIC_WORDS = (
 _ZH_GENERIC = frozenset(_ZH_GENERIC_WORDS.split())
 # Long digit runs are order, tracking or phone numbers, not product models (S25, X1, 15, M3, 6100mAh).
 _ID_DIGITS = re.compile(r"\d{6,}")
+_TITLE_WORD = re.compile(r"^[A-Z][a-z]+(?:[-'’][A-Z][a-z]+)+$")
+_YEAR = re.compile(r"^(?:1[89]|20)\d\d$")
+_MONTH = re.compile(
+    r"\b(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:tember)?|oct(?:ober)?"
+    r"|nov(?:ember)?|dec(?:ember)?)\b",
+    re.IGNORECASE,
+)
 _PHONE = re.compile(r"^(?:\+?86[- ]?)?1[3-9]\d{9}$|^\+?\d[\d -]{9,}\d$")
 
 
@@ -220,10 +231,12 @@ class Entity:
         if not self.named:
             return False
         words = _EN_WORD.findall(self.text)
-        if any(_is_model_word(w) for w in words):
-            return True
-        # A name with a model number: "Pixel 9", "小米 15 Pro".
-        has_number = any(w.isdigit() for w in words)
+        if any(_is_model_word(w) and not _TITLE_WORD.match(w) and not (w.isupper() and len(w) < 3) for w in words):
+            return True  # not "Tse-Tung" (title case) nor "UK" (a place more often than a product)
+        # A name with a model number: "Pixel 9", "小米 15 Pro" (a year or a date is no model number).
+        if _MONTH.search(self.text):
+            return False
+        has_number = any(w.isdigit() and not _YEAR.match(w) for w in words)
         return has_number and (is_chinese(self.text) or any(w[0].isupper() for w in words))
 
 
@@ -292,7 +305,7 @@ def _latin_entities(text: str) -> list[Entity]:
         if word.isdigit() and kind != "name":
             flush()  # a bare number starts nothing; it only continues a name ("Gen 12")
             continue
-        if lower in _EN_STOP or (not is_name and _VERB_LIKE.match(lower)) or _SPEC.match(word) and kind != "name":
+        if lower in _EN_STOP or (not is_name and _VERB_LIKE.match(lower)) or (_SPEC.match(word) and kind != "name"):
             flush()
             continue
         word_kind = "name" if is_name or word.isdigit() else "plain"
@@ -387,8 +400,10 @@ def own_names(question: str) -> list[Entity]:
 
 def _plural_noun_before(question: str, end: int) -> bool:
     words = _EN_WORD.findall(question[:end])
-    return any(len(w) >= 4 and w.lower().endswith("s") and not w.lower().endswith("ss") and w.lower() not in _EN_STOP
-               for w in words)
+    return any(
+        len(w) >= 4 and w.lower().endswith("s") and not w.lower().endswith("ss") and w.lower() not in _EN_STOP
+        for w in words
+    )
 
 
 def antecedent_inside(question: str, marker: Marker, names: Sequence[Entity]) -> bool:
@@ -503,7 +518,7 @@ def resolve(question: str, entity: Entity) -> str:
 
 
 def _noun_follows(question: str, end: int) -> bool:
-    """"her parents" (possessive), not "ask her" or "her?" (object)."""
+    """ "her parents" (possessive), not "ask her" or "her?" (object)."""
     nxt = _EN_WORD.match(question[end:].lstrip())
     return nxt is not None and question[end : end + 1].isspace() and nxt.group().lower() not in _NOT_A_NOUN
 
@@ -595,15 +610,14 @@ def rule_rewrite(question: str, candidates: Sequence[Entity], names_only: bool =
 ContrastKind = Literal["storage", "size", "colour", "variant", "standard", "comparative", "pronoun", "named", "plain"]
 
 _STORAGE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s*(?:GB|TB)(?![A-Za-z])", re.IGNORECASE)
-_SIZE = re.compile(
-    r"(?<![\w.])\d+(?:\.\d+)?\s*(?:-?\s*inch(?:es)?(?![A-Za-z])|英寸|寸|吋|[\"”″])", re.IGNORECASE
-)
+_SIZE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s*(?:-?\s*inch(?:es)?(?![A-Za-z])|英寸|寸|吋|[\"”″])", re.IGNORECASE)
 _EN_COLOURS = (
-    "black white silver gold blue red green pink purple yellow grey gray orange midnight starlight graphite"
-    " titanium"
+    "black white silver gold blue red green pink purple yellow grey gray orange midnight starlight graphite titanium"
 )
 _COLOUR = re.compile(
-    r"(?:\b(?:space|rose|sky|midnight|deep|light|dark|natural|desert)\s+)?\b(?:" + "|".join(_EN_COLOURS.split()) + r")\b"
+    r"(?:\b(?:space|rose|sky|midnight|deep|light|dark|natural|desert)\s+)?\b(?:"
+    + "|".join(_EN_COLOURS.split())
+    + r")\b"
     r"|(?:深空|玫瑰|午夜|星光|沙漠|原|钛|天|深|浅|亮|哑光)?[黑白银金蓝红绿粉紫黄灰橙青棕]色",
     re.IGNORECASE,
 )
@@ -656,15 +670,15 @@ class Contrast:
 
 
 def contrast_followup(question: str) -> Contrast | None:
-    """"那标准款呢？", "那 Air 呢", "悲惨世界呢", "and the 512GB one?", "what about the 15-inch?", "and the
+    """ "那标准款呢？", "那 Air 呢", "悲惨世界呢", "and the 512GB one?", "what about the 15-inch?", "and the
     cheaper one?": a follow-up that only names a new value, to be read against the previous question."""
     if is_chinese(question):
         m = _ZH_CONTRAST.match(question)
         if m is None or not (m.group("lead") or m.group("tail")):
             return None
         raw = m.group("x").strip()
-        if _ZH_X_BLOCK.search(raw) or len(_CJK.findall(raw)) > _MAX_X_CJK:
-            return None
+        if _ZH_X_BLOCK.search(raw) or len(_CJK.findall(raw)) > _MAX_X_CJK or _has_verb(raw):
+            return None  # "觉得他怎么样", "还没呢": a clause, not a value
         core = _ZH_X_TAIL.sub("", _ZH_X_DET.sub("", raw)).strip() if not _STANDARD.match(raw) else raw
         core = core or raw
         if _question_of_its_own(core):
@@ -673,6 +687,8 @@ def contrast_followup(question: str) -> Contrast | None:
         # Without 呢 ("那好吧", "那 256GB 的？") only a value of a known kind makes it a contrast.
         if not m.group("tail") and kind in ("plain", "pronoun", "comparative"):
             return None
+        if kind == "plain" and not all(flag in _ZH_VALUE_TAGS for w, flag in pseg.lcut(core) if w.strip()):
+            return None  # "还没呢", "我老公呢": not a thing to ask the previous question about
         return Contrast(core, raw, kind, True)
     m = _EN_CONTRAST.match(question)
     if m is None:
@@ -689,8 +705,17 @@ def contrast_followup(question: str) -> Contrast | None:
     return Contrast(core, raw, kind, False)
 
 
+# What a noun value may be made of: nouns, names, idioms and set phrases (悲惨世界 is tagged i), 的, numbers.
+_ZH_VALUE_TAGS = _ZH_NOUN_TAGS | {"i", "l", "uj", "m", "q", "eng", "x"}
+
+
+def _has_verb(text: str) -> bool:
+    """A verb or an adverb: the text is a clause ("觉得他", "还没"), not a value."""
+    return any((flag.startswith("v") and flag != "vn") or flag == "d" for w, flag in pseg.lcut(text) if _CJK.search(w))
+
+
 def _question_of_its_own(core: str) -> bool:
-    """"iPhone 16 的保修期呢？": a name and more: the question names its own product, it is no contrast."""
+    """ "iPhone 16 的保修期呢？": a name and more: the question names its own product, it is no contrast."""
     named = [e for e in entities(core) if e.named and not _VARIANT.fullmatch(e.text)]
     return bool(named) and _squash(named[0].text) != _squash(core)
 
@@ -766,58 +791,55 @@ def _with_variant(name: str, variant: str | None) -> str:
     return f"{name} {variant}"
 
 
+_SLOTS = {"storage": _STORAGE, "size": _SIZE, "colour": _COLOUR}
+
+
 def substitute(previous: str, contrast: Contrast, question: str) -> tuple[str, str] | None:
     """(query, detail): the previous question with the contrast's value in place of the old value of its kind,
     or the previous question's rest carried over; None when there is nothing to read it against."""
     prev = _core(previous)
     if not prev:
         return None
-    value = contrast.core
-    subj = subject(prev)
-    span = _find(prev, subj.text) if subj else None
-    if contrast.kind in ("storage", "size", "colour"):
-        pattern = {"storage": _STORAGE, "size": _SIZE, "colour": _COLOUR}[contrast.kind]
-        old = pattern.search(prev)
+    tail = previous.strip()[len(prev) :]  # the previous question's closing punctuation
+    value, kind, subj = contrast.core, contrast.kind, subject(prev)
+    span = _find(prev, subj.text) if subj is not None else None
+
+    def put(start: int, end: int, new: str) -> str:
+        return _replace_span(prev, start, end, new) + tail
+
+    if kind in _SLOTS:
+        old = _SLOTS[kind].search(prev)
         if old is not None:
-            return _finish(_replace_span(prev, *old.span(), value), previous), f"replaced {old.group()!r} with {value!r}"
-        if span is not None:
-            return _finish(_replace_span(prev, span[1], span[1], value), previous), f"added {value!r} to {subj.text!r}"  # type: ignore[union-attr]
-        return _finish(_join(prev, value), previous), f"added {value!r}"
-    if contrast.kind in ("variant", "standard"):
-        named = subj if subj is not None and subj.named else None
-        where = span if named is not None else None
-        if named is None or where is None:
-            if contrast.kind == "standard":
-                return None
-            return _finish(_join(prev, value), previous), f"added {value!r}"
-        new_name = _with_variant(prev[where[0] : where[1]], value if contrast.kind == "variant" else None)
-        detail = f"{prev[where[0] : where[1]]!r} -> {new_name!r}"
-        return _finish(_replace_span(prev, *where, new_name), previous), detail
-    if contrast.kind == "comparative":
-        sep = "，" if contrast.chinese else ", "
-        return f"{prev}{sep}{contrast.raw}{'？' if contrast.chinese else '?'}", f"carried the previous question with {contrast.raw!r}"
+            return put(*old.span(), value), f"replaced {old.group()!r} with {value!r}"
+        if subj is not None and span is not None:
+            return put(span[1], span[1], value), f"added {value!r} to {subj.text!r}"
+        return _join(prev, value) + tail, f"added {value!r}"
+    if kind == "comparative":
+        query = f"{prev}，{contrast.raw}？" if contrast.chinese else f"{prev}, {contrast.raw}?"
+        return query, f"carried the previous question with {contrast.raw!r}"
     if subj is None or span is None:
+        if kind == "standard":
+            return None
         return _join(value, previous.strip()), f"added the previous question to {value!r}"
-    if contrast.kind == "pronoun":
-        if contrast.chinese:
-            return resolve(contrast.raw, subj), f"added {subj.text!r} to {contrast.raw!r}"
-        return resolve(question, subj), f"added {subj.text!r} to {contrast.raw!r}"
-    if contrast.kind == "named":
+    name = prev[span[0] : span[1]]
+    if kind in ("variant", "standard"):
+        if not subj.named:
+            return None if kind == "standard" else (_join(prev, value) + tail, f"added {value!r}")
+        new_name = _with_variant(name, value if kind == "variant" else None)
+        return put(*span, new_name), f"{name!r} -> {new_name!r}"
+    if kind == "pronoun":
+        # "那它的保修期呢" -> "<product> 的保修期"; "What about its warranty?" -> "What about <product>'s warranty?"
+        return resolve(contrast.raw if contrast.chinese else question, subj), f"added {subj.text!r} to {contrast.raw!r}"
+    if kind == "named":
         if subj.named:
-            return _finish(_replace_span(prev, *span, value), previous), f"replaced {subj.text!r} with {value!r}"
+            return put(*span, value), f"replaced {name!r} with {value!r}"
         return _join(value, previous.strip()), f"added the previous question to {value!r}"
     # A plain noun: after a name it is what is now asked about the name ("那保修期呢" -> "<product> 的保修期"),
     # after a plain subject it takes that subject's place ("发票怎么开" + "那收据呢" -> "收据怎么开").
     if subj.named:
         query = f"{subj.text} 的{value}" if contrast.chinese else f"{subj.text} {value}"
         return query, f"asked {value!r} about {subj.text!r}"
-    return _finish(_replace_span(prev, *span, value), previous), f"replaced {subj.text!r} with {value!r}"
-
-
-def _finish(query: str, previous: str) -> str:
-    """The substituted question with the previous question's closing punctuation."""
-    tail = previous.strip()[len(_core(previous)) :]
-    return query + tail
+    return put(*span, value), f"replaced {name!r} with {value!r}"
 
 
 # --- what a question says of its own -----------------------------------------------------------------
@@ -838,6 +860,44 @@ def content_size(question: str) -> int:
     return sum(1 for e in found for w in e.key.split() if w not in _WEAK)
 
 
+# Verbs that say nothing of a topic: "可以吗", "你给我讲讲" have no subject of their own.
+_ZH_LIGHT_VERBS = frozenset(
+    [
+        "可以",
+        "知道",
+        "觉得",
+        "喜欢",
+        "认识",
+        "需要",
+        "应该",
+        "能够",
+        "希望",
+        "想要",
+        "告诉",
+        "说说",
+        "讲讲",
+        "看看",
+        "了解",
+        "是不是",
+        "没有",
+        "有没有",
+        "就是",
+        "还是",
+        "不是",
+    ]
+)
+
+
+def has_subject(question: str) -> bool:
+    """Does the question say what it is about? A name, a content word or (Chinese) a verb with a topic
+    ("应该怎么申请退货？"). Only such a question can open a new topic."""
+    if own_names(question) or content_size(question) >= 1:
+        return True
+    return is_chinese(question) and any(
+        flag.startswith("v") and len(w) >= 2 and w not in _ZH_LIGHT_VERBS for w, flag in pseg.lcut(question)
+    )
+
+
 def topic_words(found: Iterable[Entity]) -> set[str]:
     """The words entities are made of (singular, lowercase, at least three letters; Chinese nouns of two
     characters or more): what a question shares with the history when it stays on topic."""
@@ -845,7 +905,8 @@ def topic_words(found: Iterable[Entity]) -> set[str]:
     for e in found:
         if is_chinese(e.text):
             out.update(str(w) for w in jieba.lcut(e.text) if len(w) >= 2 and _CJK.match(w) and w not in _ZH_GENERIC)
-        out.update(_singular(w) for w in re.split(r"[^a-z0-9]+", e.key) if len(w) >= 3 and w not in _EN_STOP)
+        key = re.sub(r"(?<=[a-z])-(?=[a-z])", "", e.key)  # "co-signer" is "cosigner"
+        out.update(_singular(w) for w in re.split(r"[^a-z0-9]+", key) if len(w) >= 3 and w not in _EN_STOP)
     return out
 
 

@@ -16,8 +16,14 @@ import typer
 from rag_service.embedding import make_embedder
 from rag_service.evaluation.cache import CachingEmbedder, EmbeddingCache
 from rag_service.evaluation.data import load_conversations, load_corpus, load_rewrites
-from rag_service.evaluation.retrieval_eval import HALVES, MODES, embed_queries, evaluate_retrieval, results_json
-from rag_service.evaluation.retrieval_eval import split_half
+from rag_service.evaluation.retrieval_eval import (
+    HALVES,
+    MODES,
+    embed_queries,
+    evaluate_retrieval,
+    results_json,
+    split_half,
+)
 from rag_service.evaluation.retrieval_eval import markdown_table as retrieval_table
 from rag_service.evaluation.rewrite_eval import evaluate_rewrites, pair_history
 from rag_service.evaluation.rewrite_eval import markdown_table as rewrite_table
