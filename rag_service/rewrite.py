@@ -2,20 +2,27 @@
 
 Every turn first goes through the `Gate` (history = the summary and the last `history_rounds` rounds):
 - no history                                                    -> "first": unchanged ("skipped");
-- a name of its own (iPhone 16 Pro, HIV, 上海) and no reference marker:
-  low similarity to the recent questions, or a name the history
-  never mentioned                                               -> "switch": unchanged, `topic_switch=True`;
-- a name of its own                                             -> "standalone": unchanged ("skipped");
-  (a pronoun then points inside the question: "Is Herpes lethal, how is it spread?")
+- a contrast follow-up ("那标准款呢？", "and the 512GB one?", "what about Japan?") -> "dependent";
+- a pronoun with its antecedent inside the question ("Is Herpes lethal, how is it spread?"), or an
+  ellipsis cue (and …/那…/…呢/else) with a name of its own      -> treated as having no marker;
 - a reference marker (它/这个/那…/…呢/it/they/what about/the movement…) -> "dependent";
-- no marker and low similarity                                  -> "switch";
+- a subject of its own (a name, or a noun when the question is similar to nothing recent) that shares
+  no word with the conversation: a name the history never mentioned, or low similarity to the recent
+  questions                                                     -> "switch": unchanged, `topic_switch=True`;
+- a name of its own                                             -> "standalone": unchanged ("skipped");
 - at most one noun phrase of its own (ellipsis: "那保修期呢", "population back then") -> "dependent";
 - otherwise                                                     -> "standalone".
 
-`RuleRewriter` rewrites dependent questions by adding only the salient history entity they lack
-(`rewrite_rules`); `LLMRewriter` asks a small model and checks its reply, falling back to the rules on a
-timeout, an upstream error or a reply that is empty, too long or reads like an answer. The user's question
-is never lost: the query is the question, the question with an entity, or a checked LLM rewrite.
+A switch needs both: no shared word and (with an embedder) low similarity. Similarity alone fires on
+every short, differently worded follow-up ("Which one protects more?", "Explain Spark."), and a false
+switch both leaves a dependent question unresolved and cuts the session's topic.
+
+`RuleRewriter` rewrites dependent questions: a contrast follow-up is read against the previous question
+(itself rewritten first, so chains such as "那标准款呢" -> "那 512GB 呢" work); otherwise it adds only
+the salient history entity the question lacks (`rewrite_rules`). `LLMRewriter` asks a small model and
+checks its reply, falling back to the rules on a timeout, an upstream error or a reply that is empty, too
+long or reads like an answer. The user's question is never lost: the query is the question, the
+question with an entity, the previous question with the new value, or a checked LLM rewrite.
 """
 
 from __future__ import annotations
@@ -33,20 +40,28 @@ from rag_service.domain import MemoryView, RewriteResult, Round
 from rag_service.embedding import Embedder, Vector
 from rag_service.llm import ChatClient, ChatMessages, UpstreamError
 from rag_service.rewrite_rules import (
+    Contrast,
     Entity,
     HistoryText,
+    antecedent_inside,
     content_size,
+    contrast_followup,
     definite_reference,
+    entities,
+    find_marker,
     has_determiner,
+    has_subject,
     history_texts,
     is_fragment,
     mentions,
     normalize,
     own_names,
     personal_pronoun,
-    reference_marker,
     rule_rewrite,
     salient_entities,
+    strip_framing,
+    substitute,
+    topic_words,
 )
 from rag_service.settings import LLMEndpoint, RewriteSettings, Settings
 
@@ -78,8 +93,21 @@ class History:
         """Salient entities, most salient first."""
         return salient_entities(self.texts, limit=5)
 
+    @cached_property
+    def words(self) -> set[str]:
+        """The words the conversation is about: those of the user's questions, the summary and the answers
+        (asking about what an answer said is following it up, not changing the topic)."""
+        out: set[str] = set()
+        for t in self.texts:
+            out |= topic_words(entities(t.text))
+        return out
+
     def knows(self, entity: Entity) -> bool:
         return any(entity.key in normalize(t.text) or mentions(t.text, entity) for t in self.texts)
+
+    def shares(self, question: str) -> bool:
+        """Does the question use a word of the conversation's topic?"""
+        return bool(topic_words(entities(question)) & self.words)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +115,7 @@ class Decision:
     kind: Literal["first", "standalone", "switch", "dependent"]
     reason: str
     history: History
+    contrast: Contrast | None = None
 
 
 class Gate:
@@ -104,26 +133,31 @@ class Gate:
         history = History(view.summary, rounds)
         if not rounds and not view.summary:
             return Decision("first", "first turn", history)
-        marker = reference_marker(question)
-        if marker is None and has_determiner(question):
+        contrast = contrast_followup(question)
+        if contrast is not None:
+            return Decision("dependent", f"contrast follow-up ({contrast.kind} {contrast.core!r})", history, contrast)
+        names = own_names(question)
+        found = find_marker(question)
+        marker = found.text if found is not None and not antecedent_inside(question, found, names) else None
+        if found is None and has_determiner(question):
             definite = definite_reference(question, history.candidates)
             marker = definite[0] if definite else None
-        names = own_names(question)
-        if names and marker is None:
+        if marker is not None:
+            return Decision("dependent", f"reference marker {marker!r}", history)
+        shared = history.shares(question)
+        if names:
+            if not shared:
+                new = [e for e in names if not history.knows(e)]
+                if len(new) == len(names):
+                    return Decision("switch", f"new entity {new[0].text!r}", history)
+                sim = self.similarity(question, rounds)
+                if sim is not None and sim < self.settings.topic_similarity:
+                    return Decision("switch", f"similarity {sim:.2f} < {self.settings.topic_similarity:.2f}", history)
+            return Decision("standalone", f"names {names[0].text!r}", history)
+        if not shared and has_subject(question):
             sim = self.similarity(question, rounds)
             if sim is not None and sim < self.settings.topic_similarity:
                 return Decision("switch", f"similarity {sim:.2f} < {self.settings.topic_similarity:.2f}", history)
-            new = [e for e in names if not history.knows(e)]
-            if new:
-                return Decision("switch", f"new entity {new[0].text!r}", history)
-        if names:
-            # Its own name: any pronoun points inside the question ("Is Herpes lethal, how is it spread?").
-            return Decision("standalone", f"names {names[0].text!r}", history)
-        if marker is not None:
-            return Decision("dependent", f"reference marker {marker!r}", history)
-        sim = self.similarity(question, rounds)
-        if sim is not None and sim < self.settings.topic_similarity:
-            return Decision("switch", f"similarity {sim:.2f} < {self.settings.topic_similarity:.2f}", history)
         if content_size(question) <= 1 and not is_fragment(question):
             return Decision("dependent", "ellipsis: too little of its own", history)
         return Decision("standalone", "has content of its own", history)
@@ -139,7 +173,7 @@ class Gate:
         if self.embedder is None:
             return None
         previous = [r.user.content for r in rounds if r.user.content.strip()]
-        plain = [q for q in previous if reference_marker(q) is None] or previous[-1:]
+        plain = [q for q in previous if find_marker(q) is None] or previous[-1:]
         if not plain:
             return None
         q = self.embedder.embed_query(question)
@@ -169,10 +203,27 @@ class RuleRewriter:
         return RewriteResult(question, "skipped", d.kind == "switch", d.reason)
 
     def resolve(self, question: str, decision: Decision, action: str, why: str = "") -> RewriteResult:
-        query, detail = rule_rewrite(question, decision.history.candidates, personal_pronoun(question))
+        query, detail = "", ""
+        if decision.contrast is not None:
+            previous = self.previous_query(decision.history)
+            read = substitute(previous, decision.contrast, question) if previous else None
+            if read is not None:
+                query, detail = read
+        if not query:
+            query, detail = rule_rewrite(question, decision.history.candidates, personal_pronoun(question))
         if len(query) > self.settings.max_query_chars:
-            query, detail = question, "entity would exceed max_query_chars"
+            query, detail = question, "rewrite would exceed max_query_chars"
         return RewriteResult(query, action, False, f"{why or decision.reason}; {detail}")
+
+    def previous_query(self, history: History) -> str:
+        """The previous question as this rewriter made it standalone (its own previous question read the
+        same way), so a chain of contrast follow-ups keeps every value the user chose."""
+        if not history.rounds:
+            return ""
+        *earlier, last = history.rounds
+        if not last.user.content.strip():
+            return ""
+        return self.rewrite_now(last.user.content, MemoryView(history.summary, 0, tuple(earlier))).query
 
 
 class LLMRewriter:
@@ -214,7 +265,8 @@ def rewrite_messages(prompt: str, question: str, summary: str, rounds: Sequence[
         for r in rounds:
             lines.append(f"User: {r.user.content}")
             if r.assistant.content:
-                lines.append(f"Assistant: {_clip(r.assistant.content, _ANSWER_CHARS)}")
+                # The model sees what the answer said, not the service's framing around it.
+                lines.append(f"Assistant: {_clip(strip_framing(r.assistant.content), _ANSWER_CHARS)}")
         parts.append("Conversation:\n" + "\n".join(lines))
     parts.append(f"Last question: {question}")
     return [{"role": "system", "content": prompt}, {"role": "user", "content": "\n\n".join(parts)}]

@@ -1,12 +1,23 @@
-"""Rule-based pieces of query rewriting: reference markers, salient entities, and the rule rewrite.
+"""Rule-based pieces of query rewriting: reference markers, salient entities, contrast follow-ups and the
+rule rewrite.
 
 A follow-up is *dependent* when it carries a reference marker (a pronoun, a demonstrative, an ellipsis cue
-such as 那…/…呢/还有/what about/and …, or a definite noun phrase pointing back: "the movement"), or when
-it is a question with hardly any content of its own ("屏幕摔碎了换一块要多少钱？"). The rule rewrite then
-adds only what the question lacks: the most salient entity of the recent turns (product names, model and
-order numbers, proper nouns, noun phrases), in place of 它/他/她/it(s) where it can, in front otherwise.
-Appending whole history turns is what hurts retrieval, so it is never done; bare keyword queries
-("Pollution") name their own subject and are left alone.
+such as 那…/…呢/还有/what about/and …, or a definite noun phrase pointing back: "the movement"), when it
+is a contrast follow-up ("那标准款呢？", "and the 512GB one?"), or when it is a question with hardly any
+content of its own ("屏幕摔碎了换一块要多少钱？"). The rule rewrite then
+
+- for a contrast follow-up, puts the new value into the previous question in place of the old value of
+  its kind (a storage size, a screen size, a variant word, a colour, a product or another name), and
+  otherwise carries the previous question's rest ("那保修期呢" after a price question -> "<product> 的保修期");
+- else adds only what the question lacks: the most salient entity of the recent turns, in place of
+  它/他/她/it(s)/her where it can, in front otherwise.
+
+Entities come from the user's questions (and the summary); the service's answers contribute only short
+model names and ids, read after their own framing (bracketed markers, source citations, document tags,
+introductions) is removed, so neither "no LLM configured" nor a whole answer sentence can become a query's
+subject. Order and phone numbers never stand in for a pronoun; an order number is added only to a
+question about an order. Appending whole history turns hurts retrieval, so it is never done; bare keyword
+queries ("Pollution") name their own subject and are left alone.
 
 Everything here is plain string work (precompiled regexes, jieba for Chinese words and tags): no I/O.
 """
@@ -15,9 +26,10 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Literal
 
 import jieba
 import jieba.posseg as pseg
@@ -25,49 +37,116 @@ import jieba.posseg as pseg
 _CJK = re.compile(r"[\u3400-\u9fff]")
 _CJK_RUN = re.compile(r"[\u3400-\u9fff]+")
 
-# --- reference markers -----------------------------------------------------------------------------
-
-_EN_MARKERS = re.compile(
-    r"\b(?:it|its|itself|they|them|their|theirs|themselves|those|these|he|him|his|she|her|hers"
-    r"|the former|the latter|the same|that one|this one|such)\b"
-    r"|^\s*(?:what|how)\s+about\b|^\s*(?:and|also|so|then|but)\b|\bthe others?\b|\bothers\b|\belse\b"
-    r"|\b(?:this|that)\s*[?.!]*\s*$|\b(?:that|this)\s+(?:would|will|does|do|did|can|could|cost|costs|mean|means)\b",
-    re.IGNORECASE,
-)
-# Whole jieba tokens (so 应该/因此/其实 never count as 该/此/其).
-_ZH_PRONOUN_WORDS = (
-    "它 它们 他 他们 她 她们 这 那 这个 那个 这些 那些 这款 那款 这台 那台 这部 那部 这种 那种 这样 那样"
-    " 该 此 其 上述 前者 后者 还有 其他 其它 另外 别的 另一个 同样"
-)
-_ZH_PRONOUNS = frozenset(_ZH_PRONOUN_WORDS.split())
-_ZH_LEADING = frozenset(["那", "那么", "那要", "还", "再", "也", "而且", "另外", "然后"])
-_ZH_TRAILING = frozenset(["呢"])
-
 
 def is_chinese(text: str) -> bool:
     return bool(_CJK.search(text))
 
 
-# "is it safer to ...", "it is better to ...": a dummy subject, not a reference.
+# --- the service's own framing ----------------------------------------------------------------------
+
+# A bracketed marker ("[extractive answer, no LLM configured]", "【参考资料】", "[1]") and the introduction
+# that follows it up to a colon on the same line ("知识库中最相关的原文：").
+_MARKER_INTRO = re.compile(r"(?:\[[^\[\]\n]{0,160}\]|【[^【】\n]{0,160}】)(?:[^\n:：。.!?！？]{0,60}[:：])?")
+_TAG = re.compile(r"</?[A-Za-z][\w:.-]*(?:\s[^<>\n]*)?/?>")
+# A line that only introduces what follows ("The most relevant passages:").
+_INTRO_LINE = re.compile(r"^[^\n]{0,60}[:：][ \t]*$", re.MULTILINE)
+_SOURCE_LINE = re.compile(
+    r"^[ \t]*(?:sources?|references?|citations?|来源|出处|参考(?:资料|来源|文档)?|引用)[ \t]*[:：].*$",
+    re.IGNORECASE | re.MULTILINE,
+)
+# A parenthetical closing a line or sentence: the source after a quoted line ("…（保修政策）", "… (FAQ)").
+_CITATION = re.compile(r"[ \t]*[（(][^（）()\n]{1,80}[）)][ \t]*(?=[。.；;!?！？]?[ \t]*$)", re.MULTILINE)
+_BULLET = re.compile(r"^[ \t]*(?:[-*•·>]+|\d{1,2}[.)、])[ \t]+", re.MULTILINE)
+
+
+def strip_framing(text: str) -> str:
+    """An answer (or summary) without the service's own framing: bracketed markers with their introduction,
+    `<document …>` tags, introduction and source lines, source citations after quoted lines, list bullets.
+    Only what the answer says about the subject is left to take entities from."""
+    text = _MARKER_INTRO.sub(" ", text)
+    text = _TAG.sub(" ", text)
+    text = _SOURCE_LINE.sub("", text)
+    text = _INTRO_LINE.sub("", text)
+    text = _CITATION.sub("", text)
+    return _BULLET.sub("", text).strip()
+
+
+# --- reference markers -----------------------------------------------------------------------------
+
+# Pronouns and demonstratives point at something: a name before them inside the question is their
+# antecedent ("Is Lyme Disease dangerous and how is it treated?"). Cues ("and …", "what about", 那…/…呢,
+# "else") only say the question continues the conversation: a name of its own then makes it standalone.
+_EN_PRONOUNS = re.compile(
+    r"\b(?:it|its|itself|they|them|their|theirs|themselves|those|these|he|him|his|she|her|hers"
+    r"|the former|the latter|that one|this one|such)\b"
+    r"|\bthe same\b(?!\s+(?:\w+\s+)?as\b)"
+    r"|\b(?:this|that)\s*[?.!]*\s*$"
+    r"|\bthis\s+(?!(?:year|week|month|morning|afternoon|evening|weekend|summer|winter|spring|autumn|fall)\b)[a-z]{3,}",
+    re.IGNORECASE,
+)
+# "that means …", "which one …": they continue what was said, but a name of their own is the subject.
+_EN_CUES = re.compile(
+    r"^\s*(?:what|how)\s+about\b|^\s*(?:and|also|so|then|but)\b|\bthe others\b"
+    r"|\b(?:that|this)\s+(?:would|will|does|do|did|can|could|cost|costs|mean|means)\b"
+    r"|\bwhich\s+(?:one|ones|type|types|kind|kinds|option|options)\b"
+    r"|\bthe other(?:\s+ones?)?(?=\s*[?.!,]|\s*$)|\bothers\b|\belse\b|\bback then\b|\btell me more\b",
+    re.IGNORECASE,
+)
+# Whole jieba tokens (so 应该/因此/其实 never count as 该/此/其).
+_ZH_PRONOUN_WORDS = (
+    "它 它们 他 他们 她 她们 这 那 这个 那个 这些 那些 这款 那款 这台 那台 这部 那部 这种 那种 这样 那样"
+    " 那它 这它 该 此 其 上述 前者 后者"
+)
+_ZH_PRONOUNS = frozenset(_ZH_PRONOUN_WORDS.split())
+_ZH_CUE_WORDS = frozenset(["还有", "其他", "其它", "另外", "别的", "另一个", "同样"])
+_ZH_LEADING = frozenset(["那", "那么", "那要", "还", "再", "也", "而且", "另外", "然后"])
+_ZH_TRAILING = frozenset(["呢"])
+
+# "is it safer to ...", "it is better never ...": a dummy subject, not a reference.
 _EXPLETIVE_IT = re.compile(
-    r"\b(?:(?:is|was|isn't|wasn't)\s+it|it\s+(?:is|was|'s))\s+(?:\w+\s+){0,2}?\w+\s+(?:to|that)\b", re.I
+    r"\b(?:(?:is|was|isn't|wasn't)\s+it|it\s+(?:is|was|'s))\s+(?:\w+\s+){0,2}?\w+\s+"
+    r"(?:to|that|never|not|if|when|whether)\b",
+    re.IGNORECASE,
 )
 
 
-def reference_marker(question: str) -> str | None:
+@dataclass(frozen=True, slots=True)
+class Marker:
+    text: str
+    pronoun: bool  # a pronoun or demonstrative (else an ellipsis cue)
+    start: int  # where it is in the question (-1: at its end, as 呢)
+
+
+def find_marker(question: str) -> Marker | None:
     """The first reference marker in the question (a pronoun, demonstrative or ellipsis cue), if any."""
-    question = _EXPLETIVE_IT.sub(" ", question)
+    question = _EXPLETIVE_IT.sub(lambda m: " " * len(m.group()), question)
     if is_chinese(question):
-        words: list[str] = [str(w) for w in jieba.lcut(question) if w.strip() and not _is_punct(w)]
-        if words and words[0] in _ZH_LEADING:
-            return words[0]
-        if words and words[-1] in _ZH_TRAILING:
-            return words[-1]
+        words: list[str] = [str(w) for w in jieba.lcut(question)]
+        spans: list[tuple[str, int]] = []
+        pos = 0
         for w in words:
+            if w.strip() and not _is_punct(w):
+                spans.append((w, pos))
+            pos += len(w)
+        if spans and spans[0][0] in _ZH_LEADING:
+            return Marker(spans[0][0], False, spans[0][1])
+        for w, start in spans:
             if w in _ZH_PRONOUNS:
-                return w
-    m = _EN_MARKERS.search(question)
-    return m.group().strip() if m else None
+                return Marker(w, True, start)
+            if w in _ZH_CUE_WORDS:
+                return Marker(w, False, start)
+        if spans and spans[-1][0] in _ZH_TRAILING:
+            return Marker(spans[-1][0], False, -1)
+    found = [m for m in (_EN_PRONOUNS.search(question), _EN_CUES.search(question)) if m is not None]
+    if not found:
+        return None
+    first = min(found, key=lambda m: m.start())
+    return Marker(first.group().strip(), first.re is _EN_PRONOUNS, first.start())
+
+
+def reference_marker(question: str) -> str | None:
+    marker = find_marker(question)
+    return marker.text if marker else None
 
 
 def _is_punct(word: str) -> bool:
@@ -94,23 +173,37 @@ _EN_STOP_WORDS = """a an the and or but if then so than as of to in on at by for
     play played call called find found keep put take try turn show live believe bring begin run write read
     provide include continue set learn change lead watch follow stop create speak allow add spend grow open
     win offer remember love consider appear wait serve die expect build stay fall reach kill remain suggest
-    sell require decide apply check cancel"""
+    sell require decide apply check cancel user users customer customers assistant"""
 _EN_STOP = frozenset(_EN_STOP_WORDS.split())
 _NAME_JOINERS = frozenset(["of", "de", "del", "la", "von", "van", "&"])
 _ALNUM = re.compile(r"^(?=.*\d)(?=.*[A-Za-z])")
 _VERB_LIKE = re.compile(r"^[a-z]{3,}ed$")
 _EN_WORD = re.compile(r"[A-Za-z0-9]+(?:[-'’.][A-Za-z0-9]+)*")
-_SPEC = re.compile(r"^\d+(?:\.\d+)?\s*(?:gb|tb|mb|mah|w|hz|mm|g|kg|寸|英寸|核)$", re.IGNORECASE)
+_SPEC = re.compile(
+    r"^\d+(?:\.\d+)?\s*-?\s*(?:gb|tb|mb|mah|w|hz|mm|g|kg|寸|英寸|inch|inches|in)$|^\d+(?:\.\d+)?[kmb%]$", re.IGNORECASE
+)
 _LATIN_RUN = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+\-]*(?:\s+[A-Za-z0-9][A-Za-z0-9.+\-]*)*")
-_SENT_START = re.compile(r"(?:^|[.!?。！？\n]\s*)$")
+_SENT_START = re.compile(r"(?:^|[.!?。！？:：\n]\s*)$")
 _ANSWER_CHARS = 1000
-_ZH_NAME_TAGS = frozenset({"nr", "ns", "nt", "nz", "nrt", "nrfg", "eng"})
+# jieba's person/place/organisation tags; a tag makes a name only on a word that stands alone
+# ("李宇春", "上海"), never inside a run of nouns ("电池续航": 续航 is tagged nr).
+_ZH_NAME_TAGS = frozenset({"nr", "ns", "nt", "nrt", "nrfg"})
 _ZH_NOUN_TAGS = frozenset({"n", "nr", "ns", "nt", "nz", "nrt", "nrfg", "vn", "b", "an", "ng"})
 _ZH_GENERIC_WORDS = (
     "东西 时候 问题 情况 事情 地方 方面 方法 办法 时间 钱 价格 多少钱 一下 什么 朋友 人 你们 我们 公司 店 客服"
-    " 小时 今天 明天 昨天 现在 以后 之前 之后 一个 这个 那个 怎么 哪里 么"
+    " 小时 今天 明天 昨天 现在 以后 之前 之后 一个 这个 那个 怎么 哪里 么 用户 客户 顾客 助手 原文 知识库 资料 内容"
 )
 _ZH_GENERIC = frozenset(_ZH_GENERIC_WORDS.split())
+# Long digit runs are order, tracking or phone numbers, not product models (S25, X1, 15, M3, 6100mAh).
+_ID_DIGITS = re.compile(r"\d{6,}")
+_TITLE_WORD = re.compile(r"^[A-Z][a-z]+(?:[-'’][A-Z][a-z]+)+$")
+_YEAR = re.compile(r"^(?:1[89]|20)\d\d$")
+_MONTH = re.compile(
+    r"\b(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:tember)?|oct(?:ober)?"
+    r"|nov(?:ember)?|dec(?:ember)?)\b",
+    re.IGNORECASE,
+)
+_PHONE = re.compile(r"^(?:\+?86[- ]?)?1[3-9]\d{9}$|^\+?\d[\d -]{9,}\d$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,9 +215,43 @@ class Entity:
     def key(self) -> str:
         return normalize(self.text)
 
+    @property
+    def ident(self) -> bool:
+        """An order, tracking or phone number."""
+        return _ID_DIGITS.search(self.text) is not None
+
+    @property
+    def phone(self) -> bool:
+        return _PHONE.match(self.text.strip()) is not None
+
+    @property
+    def model(self) -> bool:
+        """A product model or code: a word mixing letters and digits (S25, M3), mixed case (iPhone,
+        ThinkPad) or an acronym (HIV, FICA) — what an answer may contribute."""
+        if not self.named:
+            return False
+        words = _EN_WORD.findall(self.text)
+        if any(_is_model_word(w) and not _TITLE_WORD.match(w) and not (w.isupper() and len(w) < 3) for w in words):
+            return True  # not "Tse-Tung" (title case) nor "UK" (a place more often than a product)
+        # A name with a model number: "Pixel 9", "小米 15 Pro" (a year or a date is no model number).
+        if _MONTH.search(self.text):
+            return False
+        has_number = any(w.isdigit() and not _YEAR.match(w) for w in words)
+        return has_number and (is_chinese(self.text) or any(w[0].isupper() for w in words))
+
+
+def _is_model_word(word: str) -> bool:
+    if any(ch.isdigit() for ch in word) and any(ch.isalpha() for ch in word):
+        return True
+    return (len(word) > 1 and word.isupper()) or any(ch.isupper() for ch in word[1:])
+
 
 def normalize(text: str) -> str:
     return re.sub(r"\s+", " ", text.lower()).strip()
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", "", text.lower())
 
 
 def entities(text: str) -> list[Entity]:
@@ -178,7 +305,7 @@ def _latin_entities(text: str) -> list[Entity]:
         if word.isdigit() and kind != "name":
             flush()  # a bare number starts nothing; it only continues a name ("Gen 12")
             continue
-        if lower in _EN_STOP or (not is_name and _VERB_LIKE.match(lower)):
+        if lower in _EN_STOP or (not is_name and _VERB_LIKE.match(lower)) or (_SPEC.match(word) and kind != "name"):
             flush()
             continue
         word_kind = "name" if is_name or word.isdigit() else "plain"
@@ -194,40 +321,47 @@ def _latin_entities(text: str) -> list[Entity]:
 
 
 def _looks_named(word: str, sentence_start: bool) -> bool:
-    if any(ch.isdigit() for ch in word) and any(ch.isalpha() for ch in word):
-        return True
-    if len(word) > 1 and word.isupper():
-        return True
-    if any(ch.isupper() for ch in word[1:]):
+    if _is_model_word(word):
         return True
     return word[0].isupper() and not sentence_start
 
 
+# A Latin run inside Chinese text is a product name ("MateBook X Pro") unless it reads like English
+# text: many words, or a lowercase function word ("Every phone and laptop sold by ...").
+_MAX_NAME_WORDS = 5
+
+
 def _chinese_entities(text: str) -> list[Entity]:
     """Latin product names inside Chinese text (with a Chinese brand just before them: 小米 15 Pro),
-    long ids, Chinese proper nouns (jieba tags nr/ns/nt/nz) and runs of nouns (增值税专用发票)."""
+    long ids, Chinese proper nouns (a jieba nr/ns/nt word on its own) and runs of nouns (增值税专用发票).
+    English sentences inside the text are read as English."""
     out: list[Entity] = []
     for m in _LATIN_RUN.finditer(text):
         words = m.group().split()
+        if len(words) > _MAX_NAME_WORDS or any(w.lower() in _EN_STOP and not w[0].isupper() for w in words):
+            out.extend(_latin_entities(m.group()))
+            continue
         while words and _SPEC.match(words[-1]):
             words.pop()
-        if not words or (len(words) == 1 and words[0].isdigit() and len(words[0]) < 6):
+        if not words:
             continue
         name = " ".join(words)
-        brand = _brand_before(text[: m.start()])
+        # An id stands alone (订单 XC2025… is the order number, not a product of the brand 订单).
+        brand = "" if _ID_DIGITS.search(name) else _brand_before(text[: m.start()])
+        if len(words) == 1 and words[0].isdigit() and len(words[0]) < 6 and not (brand and len(words[0]) >= 2):
+            continue  # a count or a price; after a brand a number is the model: 小米 15
         out.append(Entity(f"{brand} {name}" if brand else name, True))
     for run in _CJK_RUN.finditer(text):
-        phrase: list[str] = []
-        named = False
+        phrase: list[tuple[str, str]] = []
         for word, flag in [*pseg.lcut(run.group()), ("", "x")]:
             if flag in _ZH_NOUN_TAGS and word not in _ZH_GENERIC:
-                phrase.append(word)
-                named = named or (flag in _ZH_NAME_TAGS and len(word) >= 2)
+                phrase.append((word, flag))
                 continue
-            joined = "".join(phrase)
+            joined = "".join(w for w, _ in phrase)
+            named = len(phrase) == 1 and phrase[0][1] in _ZH_NAME_TAGS and len(joined) >= 2
             if len(joined) >= 2 and not _inside_named(joined, out):
                 out.append(Entity(joined, named))
-            phrase, named = [], False
+            phrase = []
     return out
 
 
@@ -245,10 +379,11 @@ def _inside_named(phrase: str, found: Sequence[Entity]) -> bool:
 
 
 def mentions(question: str, entity: Entity) -> bool:
-    """Does the question already name the entity? Case-insensitive; for Latin names, most of the name's
-    words of three letters or more count ("covid" names "COVID-19", "X1 Carbon" names "ThinkPad X1 Carbon")."""
+    """Does the question already name the entity? Case- and space-insensitive ("小米15 Pro" names
+    "小米 15 Pro"); for Latin names, most of the name's words of three letters or more count ("covid" names
+    "COVID-19", "X1 Carbon" names "ThinkPad X1 Carbon")."""
     q = normalize(question)
-    if entity.key in q:
+    if entity.key in q or _squash(entity.text) in _squash(question):
         return True
     if is_chinese(entity.text) and not entity.named:
         return False
@@ -257,6 +392,35 @@ def mentions(question: str, entity: Entity) -> bool:
         return False
     q_words = set(re.split(r"[^a-z0-9]+", q))
     return sum(w in q_words for w in words) * 3 >= len(words) * 2
+
+
+def own_names(question: str) -> list[Entity]:
+    return [e for e in entities(question) if e.named]
+
+
+def _plural_noun_before(question: str, end: int) -> bool:
+    words = _EN_WORD.findall(question[:end])
+    return any(
+        len(w) >= 4 and w.lower().endswith("s") and not w.lower().endswith("ss") and w.lower() not in _EN_STOP
+        for w in words
+    )
+
+
+def antecedent_inside(question: str, marker: Marker, names: Sequence[Entity]) -> bool:
+    """Does the question carry what its marker points at? A cue with a name of its own ("And about North
+    Carolina's economy?"), a pronoun after a name ("Is Lyme Disease dangerous and how is it treated?") or
+    they/them/their after a plural noun ("Do employers report their employees' salaries?")."""
+    if not marker.pronoun:
+        return bool(names)
+    if marker.start < 0:
+        return bool(names)
+    head = normalize(question[: marker.start])
+    squashed = _squash(question[: marker.start])
+    if any(e.key in head or _squash(e.text) in squashed for e in names):
+        return True
+    return marker.text.lower() in {"they", "them", "their", "theirs", "themselves"} and _plural_noun_before(
+        question, marker.start
+    )
 
 
 # --- salience and the rule rewrite -------------------------------------------------------------------
@@ -271,6 +435,7 @@ class HistoryText:
 
 _SOURCE_WEIGHT = {"user": 1.0, "summary": 0.6, "assistant": 0.35}
 _DECAY = 0.75
+_ANSWER_ENTITY_WORDS = 4
 
 
 @dataclass(slots=True)
@@ -280,19 +445,26 @@ class _Score:
     rounds: set[int] = field(default_factory=set)
 
 
+def answer_entity(entity: Entity) -> bool:
+    """What an answer may contribute: a short model name or code (小米 15 Pro, COVID-19), never a noun
+    phrase, a capitalised phrase of the answer's own wording, an order/phone number or a sentence."""
+    size = len(entity.text) / 3 if is_chinese(entity.text) else len(entity.text.split())
+    return entity.model and not entity.ident and size <= _ANSWER_ENTITY_WORDS
+
+
 def salient_entities(history: Sequence[HistoryText], limit: int = 2) -> list[Entity]:
     """Entities of the history, most salient first.
 
-    A mention counts by its side (the user's questions most; answers only for names), its recency and
-    its kind (names, models and ids beat noun phrases; longer beats shorter); an entity the user comes
-    back to over several rounds is the conversation's subject and gains most (answers repeat the
-    domain's own name everywhere, so their repetitions do not count). A one-word name inside a longer one
-    ("Jackson" in "Reggie Jackson") adds to the longer one.
+    A mention counts by its side (the user's questions most; answers only for short model names), its
+    recency and its kind (names, models and ids beat noun phrases; longer beats shorter); an entity the
+    user comes back to over several rounds is the conversation's subject and gains most (answers repeat
+    the domain's own name everywhere, so their repetitions do not count). A one-word name inside a longer
+    one ("Jackson" in "Reggie Jackson") adds to the longer one.
     """
     found: dict[str, _Score] = {}
     for item in history:
         for e in entities(item.text):
-            if item.source == "assistant" and not e.named:
+            if item.source == "assistant" and not answer_entity(e):
                 continue
             size = len(e.text) / 2 if is_chinese(e.text) else len(e.key.split())
             weight = _SOURCE_WEIGHT[item.source] * _DECAY**item.age
@@ -318,10 +490,11 @@ def salient_entities(history: Sequence[HistoryText], limit: int = 2) -> list[Ent
 
 _EN_IT = re.compile(r"\b(its|it|his|he|she|him|her)\b", re.IGNORECASE)
 _ZH_IT = re.compile(r"[它他她]们|它|[他她](?!俩)")
+_NOT_A_NOUN = _EN_STOP | {"own"}
 
 
 def resolve(question: str, entity: Entity) -> str:
-    """Put the entity into the question: in place of 它/他/她/it(s)/he/she when there is one, else in front."""
+    """Put the entity into the question: in place of 它/他/她/it(s)/he/she/her when there is one, else in front."""
     if is_chinese(question):
         m = _ZH_IT.search(question)
         if m is None:
@@ -335,15 +508,19 @@ def resolve(question: str, entity: Entity) -> str:
     for m in _EN_IT.finditer(question):
         if any(a <= m.start() < b for a, b in dummies):
             continue  # "is it better to ...": nothing to replace
-        if m.group(1).lower() in {"he", "she", "him", "her", "his"} and not entity.named:
+        word = m.group(1).lower()
+        if word in {"he", "she", "him", "her", "his"} and not entity.named:
             continue  # a person is a name
-        repl = f"{entity.text}'s" if m.group(1).lower() in {"its", "his"} else entity.text
+        possessive = word in {"its", "his"} or (word == "her" and _noun_follows(question, m.end()))
+        repl = f"{entity.text}'s" if possessive else entity.text
         return question[: m.start()] + repl + question[m.end() :]
     return f"{entity.text}: {question.lstrip()}"
 
 
-def own_names(question: str) -> list[Entity]:
-    return [e for e in entities(question) if e.named]
+def _noun_follows(question: str, end: int) -> bool:
+    """ "her parents" (possessive), not "ask her" or "her?" (object)."""
+    nxt = _EN_WORD.match(question[end:].lstrip())
+    return nxt is not None and question[end : end + 1].isspace() and nxt.group().lower() not in _NOT_A_NOUN
 
 
 _DETERMINERS = frozenset(["the", "this", "that", "these", "those"])
@@ -393,21 +570,279 @@ def personal_pronoun(question: str) -> bool:
     return _PERSONAL.search(question) is not None
 
 
+# A question about an order: the only kind that may take an order number from the history.
+_ORDER_TOPIC = re.compile(
+    r"订单|单号|物流|快递|发货|到货|送到|配送|签收|包裹|退款|运单"
+    r"|\b(?:orders?|tracking|shipment|shipped|parcel|package|delivery|delivered|refund)\b",
+    re.IGNORECASE,
+)
+
+
+def asks_about_order(question: str) -> bool:
+    return _ORDER_TOPIC.search(question) is not None
+
+
 def rule_rewrite(question: str, candidates: Sequence[Entity], names_only: bool = False) -> tuple[str, str]:
     """(query, detail): the question with the most salient entity it lacks, or unchanged.
 
     `candidates` are the history's entities, most salient first (`salient_entities`); `names_only`
-    (for he/she) passes over noun phrases."""
+    (for he/she) passes over noun phrases. A pronoun never stands for an order or phone number: an order
+    number is only put in front of a question about the order that names none itself."""
     definite = definite_reference(question, candidates)
     if definite is not None:
         span, entity = definite
         article = span.split()[0]
         return question.replace(span, f"{article} {entity.text}", 1), f"resolved {span!r} to {entity.text!r}"
     for entity in candidates:
+        if entity.ident:
+            if entity.phone or not asks_about_order(question) or any(e.ident for e in entities(question)):
+                continue
+            if not mentions(question, entity):
+                return f"{entity.text} {question.lstrip()}", f"added order number {entity.text!r}"
+            continue
         if (entity.named or not names_only) and not mentions(question, entity):
             return resolve(question, entity), f"added {entity.text!r}"
     return question, "no entity to add"
 
+
+# --- contrast follow-ups -----------------------------------------------------------------------------
+
+ContrastKind = Literal["storage", "size", "colour", "variant", "standard", "comparative", "pronoun", "named", "plain"]
+
+_STORAGE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s*(?:GB|TB)(?![A-Za-z])", re.IGNORECASE)
+_SIZE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s*(?:-?\s*inch(?:es)?(?![A-Za-z])|英寸|寸|吋|[\"”″])", re.IGNORECASE)
+_EN_COLOURS = (
+    "black white silver gold blue red green pink purple yellow grey gray orange midnight starlight graphite titanium"
+)
+_COLOUR = re.compile(
+    r"(?:\b(?:space|rose|sky|midnight|deep|light|dark|natural|desert)\s+)?\b(?:"
+    + "|".join(_EN_COLOURS.split())
+    + r")\b"
+    r"|(?:深空|玫瑰|午夜|星光|沙漠|原|钛|天|深|浅|亮|哑光)?[黑白银金蓝红绿粉紫黄灰橙青棕]色",
+    re.IGNORECASE,
+)
+_VARIANT_WORDS = ("Pro Max", "Pro", "Max", "Plus", "Ultra", "Air", "mini", "Lite", "SE")
+_VARIANT = re.compile(r"(?<![\w])(?:" + "|".join(v.replace(" ", r"\s+") for v in _VARIANT_WORDS) + r")(?![\w])", re.I)
+_STANDARD = re.compile(
+    r"^(?:标准版|标准款|标准|基础版|基础款|普通版|普通款|standard(?:\s+(?:model|version|edition))?|base(?:\s+model)?"
+    r"|basic(?:\s+model)?|regular(?:\s+(?:model|version))?|vanilla)$",
+    re.IGNORECASE,
+)
+_COMPARATIVE = re.compile(
+    r"^(?:(?:a\s+)?(?:bit\s+|little\s+)?(?:cheaper|less\s+expensive|more\s+expensive|pricier|bigger|larger|smaller"
+    r"|lighter|heavier|newer|older|faster|slower|thinner|cheapest|biggest|smallest|lightest|newest|latest))$"
+    r"|^更?(?:便宜|贵|大|小|轻|重|新|快|薄)(?:一点|一些|点|些)?$",
+    re.IGNORECASE,
+)
+_ZH_CONTRAST = re.compile(
+    r"^\s*(?P<lead>那么?|那如果是|如果是|换成|要是|那要是)?\s*(?P<x>[^，,。？?！!；;]{1,24}?)\s*(?:的话)?\s*"
+    r"(?P<tail>呢|怎么样|咋样|如何)?\s*[?？!！。.…~～]*\s*$"
+)
+_EN_CONTRAST = re.compile(
+    r"^\s*(?:(?:ok(?:ay)?|so|and|but|hmm+|oh|well)[,\s]+)*"
+    r"(?P<lead>(?:what|how)\s+about|and|or|what\s+if\s+(?:i\s+(?:get|got|buy|choose|pick|want)|it'?s|it\s+is))\s+"
+    r"(?P<x>.+?)(?:\s+(?:then|instead))?\s*[?.!]*\s*$",
+    re.IGNORECASE,
+)
+_EN_X_BLOCK = re.compile(
+    r"\b(?:what|how|why|when|where|who|which|is|are|was|were|do|does|did|can|could|would|should|will|have|has"
+    r"|i|you|we|me|us|my|your|our|there|if|to)\b",
+    re.IGNORECASE,
+)
+_ZH_X_BLOCK = re.compile(r"[吗么吧]|什么|怎么|怎样|多少|多久|多大|几|哪|是否|能不能|可不可以|可以|有没有|是不是|[你我]")
+_X_PRONOUN = re.compile(r"\b(?:its|it|their|his|her)\b|[它他她]", re.IGNORECASE)
+_EN_X_DET = re.compile(r"^(?:the|a|an|that|this)\s+", re.IGNORECASE)
+_EN_X_TAIL = re.compile(r"\s+(?:one|ones|version|model|variant|edition|option|size)$", re.IGNORECASE)
+_ZH_X_DET = re.compile(r"^(?:那款|这款|那个|这个|那种|这种)")
+_ZH_X_TAIL = re.compile(r"(?:的|版本|型号|款|版)$")
+_MAX_X_WORDS = 5
+_MAX_X_CJK = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Contrast:
+    """A contrast follow-up: the new value `core` (cleaned of 那/呢/what about/the … one) and its kind."""
+
+    core: str
+    raw: str  # the value as the user wrote it ("the cheaper one", "便宜一点的")
+    kind: ContrastKind
+    chinese: bool
+
+
+def contrast_followup(question: str) -> Contrast | None:
+    """ "那标准款呢？", "那 Air 呢", "悲惨世界呢", "and the 512GB one?", "what about the 15-inch?", "and the
+    cheaper one?": a follow-up that only names a new value, to be read against the previous question."""
+    if is_chinese(question):
+        m = _ZH_CONTRAST.match(question)
+        if m is None or not (m.group("lead") or m.group("tail")):
+            return None
+        raw = m.group("x").strip()
+        if _ZH_X_BLOCK.search(raw) or len(_CJK.findall(raw)) > _MAX_X_CJK or _has_verb(raw):
+            return None  # "觉得他怎么样", "还没呢": a clause, not a value
+        core = _ZH_X_TAIL.sub("", _ZH_X_DET.sub("", raw)).strip() if not _STANDARD.match(raw) else raw
+        core = core or raw
+        if _question_of_its_own(core):
+            return None
+        kind = _contrast_kind(core, raw)
+        # Without 呢 ("那好吧", "那 256GB 的？") only a value of a known kind makes it a contrast.
+        if not m.group("tail") and kind in ("plain", "pronoun", "comparative"):
+            return None
+        if kind == "plain" and not all(flag in _ZH_VALUE_TAGS for w, flag in pseg.lcut(core) if w.strip()):
+            return None  # "还没呢", "我老公呢": not a thing to ask the previous question about
+        return Contrast(core, raw, kind, True)
+    m = _EN_CONTRAST.match(question)
+    if m is None:
+        return None
+    raw = m.group("x").strip()
+    if len(raw.split()) > _MAX_X_WORDS or _EN_X_BLOCK.search(_X_PRONOUN.sub(" ", raw)):
+        return None
+    core = _EN_X_TAIL.sub("", _EN_X_DET.sub("", raw)).strip() or raw
+    if _question_of_its_own(core):
+        return None
+    kind = _contrast_kind(core, raw)
+    if m.group("lead").lower() == "and" and kind == "plain" and len(core.split()) > 3:
+        return None  # "And about the federal level …" is a sentence, not a value
+    return Contrast(core, raw, kind, False)
+
+
+# What a noun value may be made of: nouns, names, idioms and set phrases (悲惨世界 is tagged i), 的, numbers.
+_ZH_VALUE_TAGS = _ZH_NOUN_TAGS | {"i", "l", "uj", "m", "q", "eng", "x"}
+
+
+def _has_verb(text: str) -> bool:
+    """A verb or an adverb: the text is a clause ("觉得他", "还没"), not a value."""
+    return any((flag.startswith("v") and flag != "vn") or flag == "d" for w, flag in pseg.lcut(text) if _CJK.search(w))
+
+
+def _question_of_its_own(core: str) -> bool:
+    """ "iPhone 16 的保修期呢？": a name and more: the question names its own product, it is no contrast."""
+    named = [e for e in entities(core) if e.named and not _VARIANT.fullmatch(e.text)]
+    return bool(named) and _squash(named[0].text) != _squash(core)
+
+
+def _contrast_kind(core: str, raw: str) -> ContrastKind:
+    if _X_PRONOUN.search(raw):
+        return "pronoun"
+    if _STANDARD.match(core):
+        return "standard"
+    if _COMPARATIVE.match(core) or _COMPARATIVE.match(_ZH_X_TAIL.sub("", raw)):
+        return "comparative"
+    for kind, pattern in (("storage", _STORAGE), ("size", _SIZE), ("colour", _COLOUR)):
+        m = pattern.search(core)
+        if m is not None and m.group().strip() and len(core) <= len(m.group()) + 2:
+            return kind  # type: ignore[return-value]
+    if _VARIANT.fullmatch(core.strip()):
+        return "variant"
+    found = entities(core)
+    if len(found) == 1 and found[0].named and _squash(found[0].text) == _squash(core):
+        return "named"
+    if not is_chinese(core) and core[:1].isupper() and all(w[:1].isupper() or w[:1].isdigit() for w in core.split()):
+        return "named"
+    return "plain"
+
+
+def subject(question: str) -> Entity | None:
+    """What a question is about: its first product or name (not an order number), else its first noun phrase."""
+    found = [e for e in entities(question) if not e.ident]
+    return next((e for e in found if e.named), found[0] if found else None)
+
+
+def _core(question: str) -> str:
+    return question.strip().rstrip("?？!！。.…~～ ")
+
+
+def _join(left: str, right: str) -> str:
+    """Two pieces with a space where Latin meets anything (Chinese pieces join directly)."""
+    if not left or not right:
+        return left + right
+    if _CJK.match(left[-1]) and _CJK.match(right[0]):
+        return left + right
+    return f"{left} {right}"
+
+
+def _replace_span(text: str, start: int, end: int, new: str) -> str:
+    before, after = text[:start].rstrip(" "), text[end:].lstrip(" ")
+    return _join(_join(before, new), after) if before else _join(new, after)
+
+
+def _find(text: str, part: str) -> tuple[int, int] | None:
+    i = text.lower().find(part.lower())
+    if i >= 0:
+        return i, i + len(part)
+    # "小米 15 Pro" found in "小米15 Pro": match with optional spaces
+    pattern = r"\s*".join(re.escape(ch) for ch in part if not ch.isspace())
+    m = re.search(pattern, text, re.IGNORECASE) if pattern else None
+    return m.span() if m else None
+
+
+def _with_variant(name: str, variant: str | None) -> str:
+    """The product name with its variant word replaced (None: removed, for 标准款/standard), or appended.
+    Only a variant after the model number is removed ("iPhone 16 Pro" -> "iPhone 16"), not one that is part
+    of the line's name ("MacBook Air M3")."""
+    words = name.split()
+    hits = [i for i, w in enumerate(words) if _VARIANT.fullmatch(w)]
+    if variant is None:
+        digit_at = next((i for i, w in enumerate(words) if any(ch.isdigit() for ch in w)), None)
+        keep = [w for i, w in enumerate(words) if not (i in hits and digit_at is not None and i > digit_at)]
+        return " ".join(keep) if keep else name
+    if hits:
+        first, last = hits[0], hits[-1]
+        return " ".join([*words[:first], variant, *words[last + 1 :]])
+    return f"{name} {variant}"
+
+
+_SLOTS = {"storage": _STORAGE, "size": _SIZE, "colour": _COLOUR}
+
+
+def substitute(previous: str, contrast: Contrast, question: str) -> tuple[str, str] | None:
+    """(query, detail): the previous question with the contrast's value in place of the old value of its kind,
+    or the previous question's rest carried over; None when there is nothing to read it against."""
+    prev = _core(previous)
+    if not prev:
+        return None
+    tail = previous.strip()[len(prev) :]  # the previous question's closing punctuation
+    value, kind, subj = contrast.core, contrast.kind, subject(prev)
+    span = _find(prev, subj.text) if subj is not None else None
+
+    def put(start: int, end: int, new: str) -> str:
+        return _replace_span(prev, start, end, new) + tail
+
+    if kind in _SLOTS:
+        old = _SLOTS[kind].search(prev)
+        if old is not None:
+            return put(*old.span(), value), f"replaced {old.group()!r} with {value!r}"
+        if subj is not None and span is not None:
+            return put(span[1], span[1], value), f"added {value!r} to {subj.text!r}"
+        return _join(prev, value) + tail, f"added {value!r}"
+    if kind == "comparative":
+        query = f"{prev}，{contrast.raw}？" if contrast.chinese else f"{prev}, {contrast.raw}?"
+        return query, f"carried the previous question with {contrast.raw!r}"
+    if subj is None or span is None:
+        if kind == "standard":
+            return None
+        return _join(value, previous.strip()), f"added the previous question to {value!r}"
+    name = prev[span[0] : span[1]]
+    if kind in ("variant", "standard"):
+        if not subj.named:
+            return None if kind == "standard" else (_join(prev, value) + tail, f"added {value!r}")
+        new_name = _with_variant(name, value if kind == "variant" else None)
+        return put(*span, new_name), f"{name!r} -> {new_name!r}"
+    if kind == "pronoun":
+        # "那它的保修期呢" -> "<product> 的保修期"; "What about its warranty?" -> "What about <product>'s warranty?"
+        return resolve(contrast.raw if contrast.chinese else question, subj), f"added {subj.text!r} to {contrast.raw!r}"
+    if kind == "named":
+        if subj.named:
+            return put(*span, value), f"replaced {name!r} with {value!r}"
+        return _join(value, previous.strip()), f"added the previous question to {value!r}"
+    # A plain noun: after a name it is what is now asked about the name ("那保修期呢" -> "<product> 的保修期"),
+    # after a plain subject it takes that subject's place ("发票怎么开" + "那收据呢" -> "收据怎么开").
+    if subj.named:
+        query = f"{subj.text} 的{value}" if contrast.chinese else f"{subj.text} {value}"
+        return query, f"asked {value!r} about {subj.text!r}"
+    return put(*span, value), f"replaced {name!r} with {value!r}"
+
+
+# --- what a question says of its own -----------------------------------------------------------------
 
 # Words that say little about what is asked: they do not make a question standalone.
 _WEAK_WORDS = """big bigger biggest large larger largest small smaller smallest best worst main major important different
@@ -423,6 +858,56 @@ def content_size(question: str) -> int:
     if is_chinese(question):
         return len(found)
     return sum(1 for e in found for w in e.key.split() if w not in _WEAK)
+
+
+# Verbs that say nothing of a topic: "可以吗", "你给我讲讲" have no subject of their own.
+_ZH_LIGHT_VERBS = frozenset(
+    [
+        "可以",
+        "知道",
+        "觉得",
+        "喜欢",
+        "认识",
+        "需要",
+        "应该",
+        "能够",
+        "希望",
+        "想要",
+        "告诉",
+        "说说",
+        "讲讲",
+        "看看",
+        "了解",
+        "是不是",
+        "没有",
+        "有没有",
+        "就是",
+        "还是",
+        "不是",
+    ]
+)
+
+
+def has_subject(question: str) -> bool:
+    """Does the question say what it is about? A name, a content word or (Chinese) a verb with a topic
+    ("应该怎么申请退货？"). Only such a question can open a new topic."""
+    if own_names(question) or content_size(question) >= 1:
+        return True
+    return is_chinese(question) and any(
+        flag.startswith("v") and len(w) >= 2 and w not in _ZH_LIGHT_VERBS for w, flag in pseg.lcut(question)
+    )
+
+
+def topic_words(found: Iterable[Entity]) -> set[str]:
+    """The words entities are made of (singular, lowercase, at least three letters; Chinese nouns of two
+    characters or more): what a question shares with the history when it stays on topic."""
+    out: set[str] = set()
+    for e in found:
+        if is_chinese(e.text):
+            out.update(str(w) for w in jieba.lcut(e.text) if len(w) >= 2 and _CJK.match(w) and w not in _ZH_GENERIC)
+        key = re.sub(r"(?<=[a-z])-(?=[a-z])", "", e.key)  # "co-signer" is "cosigner"
+        out.update(_singular(w) for w in re.split(r"[^a-z0-9]+", key) if len(w) >= 3 and w not in _EN_STOP)
+    return out
 
 
 _EN_QUESTION_WORD_LIST = """what what's how why when where who whom whose which is are was were do does did can could
@@ -443,11 +928,14 @@ def is_fragment(question: str) -> bool:
 
 
 def history_texts(summary: str, rounds: Sequence[tuple[str, str]]) -> list[HistoryText]:
-    """The summary, then each round's question and answer (oldest first), with their ages."""
+    """The summary, then each round's question and answer (oldest first, answers without the service's
+    framing), with their ages."""
     n = len(rounds)
+    summary = strip_framing(summary)
     out = [HistoryText(summary, "summary", n)] if summary else []
     for i, (user, assistant) in enumerate(rounds):
         out.append(HistoryText(user, "user", n - 1 - i))
-        if assistant:
-            out.append(HistoryText(assistant[:_ANSWER_CHARS], "assistant", n - 1 - i))
+        answer = strip_framing(assistant)
+        if answer:
+            out.append(HistoryText(answer[:_ANSWER_CHARS], "assistant", n - 1 - i))
     return out

@@ -26,7 +26,14 @@ from rag_service.evaluation.answers import load_conversations as load_answer_con
 from rag_service.evaluation.answers import markdown_table as answers_table
 from rag_service.evaluation.cache import CachingEmbedder, EmbeddingCache
 from rag_service.evaluation.data import load_conversations, load_corpus, load_rewrites
-from rag_service.evaluation.retrieval_eval import MODES, embed_queries, evaluate_retrieval, results_json
+from rag_service.evaluation.retrieval_eval import (
+    HALVES,
+    MODES,
+    embed_queries,
+    evaluate_retrieval,
+    results_json,
+    split_half,
+)
 from rag_service.evaluation.retrieval_eval import markdown_table as retrieval_table
 from rag_service.evaluation.rewrite_eval import evaluate_rewrites, pair_history
 from rag_service.evaluation.rewrite_eval import markdown_table as rewrite_table
@@ -37,6 +44,13 @@ from rag_service.settings import EmbeddingSettings, RetrievalSettings, Settings
 app = typer.Typer(add_completion=False, help="Offline evaluation of query rewriting, multi-turn retrieval and answers.")
 
 DEFAULT_CACHE = Path("./data/eval-cache")
+HALF_HELP = "only half A or B of the conversations (split by a hash of the conversation id; see docs/retrieval-eval.md)"
+
+
+def _half(value: str) -> str:
+    if value.upper() not in HALVES:
+        raise typer.BadParameter("--half is A or B")
+    return value.upper()
 
 
 def _log(text: str) -> None:
@@ -103,6 +117,7 @@ def retrieval(
     topic_similarity: Annotated[float | None, typer.Option(help="override rewrite.topic_similarity")] = None,
     limit: Annotated[int | None, typer.Option(help="only the first N conversations")] = None,
     queries_out: Annotated[Path | None, typer.Option(help="write every turn's queries here (JSONL)")] = None,
+    half: Annotated[str | None, typer.Option(help=HALF_HELP)] = None,
 ) -> None:
     """Recall@k, nDCG@10 and MRR of multi-turn retrieval per query mode, overall and after the first turn."""
     modes = _csv(mode)
@@ -115,7 +130,11 @@ def retrieval(
     settings = Settings()
     emb = eval_embedder(embedder, cache_dir)
     rewriters, modes = make_rewriters(modes, settings, emb, topic_similarity)
-    convs = load_conversations(conversations)[:limit]
+    convs = load_conversations(conversations)
+    if half is not None:
+        keep = split_half((c.conv_id for c in convs), _half(half))
+        convs = [c for c in convs if c.conv_id in keep]
+    convs = convs[:limit]
     passages = load_corpus(corpus)
     _log(f"{len(convs)} conversations, {len(passages)} passages, embedder {emb.name}, {len(emb.cache)} cached vectors")
     cfg = RetrievalSettings(mode=retrieval_mode)  # type: ignore[arg-type]
@@ -124,6 +143,8 @@ def retrieval(
     print(retrieval_table(report.results, report.counts))
     for m, counter in report.actions.items():
         print(f"\n{m} actions: " + ", ".join(f"{a}: {n}" for a, n in counter.most_common()))
+    for m, counter in report.later_actions.items():
+        print(f"{m} actions after the first turn: " + ", ".join(f"{a}: {n}" for a, n in counter.most_common()))
     _write_json(json_out, results_json(report.results))
     if queries_out is not None:
         with queries_out.open("w", encoding="utf-8") as f:
@@ -142,6 +163,7 @@ def rewrite(
     cache_dir: Annotated[Path, typer.Option(help="embedding cache (content-addressed)")] = DEFAULT_CACHE,
     topic_similarity: Annotated[float | None, typer.Option(help="override rewrite.topic_similarity")] = None,
     predictions_out: Annotated[Path | None, typer.Option(help="write every item's rewrites here (JSONL)")] = None,
+    half: Annotated[str | None, typer.Option(help=HALF_HELP)] = None,
 ) -> None:
     """Exact match, ROUGE-L and token F1 of rewrites against the gold rewrites."""
     modes = _csv(mode)
@@ -149,6 +171,9 @@ def rewrite(
     if unknown:
         raise typer.BadParameter(f"unknown mode(s): {', '.join(sorted(unknown))}")
     items = load_rewrites(data)
+    if half is not None:
+        keep = split_half((it.conv_id for it in items), _half(half))
+        items = [it for it in items if it.conv_id in keep]
     emb = eval_embedder(embedder, cache_dir)
     rewriters, modes = make_rewriters(modes, Settings(), emb, topic_similarity)
     # One batch for every user-side text the topic check may embed.

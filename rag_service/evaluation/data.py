@@ -35,6 +35,7 @@ class RewriteItem:
     history: tuple[str, ...]
     question: str
     gold: str
+    conv_id: str = ""
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
@@ -70,7 +71,12 @@ def load_conversations(path: Path) -> list[Conversation]:
 
 def load_rewrites(path: Path) -> list[RewriteItem]:
     return [
-        RewriteItem(tuple(str(h) for h in r.get("history") or ()), str(r["question"]), str(r["gold_rewrite"]))
+        RewriteItem(
+            tuple(str(h) for h in r.get("history") or ()),
+            str(r["question"]),
+            str(r["gold_rewrite"]),
+            str(r.get("conv_id", "")),
+        )
         for r in _lines(path)
         if r.get("gold_rewrite")
     ]

@@ -12,11 +12,12 @@ with the query each mode makes:
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import sys
 import tempfile
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +34,18 @@ from rag_service.settings import RetrievalSettings
 from rag_service.vectorstore import ChunkPoint, VectorIndex
 
 MODES = ("none", "concat", "rule", "llm", "reference")
+HALVES = ("A", "B")
+
+
+def split_half(ids: Iterable[str], half: str) -> set[str]:
+    """Half "A" or "B" of the distinct conversation ids: ordered by sha256 of the id, the first ceil(n/2)
+    are A. Deterministic and balanced, and independent of the file's order, so rules can be written
+    looking only at A and checked on B."""
+    if half not in HALVES:
+        raise ValueError(f"half is A or B, not {half!r}")
+    ordered = sorted(set(ids), key=lambda i: hashlib.sha256(i.encode()).hexdigest())
+    cut = (len(ordered) + 1) // 2
+    return set(ordered[:cut] if half == "A" else ordered[cut:])
 
 
 @dataclass
@@ -51,6 +64,8 @@ class RetrievalReport:
     counts: dict[str, int]
     actions: dict[str, Counter[str]]
     turns: list[EvalTurn]
+    # The rewriters' actions on turns after the first (skipped / rule / skipped (topic switch) ...).
+    later_actions: dict[str, Counter[str]] = field(default_factory=dict)
 
 
 def view_of(turns: Sequence[tuple[str, str]]) -> MemoryView:
@@ -59,9 +74,13 @@ def view_of(turns: Sequence[tuple[str, str]]) -> MemoryView:
 
 
 async def build_queries(
-    conversations: Sequence[Conversation], modes: Sequence[str], rewriters: dict[str, Rewriter]
+    conversations: Sequence[Conversation],
+    modes: Sequence[str],
+    rewriters: dict[str, Rewriter],
+    later: dict[str, Counter[str]] | None = None,
 ) -> tuple[list[EvalTurn], dict[str, Counter[str]]]:
-    """The query of every mode for every turn with gold passages, and the rewriters' actions."""
+    """The query of every mode for every turn with gold passages, and the rewriters' actions (also counted
+    into `later` for turns after the first)."""
     out: list[EvalTurn] = []
     actions: dict[str, Counter[str]] = {m: Counter() for m in rewriters}
     for conv in conversations:
@@ -80,7 +99,10 @@ async def build_queries(
                 else:
                     result = await rewriters[mode].rewrite(turn.question, view_of(history))
                     item.queries[mode] = result.query
-                    actions[mode][result.action + (" (topic switch)" if result.topic_switch else "")] += 1
+                    label = result.action + (" (topic switch)" if result.topic_switch else "")
+                    actions[mode][label] += 1
+                    if later is not None and i > 0:
+                        later.setdefault(mode, Counter())[label] += 1
             out.append(item)
     return out, actions
 
@@ -130,7 +152,8 @@ def evaluate_retrieval(
             # The raw questions first, in one batch: the rewriters' topic checks then hit the cache.
             questions = [t.question for c in conversations for t in c.turns if t.question]
             embed_queries(embedder, questions)
-            turns, actions = asyncio.run(build_queries(conversations, modes, rewriters))
+            later: dict[str, Counter[str]] = {}
+            turns, actions = asyncio.run(build_queries(conversations, modes, rewriters, later))
             embed_queries(embedder, [q for t in turns for q in t.queries.values()])
             rows: dict[str, list[tuple[int, dict[str, float]]]] = {m: [] for m in modes}
             for t in turns:
@@ -151,7 +174,7 @@ def evaluate_retrieval(
         for m, r in rows.items()
     }
     counts = {"all": len(turns), "after_first": sum(t.position > 0 for t in turns)}
-    return RetrievalReport(results, counts, actions, turns)
+    return RetrievalReport(results, counts, actions, turns, later)
 
 
 def embed_queries(embedder: CachingEmbedder, queries: Sequence[str]) -> None:
