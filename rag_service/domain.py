@@ -60,6 +60,8 @@ class Chunk:
     section: str = ""
     # "zh" / "en", recorded at ingest ("" in older indexes: worked out from the text when needed).
     lang: str = ""
+    # Position of the chunk in its document.
+    index: int = 0
 
 
 @dataclass(frozen=True, slots=True)

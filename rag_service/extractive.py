@@ -27,6 +27,7 @@ from rag_service.domain import Chunk, GenerationInput
 from rag_service.facts import (
     BASE_WORDS,
     LIST_MARK,
+    TIER_KINDS,
     Ask,
     Product,
     attribute_fit,
@@ -186,7 +187,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         # A sentence about a sub-topic the question never raises (a repair price for "how much is it")
         # answers another question; one on a page that lacks the sub-topic asked ("国际运费" on the domestic
         # shipping page) too.
-        score *= 0.6 ** min(2, len((c.ideas & ASPECTS) - q.ideas))
+        score *= 0.7 ** min(2, len((c.ideas & ASPECTS) - q.ideas))
         score *= 0.5 ** min(2, len(asked_aspects - page_ideas))
         if q.ideas:
             # The page whose title is the question's topic ("return policy" ~ "退换货政策") answers it.
@@ -194,13 +195,18 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         if primary is not Ask.GENERAL:
             fits = shows(c.text, primary)
             if primary is Ask.HOWTO:
-                score *= 1.8 if fits else 0.8
+                score *= 1.4 if fits else 0.9
                 if _HOWTO_HEADING.search(c.section):
                     score *= 2.2  # under "如何申请" / "How to order": the steps themselves
             elif primary is Ask.YESNO:
                 score *= 1.3 if fits else 1.0
             else:
                 score *= 2.2 if fits else 0.3
+            if primary is Ask.SPEC:
+                # "内存多大" wants gigabytes, "多重" a weight: the unit of the concept asked about.
+                units = [_SPEC_UNITS[i] for i in q.ideas if i in _SPEC_UNITS]
+                if units:
+                    score *= 2.0 if any(u.search(c.text) for u in units) else 0.5
         fit = product_fit(list(q.named), q.base_model, _context_products(c, q))
         if q.named:
             score *= 0.5 if fit is None else 0.03 if fit == 0 else 2.0 * fit
@@ -208,16 +214,26 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         for kind, found in attributes(c.section).items():
             sentence_attrs.setdefault(kind, found)  # "成都店" heading over "门店电话为 …"
         score *= attribute_fit(q.attrs, sentence_attrs)
-        if any(kind not in sentence_attrs for kind in q.attrs):
+        if any(kind not in sentence_attrs for kind in q.attrs if kind in TIER_KINDS):
             score *= 0.5  # says nothing of the tier or size asked about
         if _BOILERPLATE.search(c.text):
             score *= 0.05
+        if primary is Ask.GENERAL:
+            # "What is your return policy?": a page states its main rule first.
+            score *= 1 + 0.5 / (1 + c.chunk.index)
         c.score = score / (1 + 0.12 * c.rank)
 
 
 _HOWTO_HEADING = re.compile(
     r"如何|怎么|怎样|流程|步骤|指南|办理方式|申请方式|\bhow to\b|\bsteps?\b|\bprocess\b|\bprocedure\b", re.I
 )
+_SPEC_UNITS = {
+    "memory": re.compile(r"\d\s?GB", re.I),
+    "storage": re.compile(r"\d\s?(?:GB|TB)", re.I),
+    "weight": re.compile(r"\d\s?(?:克|千克|公斤|kg|g)\b|\d\s?(?:克|千克|公斤)", re.I),
+    "battery": re.compile(r"\d\s?(?:mAh|小时|hours?|Wh)", re.I),
+    "screen": re.compile(r"\d\s?(?:英寸|寸|inch|\"|Hz)", re.I),
+}
 _ASK_IDEA = {Ask.PRICE: "price", Ask.DURATION: "time_limit"}
 
 

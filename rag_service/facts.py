@@ -230,8 +230,12 @@ def attribute_fit(question: dict[str, set[str]], sentence: dict[str, set[str]]) 
         got = sentence.get(kind)
         if not got:
             continue
-        fit *= 2.5 if wanted & got else 0.15
+        # A place or product category named again is weaker evidence than the exact tier or size.
+        fit *= (1.5 if kind in _NAMED_KINDS else 2.5) if wanted & got else 0.15
     return fit
+
+
+TIER_KINDS = frozenset({"storage", "screen", "periods"})
 
 
 # --- product names ------------------------------------------------------------------------------------

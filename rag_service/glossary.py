@@ -39,6 +39,8 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "installment": ("instal*ment*|pay monthly|monthly payment*|credit", "分期|期数|花呗|信用卡分期|免息"),
     "interest": ("interest|rate*|handling fee*|service fee*", "利息|费率|手续费|免息"),
     "member": ("member*|loyalty|tier*|vip|gold|silver|platinum|diamond|level*", "会员|金卡|银卡|白金|钻石|等级|黑卡"),
+    "gold_tier": ("gold", "金卡|黄金会员"),
+    "silver_tier": ("silver", "银卡|白银会员"),
     "upgrade": ("upgrad*|become|qualif*|reach|threshold", "升级|成为|达到|升到|门槛"),
     "points": ("point*|reward*", "积分|积分抵|兑换"),
     "trade_in": (

@@ -80,4 +80,5 @@ def _to_chunk(hit: ScoredChunk) -> Chunk:
         token_count=int(p.get("token_count", 0)),
         section=str(p.get("section", "")),
         lang=str(p.get("lang", "")),
+        index=int(p.get("chunk_index", 0)),
     )
