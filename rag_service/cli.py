@@ -39,14 +39,19 @@ def serve(
 ) -> None:
     import uvicorn
 
+    from rag_service.auth import open_bind_problem
     from rag_service.settings import Settings
 
     _use_config(config)
     settings = Settings()
+    bind = host or settings.server.host
+    if problem := open_bind_problem(settings, bind):
+        Console(stderr=True).print(f"rag-serve: {problem}", style="red", soft_wrap=True, markup=False, highlight=False)
+        raise typer.Exit(2)
     uvicorn.run(
         "rag_service.api:create_app",
         factory=True,
-        host=host or settings.server.host,
+        host=bind,
         port=port or settings.server.port,
         workers=workers,
         log_level="info",
