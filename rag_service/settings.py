@@ -245,7 +245,8 @@ class RateLimitSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     # One API key (a frontend serving many users holds one). Open mode: the ceiling for all callers together.
-    per_key: str = "200/second"
+    # 100/s sustained, and a minute's worth in a burst: 100 sessions opening at once are well inside.
+    per_key: str = "6000/minute"
     # One session; a person types far slower, a frontend replaying a conversation stays well inside.
     per_session: str = "60/minute"
     # One end-user address, taken from X-Forwarded-For only when the peer is in `server.trusted_proxies`.
