@@ -63,6 +63,10 @@ class Backend(Protocol):
 
     def documents(self) -> dict[str, dict[str, Any]]: ...
 
+    def tenant(self) -> str:
+        """The tenant the documents go to (raises BackendError when it is not the one asked for)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -101,6 +105,9 @@ class LocalBackend:
 
     def documents(self) -> dict[str, dict[str, Any]]:
         return self._index.documents(self._tenant)
+
+    def tenant(self) -> str:
+        return self._tenant
 
     def close(self) -> None:
         self._index.close()
@@ -439,6 +446,7 @@ def run(
 def _run(
     backend: Backend, paths: Sequence[Path], *, delete: bool, stats: bool, extensions: list[str], out: Console
 ) -> bool:
+    backend.tenant()  # a server filing this key's documents under another tenant stops the run here
     ok = True
     if paths and delete:
         ok = _delete_all(backend, paths, extensions, out)
