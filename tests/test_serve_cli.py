@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import uvicorn
 
+from rag_service.api import create_app
 from rag_service.auth import hash_key, open_bind_problem
+from rag_service.cli import _chat
 from rag_service.settings import Settings
+from tests.conftest import AppClient
 
 SUBPROCESS_TIMEOUT_S = 120
 
@@ -58,3 +64,22 @@ def test_rag_serve_on_every_interface_without_keys_exits_without_binding(tmp_pat
     # It stopped before the app was built (which makes the index folder) and before uvicorn started.
     assert not (tmp_path / "qdrant").exists()
     assert "Uvicorn running" not in result.stderr + result.stdout
+
+
+async def test_rag_chat_sends_its_api_key(app_factory: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """`rag-chat --server URL --api-key KEY` against a server with keys; without the key it says why."""
+    app: AppClient = await app_factory(auth={"tenants": {"shop": [hash_key("chat-key")]}})
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(services=app.services), port=port, log_level="warning"))
+    serving = asyncio.create_task(server.serve())
+    try:
+        while not server.started:
+            await asyncio.sleep(0.01)
+        url = f"http://127.0.0.1:{port}"
+        assert await _chat(url, ["退货政策是什么？"], False, "chat-key") == 0
+        assert "answer (extractive)" in capsys.readouterr().out
+        assert await _chat(url, ["退货政策是什么？"], False) == 1
+        assert "error 401: missing API key" in capsys.readouterr().out
+    finally:
+        server.should_exit = True
+        await serving
