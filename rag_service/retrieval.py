@@ -20,7 +20,7 @@ class Retriever:
     settings: RetrievalSettings
 
     def search(self, query: str, limit: int | None = None, *, tenant: str | None = None) -> list[Chunk]:
-        """Candidates for `query` from `tenant`'s documents (None: every tenant's, for offline tools)."""
+        """Candidates for `query` from `tenant`'s documents (None: the default tenant's)."""
         dense = self.embedder.embed_query(query)
         sparse = query_vector(query) if self.settings.mode == "hybrid" else None
         hits = self.index.search(dense, sparse, limit or self.settings.candidates, self.settings.rrf_k, tenant=tenant)
