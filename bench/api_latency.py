@@ -149,7 +149,6 @@ def main() -> None:
         RAG_QDRANT__PATH=str(tmp / "qdrant"),
         RAG_DATABASE__URL=args.database or f"sqlite+aiosqlite:///{tmp}/archive.db",
         RAG_TOKENS__CACHE_DIR=str(tmp / "tiktoken"),
-        RAG_AUTH__RATE_PER_S="0",
         RAG_OBSERVABILITY__LOG_LEVEL="WARNING",
     )
     if args.redis:

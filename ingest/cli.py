@@ -4,8 +4,10 @@
     rag-ingest --delete PATH...   remove those documents
     rag-ingest --stats            documents and chunks in the index
 
-Qdrant's local mode lets one process open its folder at a time. When a running rag-serve holds it, the
-files go to that server's HTTP API instead (`--server`, default: the configured host and port).
+Documents belong to a tenant (`--tenant`, default: the default tenant of open mode). Qdrant's local mode
+lets one process open its folder at a time. When a running rag-serve holds it, the files go to that
+server's HTTP API instead (`--server`, default: the configured host and port); the server then puts them
+in the tenant of the API key sent (`--api-key` or RAG_API_KEY, an admin key when the server has keys).
 Exit status: 0 success, 1 some file failed or a document to delete was not found, 2 nothing could run.
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 import logging
 import mimetypes
 import os
+import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,8 +34,9 @@ from rich.table import Table
 
 from ingest.loaders import LoadError, check_file, supported_extensions
 from ingest.pipeline import IngestReport, delete_document, doc_id_for, ingest_file, iter_files, source_for
+from rag_service.domain import DEFAULT_TENANT
 from rag_service.embedding import make_embedder
-from rag_service.settings import Settings
+from rag_service.settings import TENANT_NAME, Settings
 from rag_service.tokens import make_counter
 from rag_service.vectorstore import IndexBusyError, IndexSchemaError, VectorIndex, open_client
 
@@ -59,6 +63,10 @@ class Backend(Protocol):
 
     def documents(self) -> dict[str, dict[str, Any]]: ...
 
+    def tenant(self) -> str:
+        """The tenant the documents go to (raises BackendError when it is not the one asked for)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -75,7 +83,7 @@ class _Outcome:
 class LocalBackend:
     """Works on the Qdrant index directly; settings, embedder, counter and index are built once."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, tenant: str = DEFAULT_TENANT) -> None:
         client = open_client(settings.qdrant)  # raises IndexBusyError before any model is loaded
         try:
             self._embedder = make_embedder(settings.embedding)
@@ -84,35 +92,59 @@ class LocalBackend:
         except BaseException:
             client.close()
             raise
-        self._settings = settings
+        self._settings, self._tenant = settings, tenant
 
     def ingest(self, path: Path, source: str, on_chunks: Callable[[int], None]) -> IngestReport:
         return ingest_file(
             path, index=self._index, embedder=self._embedder, counter=self._counter, settings=self._settings,
-            source=source, on_chunks=on_chunks,
+            source=source, tenant=self._tenant, on_chunks=on_chunks,
         )  # fmt: skip
 
     def delete(self, source: str) -> int | None:
-        return delete_document(self._index, doc_id_for(source))
+        return delete_document(self._index, doc_id_for(source, self._tenant), self._tenant)
 
     def documents(self) -> dict[str, dict[str, Any]]:
-        return self._index.documents()
+        return self._index.documents(self._tenant)
+
+    def tenant(self) -> str:
+        return self._tenant
 
     def close(self) -> None:
         self._index.close()
 
 
 class RemoteBackend:
-    """Sends files to a running rag-serve, which holds the index."""
+    """Sends files to a running rag-serve, which holds the index. The server decides the tenant (the one
+    of the API key); `tenant`, when given, must be that one."""
 
-    def __init__(self, base_url: str, settings: Settings) -> None:
+    def __init__(
+        self, base_url: str, settings: Settings, api_key: str | None = None, tenant: str | None = None
+    ) -> None:
         self._url = base_url.rstrip("/")
         self._settings = settings
+        self._expected_tenant = tenant
+        self._tenant: str | None = None
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         # The server embeds before it answers: a large upload may legitimately take minutes.
-        self._http = httpx.Client(timeout=httpx.Timeout(CONNECT_TIMEOUT_S, read=None, write=None))
+        self._http = httpx.Client(timeout=httpx.Timeout(CONNECT_TIMEOUT_S, read=None, write=None), headers=headers)
+
+    def tenant(self) -> str:
+        """The tenant the server files this key's documents under (asked once)."""
+        if self._tenant is None:
+            body = self._call("GET", "/v1/documents", "--tenant") or {}
+            # A server from before tenants has only the default one.
+            tenant = str(body.get("tenant", DEFAULT_TENANT))
+            if self._expected_tenant is not None and tenant != self._expected_tenant:
+                raise BackendError(
+                    f"--tenant {self._expected_tenant!r}: the server at {self._url} files this API key's "
+                    f"documents under tenant {tenant!r}; use that tenant's admin key"
+                )
+            self._tenant = tenant
+        return self._tenant
 
     def ingest(self, path: Path, source: str, on_chunks: Callable[[int], None]) -> IngestReport:
         check_file(path, self._settings.ingest, source)  # don't upload what the server must refuse
+        self.tenant()
         mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
         with path.open("rb") as fh:
             body = self._call("POST", "/v1/documents", source, files={"file": (path.name, fh, mime)},
@@ -122,13 +154,14 @@ class RemoteBackend:
         return report
 
     def delete(self, source: str) -> int | None:
-        body = self._call("DELETE", f"/v1/documents/{doc_id_for(source)}", source, missing_ok=True)
+        body = self._call("DELETE", f"/v1/documents/{doc_id_for(source, self.tenant())}", source, missing_ok=True)
         if body is None:
             return 0
         count = body.get("deleted", body.get("chunks"))
         return count if isinstance(count, int) else None
 
     def documents(self) -> dict[str, dict[str, Any]]:
+        self.tenant()
         body = self._call("GET", "/v1/documents", "--stats") or {}
         listed = body.get("documents")
         if not isinstance(listed, list):
@@ -222,14 +255,16 @@ def load_settings(config: Path | None) -> Settings:
         return Settings()
 
 
-def open_backend(settings: Settings, server: str | None, err: Console) -> Backend:
+def open_backend(
+    settings: Settings, server: str | None, err: Console, *, tenant: str | None = None, api_key: str | None = None
+) -> Backend:
     try:
-        return LocalBackend(settings)
+        return LocalBackend(settings, DEFAULT_TENANT if tenant is None else tenant)
     except IndexBusyError as busy:
         url = server or default_server(settings)
         if server_alive(url):
             err.print(f"The index is in use; sending the work to the server at {url}.", markup=False)
-            return RemoteBackend(url, settings)
+            return RemoteBackend(url, settings, api_key, tenant)
         err.print(f"{busy}\n(No server answered at {url}/healthz.)", markup=False, soft_wrap=True)
         raise typer.Exit(EXIT_UNUSABLE) from None
     except IndexSchemaError as exc:
@@ -368,6 +403,14 @@ def run(
     server: Annotated[
         str | None, typer.Option("--server", help="rag-serve URL to use when it holds the index.")
     ] = None,
+    tenant: Annotated[
+        str | None,
+        typer.Option("--tenant", help="The tenant the documents belong to (default: open mode's tenant)."),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option("--api-key", envvar="RAG_API_KEY", help="Key sent to the server (an admin key when it has keys)."),
+    ] = None,
 ) -> None:
     """Ingest PATH... (files, or directories searched recursively) into the knowledge-base index.
 
@@ -384,8 +427,11 @@ def run(
     except (OSError, ValidationError, ValueError, yaml.YAMLError) as exc:
         err.print(f"Configuration error: {exc}", markup=False, soft_wrap=True)
         raise typer.Exit(EXIT_UNUSABLE) from None
+    if tenant is not None and not re.fullmatch(TENANT_NAME, tenant):
+        err.print(f"--tenant {tenant!r}: a tenant name must match {TENANT_NAME}", markup=False)
+        raise typer.Exit(EXIT_UNUSABLE)
     extensions = supported_extensions(settings.ingest)
-    backend = open_backend(settings, server, err)
+    backend = open_backend(settings, server, err, tenant=tenant, api_key=api_key)
     try:
         ok = _run(backend, paths or [], delete=delete, stats=stats, extensions=extensions, out=out)
     except BackendError as exc:
@@ -400,6 +446,7 @@ def run(
 def _run(
     backend: Backend, paths: Sequence[Path], *, delete: bool, stats: bool, extensions: list[str], out: Console
 ) -> bool:
+    backend.tenant()  # a server filing this key's documents under another tenant stops the run here
     ok = True
     if paths and delete:
         ok = _delete_all(backend, paths, extensions, out)

@@ -3,6 +3,10 @@
 A point's id derives from the content it holds, so re-ingesting an unchanged file finds every id
 already stored and does no work; a changed file adds its new points first and removes the stale ones
 after, so readers never see the document without chunks.
+
+Documents belong to a tenant: its name is in every chunk's payload and in the document id, so the same
+`source` in two tenants is two documents. The default tenant's ids are those of the time before tenants,
+so a knowledge base ingested then is still up to date.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any, Protocol
 
 from ingest.chunker import chunk_text
 from ingest.loaders import LoadError, load_document
+from rag_service.domain import DEFAULT_TENANT
 from rag_service.embedding import Embedder, Vector
 from rag_service.facts import is_heading, language
 from rag_service.lexical import document_vector
@@ -48,13 +53,13 @@ __all__ = [
 class ChunkIndex(Protocol):
     """The part of `rag_service.vectorstore.VectorIndex` that ingestion uses."""
 
-    def upsert(self, points: Sequence[ChunkPoint]) -> None: ...
+    def upsert(self, points: Sequence[ChunkPoint], tenant: str | None = None) -> None: ...
 
-    def doc_point_ids(self, doc_id: str) -> set[str]: ...
+    def doc_point_ids(self, doc_id: str, tenant: str | None = None) -> set[str]: ...
 
-    def delete_ids(self, ids: Iterable[str]) -> None: ...
+    def delete_ids(self, ids: Iterable[str], tenant: str | None = None) -> None: ...
 
-    def delete_doc(self, doc_id: str) -> int: ...
+    def delete_doc(self, doc_id: str, tenant: str | None = None) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -89,8 +94,9 @@ def source_for(path: Path) -> str:
     return absolute.as_posix()
 
 
-def doc_id_for(source: str) -> str:
-    return str(uuid.uuid5(ID_NAMESPACE, source))
+def doc_id_for(source: str, tenant: str = DEFAULT_TENANT) -> str:
+    name = source if tenant == DEFAULT_TENANT else json.dumps([tenant, source], ensure_ascii=False)
+    return str(uuid.uuid5(ID_NAMESPACE, name))
 
 
 def point_id(
@@ -139,19 +145,20 @@ def ingest_file(
     counter: TokenCounter,
     settings: Settings,
     source: str | None = None,
+    tenant: str = DEFAULT_TENANT,
     on_chunks: Callable[[int], None] | None = None,
 ) -> IngestReport:
-    """Bring the index's copy of `path` up to date; `on_chunks(n)` reports n more chunks processed.
+    """Bring `tenant`'s copy of `path` in the index up to date; `on_chunks(n)` reports n more chunks processed.
 
     Raises `LoadError` for a file that cannot be read; the document's stored chunks are then left as
     they were (points added before a late read error are removed again).
     """
     source = source or source_for(path)
-    doc_id = doc_id_for(source)
+    doc_id = doc_id_for(source, tenant)
     doc = load_document(path, settings.ingest, name=source)
-    existing = index.doc_point_ids(doc_id)
+    existing = index.doc_point_ids(doc_id, tenant)
     chunks = _chunks(doc_id, doc.title, doc.blocks, counter, settings, embedder.name)
-    writer = _Writer(index, embedder, counter, settings, source=source, doc_id=doc_id, title=doc.title)
+    writer = _Writer(index, embedder, counter, settings, tenant=tenant, source=source, doc_id=doc_id, title=doc.title)
     seen: set[str] = set()
     try:
         for batch in _batches(chunks, settings.ingest.upsert_batch):
@@ -160,13 +167,13 @@ def ingest_file(
             if on_chunks is not None:
                 on_chunks(len(batch))
     except BaseException:
-        index.delete_ids(writer.written)
+        index.delete_ids(writer.written, tenant)
         raise
     if not seen:
         # Only invisible characters (zero-width spaces, control codes): as good as an empty file.
         raise LoadError(f"{source}: no text to index")
     stale = existing - seen
-    index.delete_ids(stale)
+    index.delete_ids(stale, tenant)
     upserted = len(writer.written)
     return IngestReport(
         source=source,
@@ -179,9 +186,10 @@ def ingest_file(
     )
 
 
-def delete_document(index: ChunkIndex, doc_id: str) -> int:
-    """Remove every chunk of a document; the number removed (0: it was not in the index)."""
-    return index.delete_doc(doc_id)
+def delete_document(index: ChunkIndex, doc_id: str, tenant: str | None = None) -> int:
+    """Remove every chunk of a document (only if it is `tenant`'s, when given); the number removed
+    (0: it was not in the index)."""
+    return index.delete_doc(doc_id, tenant)
 
 
 def iter_files(paths: Iterable[Path], extensions: Iterable[str]) -> Iterator[Path]:
@@ -244,12 +252,13 @@ class _Writer:
         counter: TokenCounter,
         settings: Settings,
         *,
+        tenant: str,
         source: str,
         doc_id: str,
         title: str,
     ) -> None:
         self._index, self._embedder, self._counter, self._settings = index, embedder, counter, settings
-        self._source, self._doc_id, self._title = source, doc_id, title
+        self._tenant, self._source, self._doc_id, self._title = tenant, source, doc_id, title
         self.written: list[str] = []
 
     def write(self, chunks: Sequence[_Chunk]) -> None:
@@ -272,7 +281,7 @@ class _Writer:
         # Recorded before the call: a failed upsert may still have stored some of the points, and
         # deleting an id that was never stored is harmless.
         self.written.extend(p.id for p in points)
-        self._index.upsert(points)
+        self._index.upsert(points, self._tenant)
 
     def _embed(self, texts: Sequence[str]) -> list[Vector]:
         size = self._settings.embedding.batch_size
@@ -283,6 +292,7 @@ class _Writer:
 
     def _payload(self, chunk: _Chunk) -> dict[str, Any]:
         return {
+            "tenant": self._tenant,
             "doc_id": self._doc_id,
             "source": self._source,
             "title": self._title,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import tempfile
 import time
 import uuid
@@ -29,7 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ingest.loaders import LoadError
 from ingest.pipeline import delete_document, ingest_file
 from rag_service import logs
-from rag_service.auth import Principal, RateLimited, Unauthorized
+from rag_service.auth import Forbidden, Permission, Principal, RateLimited, Role, Unauthorized, is_loopback
 from rag_service.domain import SessionMeta
 from rag_service.llm import UpstreamError
 from rag_service.openai_compat import CHAT_COMPLETIONS_PATH, build_router, error_object
@@ -91,17 +92,39 @@ async def get_counter(services: Annotated[Services, Depends(get_services)]) -> T
 
 
 async def get_principal(
-    services: Annotated[Services, Depends(get_services)], authorization: Annotated[str | None, Header()] = None
+    request: Request,
+    services: Annotated[Services, Depends(get_services)],
+    authorization: Annotated[str | None, Header()] = None,
 ) -> Principal:
-    """Who is calling (tenant), and whether their key still has budget in the rate limit."""
+    """Who is calling (tenant and role), and whether their key, session and address still have budget."""
     principal = services.api_keys.authenticate(authorization)
-    services.rate_limiter.check(principal.key_id)
+    peer = request.client.host if request.client else None
+    open_to_peer = principal.role is not Role.OPEN or services.settings.auth.allow_open
+    # rag-serve already refuses to listen beyond loopback without keys; this holds however the app is served.
+    if not open_to_peer and peer is not None and not is_loopback(peer):
+        raise Forbidden("the API is open (no keys configured) and serves loopback clients only")
+    limiter = services.rate_limiter
+    if limiter.enabled:
+        session_id = request.path_params.get("session_id") or request.headers.get("x-session-id")
+        address = limiter.client_address(peer, request.headers.get("x-forwarded-for"))
+        await limiter.check(principal, session_id, address)
     return principal
+
+
+def requires(permission: Permission) -> Callable[[Principal], Awaitable[Principal]]:
+    """A dependency: the caller, if their role grants `permission` (else 403)."""
+
+    async def dependency(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
+        return principal.require(permission)
+
+    return dependency
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]
 PipelineDep = Annotated[ChatPipeline, Depends(get_pipeline)]
-PrincipalDep = Annotated[Principal, Depends(get_principal)]
+ChatterDep = Annotated[Principal, Depends(requires(Permission.CHAT))]
+LibrarianDep = Annotated[Principal, Depends(requires(Permission.DOCUMENTS))]
+AdminDep = Annotated[Principal, Depends(requires(Permission.USERS))]
 
 
 def _owned(principal: Principal, session_id: str) -> str:
@@ -134,7 +157,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     _install_error_handlers(app)
     app.add_middleware(RequestContext)
     _add_routes(app)
-    app.include_router(build_router(get_pipeline, get_counter, _openai_validate, get_principal))
+    app.include_router(build_router(get_pipeline, get_counter, _openai_validate, requires(Permission.CHAT)))
     return app
 
 
@@ -208,11 +231,14 @@ def _install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(QuestionTooLong, handler(422, ""))
     app.add_exception_handler(UpstreamError, handler(502, ""))
     app.add_exception_handler(LoadError, handler(422, ""))
-    app.add_exception_handler(Unauthorized, handler(401, ""))
+    app.add_exception_handler(Forbidden, handler(403, ""))
+
+    async def unauthorized(request: Request, exc: Exception) -> JSONResponse:
+        return error_response(request, 401, str(exc), {"WWW-Authenticate": "Bearer"})
 
     async def rate_limited(request: Request, exc: Exception) -> JSONResponse:
         retry = exc.retry_after_s if isinstance(exc, RateLimited) else 1.0
-        return error_response(request, 429, str(exc), {"Retry-After": str(max(1, round(retry)))})
+        return error_response(request, 429, str(exc), {"Retry-After": str(max(1, math.ceil(retry)))})
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
@@ -225,6 +251,7 @@ def _install_error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, RequestValidationError)
         return error_response(request, 422, jsonable_encoder(exc.errors()))
 
+    app.add_exception_handler(Unauthorized, unauthorized)
     app.add_exception_handler(RateLimited, rate_limited)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid)
@@ -283,7 +310,7 @@ def _add_routes(app: FastAPI) -> None:
 
     @app.post("/v1/sessions", status_code=201)
     async def create_session(
-        services: ServicesDep, principal: PrincipalDep, body: CreateSession | None = None
+        services: ServicesDep, principal: ChatterDep, body: CreateSession | None = None
     ) -> dict[str, str]:
         user = body.user if body else ""
         session_id = new_session_id(services.settings.session.id_random_bytes, tenant=principal.tenant, user=user)
@@ -292,7 +319,7 @@ def _add_routes(app: FastAPI) -> None:
         return {"session_id": session_id}
 
     @app.get("/v1/sessions/{session_id}/messages")
-    async def list_messages(session_id: str, services: ServicesDep, principal: PrincipalDep) -> dict[str, Any]:
+    async def list_messages(session_id: str, services: ServicesDep, principal: ChatterDep) -> dict[str, Any]:
         messages = await services.store.messages(_owned(principal, session_id))
         return {
             "session_id": session_id,
@@ -303,14 +330,14 @@ def _add_routes(app: FastAPI) -> None:
 
     @app.delete("/v1/sessions/{session_id}", status_code=204)
     async def delete_session(
-        session_id: str, services: ServicesDep, pipeline: PipelineDep, principal: PrincipalDep
+        session_id: str, services: ServicesDep, pipeline: PipelineDep, principal: ChatterDep
     ) -> None:
         """Ends the session: durable facts about its user are learnt, then it is removed from every store."""
         if not await pipeline.end_session(_owned(principal, session_id), tenant=principal.tenant):
             raise SessionNotFound(session_id)
 
     @app.get("/v1/users/{user_id}/memories")
-    async def user_memories(user_id: str, pipeline: PipelineDep, principal: PrincipalDep) -> dict[str, Any]:
+    async def user_memories(user_id: str, pipeline: PipelineDep, principal: AdminDep) -> dict[str, Any]:
         um = _user_memory(pipeline)
         facts = await um.store.list_memories(UserMemory.key(principal.tenant, user_id))
         return {
@@ -322,7 +349,7 @@ def _add_routes(app: FastAPI) -> None:
         }
 
     @app.delete("/v1/users/{user_id}/memories")
-    async def forget_user(user_id: str, pipeline: PipelineDep, principal: PrincipalDep) -> dict[str, Any]:
+    async def forget_user(user_id: str, pipeline: PipelineDep, principal: AdminDep) -> dict[str, Any]:
         um = _user_memory(pipeline)
         key = UserMemory.key(principal.tenant, user_id)
         deleted = await cast(Any, um.store).delete_memories(key)
@@ -331,7 +358,7 @@ def _add_routes(app: FastAPI) -> None:
 
     @app.post("/v1/sessions/{session_id}/chat", response_model=ChatResponse)
     async def chat(
-        session_id: str, body: ChatRequest, services: ServicesDep, pipeline: PipelineDep, principal: PrincipalDep
+        session_id: str, body: ChatRequest, services: ServicesDep, pipeline: PipelineDep, principal: ChatterDep
     ) -> Any:
         question = _validate_question(services.settings, body.question)
         _owned(principal, session_id)
@@ -345,7 +372,7 @@ def _add_routes(app: FastAPI) -> None:
     async def upload_document(
         request: Request,
         services: ServicesDep,
-        principal: PrincipalDep,
+        principal: LibrarianDep,
         file: Annotated[UploadFile, File(description="A .txt, .md, .html or .pdf document")],
         source: Annotated[str | None, Form(max_length=1024)] = None,
     ) -> dict[str, Any]:
@@ -371,7 +398,7 @@ def _add_routes(app: FastAPI) -> None:
                     out.write(block)
             doc_source = source or f"uploads/{name}"
             # Two uploads of one document at once would each delete the other's fresh chunks.
-            async with request.app.state.doc_locks[doc_source]:
+            async with request.app.state.doc_locks[(principal.tenant, doc_source)]:
                 report = await asyncio.to_thread(
                     ingest_file,
                     path,
@@ -380,8 +407,10 @@ def _add_routes(app: FastAPI) -> None:
                     counter=services.counter,
                     settings=services.settings,
                     source=doc_source,
+                    tenant=principal.tenant,
                 )
         return {
+            "tenant": principal.tenant,
             "doc_id": report.doc_id,
             "source": report.source,
             "title": report.title,
@@ -392,13 +421,16 @@ def _add_routes(app: FastAPI) -> None:
         }
 
     @app.get("/v1/documents")
-    async def list_documents(services: ServicesDep, principal: PrincipalDep) -> dict[str, Any]:
-        docs = await asyncio.to_thread(services.index.documents)
-        return {"documents": [{"doc_id": k, **v} for k, v in sorted(docs.items(), key=lambda kv: str(kv[1]["source"]))]}
+    async def list_documents(services: ServicesDep, principal: LibrarianDep) -> dict[str, Any]:
+        """The caller's tenant's documents."""
+        docs = await asyncio.to_thread(services.index.documents, principal.tenant)
+        ordered = sorted(docs.items(), key=lambda kv: str(kv[1]["source"]))
+        return {"tenant": principal.tenant, "documents": [{"doc_id": k, **v} for k, v in ordered]}
 
     @app.delete("/v1/documents/{doc_id}")
-    async def remove_document(doc_id: str, services: ServicesDep, principal: PrincipalDep) -> dict[str, Any]:
-        removed = await asyncio.to_thread(delete_document, services.index, doc_id)
+    async def remove_document(doc_id: str, services: ServicesDep, principal: LibrarianDep) -> dict[str, Any]:
+        """Removes one of the caller's tenant's documents; another tenant's is unknown here (404)."""
+        removed = await asyncio.to_thread(delete_document, services.index, doc_id, principal.tenant)
         if not removed:
             raise HTTPException(404, f"no document with id {doc_id}")
         return {"doc_id": doc_id, "deleted": removed}

@@ -39,14 +39,19 @@ def serve(
 ) -> None:
     import uvicorn
 
+    from rag_service.auth import open_bind_problem
     from rag_service.settings import Settings
 
     _use_config(config)
     settings = Settings()
+    bind = host or settings.server.host
+    if problem := open_bind_problem(settings, bind):
+        Console(stderr=True).print(f"rag-serve: {problem}", style="red", soft_wrap=True, markup=False, highlight=False)
+        raise typer.Exit(2)
     uvicorn.run(
         "rag_service.api:create_app",
         factory=True,
-        host=host or settings.server.host,
+        host=bind,
         port=port or settings.server.port,
         workers=workers,
         log_level="info",
@@ -59,9 +64,10 @@ chat_app = typer.Typer(add_completion=False, help="Chat with the knowledge base 
 
 
 @asynccontextmanager
-async def _client(server: str | None) -> AsyncIterator[httpx.AsyncClient]:
+async def _client(server: str | None, api_key: str | None = None) -> AsyncIterator[httpx.AsyncClient]:
     if server:
-        async with httpx.AsyncClient(base_url=server, timeout=120) as client:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        async with httpx.AsyncClient(base_url=server, timeout=120, headers=headers) as client:
             yield client
         return
     from rag_service.api import create_app
@@ -91,10 +97,12 @@ def _show(turn: dict[str, Any], verbose: bool) -> None:
         console.print_json(json.dumps(r, ensure_ascii=False))
 
 
-async def _chat(server: str | None, questions: list[str], verbose: bool) -> int:
-    async with _client(server) as client:
+async def _chat(server: str | None, questions: list[str], verbose: bool, api_key: str | None = None) -> int:
+    async with _client(server, api_key) as client:
         resp = await client.post("/v1/sessions")
-        resp.raise_for_status()
+        if resp.status_code >= 400:
+            console.print(f"[red]error {resp.status_code}: {resp.json().get('detail')}[/red]")
+            return 1
         session = resp.json()["session_id"]
         interactive = not questions
         while True:
@@ -127,9 +135,12 @@ def chat(
     server: Annotated[str | None, typer.Option(help="URL of a running rag-serve; default: in-process")] = None,
     config: Annotated[Path | None, typer.Option(help="YAML settings file (same as RAG_CONFIG)")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print the full budget receipt")] = False,
+    api_key: Annotated[
+        str | None, typer.Option("--api-key", envvar="RAG_API_KEY", help="API key for a --server that has keys")
+    ] = None,
 ) -> None:
     _use_config(config)
-    raise typer.Exit(asyncio.run(_chat(server, list(question or []), verbose)))
+    raise typer.Exit(asyncio.run(_chat(server, list(question or []), verbose, api_key)))
 
 
 def serve_main() -> None:

