@@ -328,9 +328,40 @@ def _key_figures(q: Question, picked: list[Candidate]) -> list[str]:
     return out[:6]
 
 
-def _cite(c: Candidate, lang: str) -> str:
+_CLAUSE = re.compile(r"(?<=[，,；;])")
+_TIERS = frozenset({"gold_tier", "silver_tier"})
+
+
+def trim_clauses(q: Question, text: str) -> str:
+    """The clauses of a sentence that concern the tier, size, place or membership level asked about:
+    "13 英寸屏幕更换价格为 4299 元，15 英寸屏幕更换价格为 4999 元。" for "15 寸换屏" is its second clause.
+    Clauses that name none of those kinds stay (they carry the shared context)."""
+    wanted = dict(q.attrs)
+    if q.ideas & _TIERS:
+        wanted["tier"] = set(q.ideas & _TIERS)
+    if not wanted:
+        return text
+    clauses = [c for c in _CLAUSE.split(text) if c.strip()]
+    if len(clauses) < 2:
+        return text
+    kept: list[str] = []
+    for clause in clauses:
+        named = attributes(clause)
+        tiers = concepts(clause) & _TIERS
+        if tiers:
+            named["tier"] = set(tiers)
+        if any(kind in named and not named[kind] & values_ for kind, values_ in wanted.items()):
+            continue  # another tier, size or place than the one asked about
+        kept.append(clause)
+    if not kept or len(kept) == len(clauses):
+        return text
+    out = "".join(kept).rstrip("，,；; ")
+    return out if re.search(r"[。.!?！？]$", out) else out + ("。" if language(out) == "zh" else ".")
+
+
+def _cite(c: Candidate, lang: str, text: str) -> str:
     title = c.chunk.title.split(" - ")[0].strip() or c.chunk.source
-    return f"- {c.text}（{title}）" if lang == "zh" else f"- {c.text} ({title})"
+    return f"- {text}（{title}）" if lang == "zh" else f"- {text} ({title})"
 
 
 class ExtractiveGenerator:
@@ -366,5 +397,5 @@ class ExtractiveGenerator:
         key = _key_figures(q, picked)
         if key:
             lines.append(figures + "; ".join(key))
-        lines.extend(_cite(c, lang) for c in picked)
+        lines.extend(_cite(c, lang, trim_clauses(q, c.text)) for c in picked)
         return "\n".join(lines)

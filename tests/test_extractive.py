@@ -208,3 +208,16 @@ def test_recall_finds_the_line_about_what_is_asked_even_across_languages() -> No
         ("And points for gold members?", "- 金卡会员每消费 1 元获得 2 积分。"),
     )
     assert "8000" in (recall_answer("What did you say the gold threshold was again?", tiers, "en") or "")
+
+
+async def test_a_sentence_listing_several_tiers_is_cut_to_the_one_asked_about() -> None:
+    sizes = chunk(
+        "screen", "Zeta Book 商品详情", "维修\n13 英寸屏幕更换价格为 1299 元，15 英寸屏幕更换价格为 1599 元。", 0.9
+    )
+    text = await answer("Zeta Book 15 寸换屏多少钱", chunks=[sizes])
+    assert "1599" in text and "1299" not in text
+    tiers = chunk(
+        "points", "Member rules", "积分\n每消费 1 元得 1 积分，银卡会员按 1.2 倍计算，金卡会员按 1.5 倍计算。", 0.9
+    )
+    text = await answer("How many points does a gold member get?", chunks=[tiers])
+    assert "1.5" in text and "1.2" not in text
