@@ -370,7 +370,7 @@ class ChatPipeline:
         try:
             timeout = cfg.summary_endpoint().timeout_s
             text = await asyncio.wait_for(s.summarizer.summarize(previous, plan.rounds), timeout)
-            text = pin_facts(text, plan.rounds, previous)
+            text = pin_facts(text, plan.rounds, previous, cfg.memory.pinned_facts_max)
             update = SummaryUpdate(
                 expected_summarized=plan.start,
                 summary=text,
