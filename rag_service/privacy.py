@@ -59,11 +59,11 @@ DEFAULT_KEEP_PATTERNS: list[str] = [
 ]
 
 # An order number: the identifier right after the word for it, with at most a few connecting characters
-# ("订单号是 3187…", "订单号码为：3187…", "order no. 3187…", "Order #3187…"). Only the identifier is kept,
-# not the rest of the sentence.
+# ("订单号是 3187…", "订单号码为：3187…", "order no. 3187…", "Order #3187…"): at least 6 characters, a
+# digit among them. Only the identifier is kept, not the rest of the sentence.
 ORDER_CONTEXT = re.compile(
-    r"(?:订单(?:编号|号码|号)?|单号|(?<![A-Za-z])order(?:\s*(?:no\.?|number|num\.?|id|#))?)"
-    r"[\s:：#＃=是为]{0,4}(?P<value>[0-9A-Za-z](?:[0-9A-Za-z-]*[0-9A-Za-z])?)" + _E,
+    r"(?P<label>订单(?:编号|号码|号)?|单号|(?<![A-Za-z])order(?:\s*(?:no\.?|number|num\.?|id|#))?)"
+    r"[\s:：#＃=是为]{0,4}(?P<value>(?=[0-9A-Za-z-]*\d)[0-9A-Za-z][0-9A-Za-z-]{4,}[0-9A-Za-z])" + _E,
     re.IGNORECASE,
 )
 

@@ -1,7 +1,10 @@
 """Compressing older rounds into the running summary.
 
 Whatever the summarizer writes, the order numbers, amounts, dates and identifiers of the folded rounds
-survive: those missing from its text are appended as one pinned-facts line. The line is bounded
+survive: those missing from its text are appended as one pinned-facts line. An order number counts as
+kept only where the summary still calls it one, and is pinned with its label ("订单号 3187…"): the
+summary is PII-masked before it is stored, and a bare 16-19 digit run that passes the Luhn check would
+be masked as a bank card (rag_service.privacy keeps a number only in its order context). The line is bounded
 (`memory.pinned_facts_max` facts, the most recently mentioned kept; a fact over MAX_FACT_CHARS is not a
 fact but a blob): otherwise it grows with every compression until the summary no longer fits the budget
 and is dropped whole. What leaves the line is still in the archived messages, which keep every message.
@@ -15,6 +18,7 @@ from typing import Protocol
 
 from rag_service.domain import Round
 from rag_service.llm import ChatClient
+from rag_service.privacy import ORDER_CONTEXT
 from rag_service.settings import MemorySettings
 from rag_service.tokens import TokenCounter
 
@@ -56,14 +60,16 @@ def key_facts(text: str, *, by_recency: bool = False) -> list[str]:
     mention: in order of first appearance, or with `by_recency` of last appearance."""
     spelling: dict[str, str] = {}
     position: dict[str, int] = {}
-    for m in _FACTS.finditer(text):
-        fact = m.group().strip()
+    found = [(m.start(), m.group().strip()) for m in _FACTS.finditer(text)]
+    # Whatever the conversation calls an order number is one, even when no other pattern takes it.
+    found += [(m.start("value"), m.group("value")) for m in ORDER_CONTEXT.finditer(text)]
+    for start, fact in sorted(found):
         if len(fact) > MAX_FACT_CHARS:
             continue
         key = _norm(fact)
         spelling.setdefault(key, fact)
         if by_recency or key not in position:
-            position[key] = m.start()
+            position[key] = start
     return [spelling[key] for key in sorted(position, key=position.__getitem__)]
 
 
@@ -73,10 +79,19 @@ def pin_facts(summary: str, rounds: Sequence[Round], previous_summary: str, limi
     is replaced, so there is one line and the limit holds for it."""
     body = "\n".join(line for line in summary.splitlines() if not line.startswith(PINNED_HEADER)).rstrip()
     source = previous_summary + "\n" + "\n".join(f"{r.user.content}\n{r.assistant.content}" for r in rounds)
+    labels = {_norm(m.group("value")): m.group("label") for m in ORDER_CONTEXT.finditer(source)}
     normalized = _norm(body)
-    missing = [f for f in key_facts(source, by_recency=True) if _norm(f) not in normalized]
+    kept_orders = {_norm(m.group("value")) for m in ORDER_CONTEXT.finditer(body)}
+    missing: list[str] = []
+    for fact in key_facts(source, by_recency=True):
+        key = _norm(fact)
+        if key in labels:
+            if key not in kept_orders:
+                missing.append(f"{labels[key]} {fact}")
+        elif key not in normalized:
+            missing.append(fact)
     if limit is not None:
-        missing = missing[len(missing) - limit :] if limit > 0 else []
+        missing = missing[-limit:] if limit > 0 else []
     lines = [body] if body else []
     if missing:
         lines.append(f"{PINNED_HEADER} {'; '.join(missing)}")
