@@ -1,9 +1,9 @@
 """Output filter: the system prompt is never echoed back to the user.
 
 A leak is any run of `window` characters of the system prompt appearing in the answer, compared on
-folded text: Unicode NFKC (full-width letters are letters), case-folded, and only letters and digits
-kept, so spacing the prompt out, changing its punctuation, wrapping it in markdown or inserting
-zero-width characters does not hide it. Any `window` consecutive characters count, so a partial leak is
+folded text: HTML entities decoded, Unicode NFKC (full-width letters are letters), case-folded, and only
+letters and digits kept, so spacing the prompt out, changing its punctuation, wrapping it in markdown or
+HTML, escaping it or inserting zero-width characters does not hide it. Any `window` consecutive characters count, so a partial leak is
 caught as soon as it is that long. Base64 in the answer is decoded and checked the same way.
 
 Not caught, by design: a paraphrase, a translation, or the prompt interleaved with other letters; those
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import html
 import re
 import unicodedata
 
@@ -30,15 +31,22 @@ _TAIL = re.compile(r"[A-Za-z0-9+/_=-]+\Z")
 _URLSAFE = str.maketrans("-_", "+/")
 
 
+# One character, or one HTML entity ("&lt;", "&#60;", "&#x3c;"), as a unit of folding.
+_UNIT = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});|.", re.S)
+# An entity that a later piece of a stream may still complete.
+_OPEN_ENTITY = re.compile(r"&#?[A-Za-z0-9]{0,32}\Z")
+
+
 def fold(text: str, offset: int = 0) -> tuple[str, list[int]]:
     """The folded text and, for each of its characters, the index in `text` (+ `offset`) it came from."""
     out: list[str] = []
     where: list[int] = []
-    for i, ch in enumerate(text):
-        for c in unicodedata.normalize("NFKC", ch).casefold():
+    for m in _UNIT.finditer(text):
+        unit = m.group()
+        for c in unicodedata.normalize("NFKC", html.unescape(unit) if len(unit) > 1 else unit).casefold():
             if c.isalnum():
                 out.append(c)
-                where.append(i + offset)
+                where.append(m.start() + offset)
     return "".join(out), where
 
 
@@ -90,15 +98,19 @@ class StreamGuard:
         self.leaked = False
         self._folded = ""
         self._where: list[int] = []
+        self._folded_upto = 0  # the raw text before this index is folded
         # Where the base64 scan resumes: the start of a run that may still be growing.
         self._b64_from = 0
 
     def feed(self, piece: str) -> str:
         if self.leaked:
             return ""
-        start = len(self.text)
         self.text += piece
-        folded, where = fold(piece, start)
+        upto = len(self.text)
+        if entity := _OPEN_ENTITY.search(self.text, self._folded_upto):
+            upto = entity.start()  # folded once it is complete (or clearly not an entity)
+        folded, where = fold(self.text[self._folded_upto : upto], self._folded_upto)
+        self._folded_upto = upto
         checked = len(self._folded)
         self._folded += folded
         self._where += where
@@ -108,7 +120,7 @@ class StreamGuard:
             return ""
         held = len(self._folded) - (self.guard.window - 1)
         safe_upto = self._where[held] if held > 0 else 0
-        safe_upto = max(self.emitted, min(safe_upto, self._b64_from))
+        safe_upto = max(self.emitted, min(safe_upto, self._b64_from, self._folded_upto))
         out = self.text[self.emitted : safe_upto]
         self.emitted = safe_upto
         return out
@@ -130,6 +142,10 @@ class StreamGuard:
     def finish(self) -> str:
         """The held-back rest, unless the answer leaked."""
         if self.leaked:
+            return ""
+        folded, _ = fold(self.text[self._folded_upto :])
+        if self.guard._folded_leaks(self._folded + folded, len(self._folded) - self.guard.window + 1):
+            self.leaked = True
             return ""
         if self._base64_leaks(final=True):
             self.leaked = True

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
@@ -22,7 +23,14 @@ from rag_service.guard import OutputGuard
 from rag_service.llm import Generator, UpstreamError
 from rag_service.memory import CompressionPlan, MemoryStrategy
 from rag_service.metrics import Metrics
-from rag_service.prompt import build_messages, chunk_wrapper, final_user_message, question_part, summary_message
+from rag_service.prompt import (
+    build_messages,
+    chunk_wrapper,
+    final_user_message,
+    question_part,
+    sendable_rounds,
+    summary_message,
+)
 from rag_service.retrieval import Retriever, fill_budget
 from rag_service.rewrite import Rewriter
 from rag_service.settings import Settings
@@ -201,6 +209,7 @@ class ChatPipeline:
             loaded, offset = list(history or ()), 0
             meta = SessionMeta(session_id or "", time.time(), message_count=len(loaded))
         view = s.memory.select(meta, loaded, offset)
+        view = dataclasses.replace(view, rounds=sendable_rounds(view.rounds, s.counter.count))
         profile, profile_tokens = "", 0
         if s.user_memory is not None and meta.user:
             profile, profile_tokens = await s.user_memory.profile(UserMemory.key(meta.tenant, meta.user))

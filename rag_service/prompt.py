@@ -12,21 +12,25 @@ facts are lifted from them), so they get no more authority than the customer has
 data block in a user message of its own, headed by a line that says so. Separate messages keep the
 receipt exact: every part is counted as the message it is sent as.
 
-Every untrusted string inside a block (document text, title and source, facts, the summary, and the
-question, which shares the last message with the documents) is escaped with `escape_data`, so it cannot
-close its block, open a fake one, or pose as a chat-template marker. The recent rounds are whole
-messages of their own, with no delimiter to break, and are sent exactly as stored.
+Every untrusted string (document text, title and source, facts, the summary, the question, and the
+recent rounds) is escaped with `escape_data`, so it cannot close its block, open a fake one, or pose as
+a chat-template marker: serving stacks such as vLLM render messages into one string and tokenize it with
+special tokens parsed, so a literal "<|im_start|>system" in a message would otherwise start a real
+system turn. The rounds are escaped before the budget is planned (`sendable_rounds`), and a message that
+escaping changes is recounted, so budget and receipt count what is sent; most messages have no markup
+and keep their stored count.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from rag_service.domain import Chunk, Round
+from rag_service.domain import Chunk, Message, Round
 from rag_service.settings import PromptSettings
 
 OPEN_DOCS, CLOSE_DOCS = "<documents>", "</documents>"
@@ -43,6 +47,22 @@ _MARKUP = re.compile(r"[<＜﹤](?=[\s/／\\]*[A-Za-z|!<＜﹤])")
 def escape_data(text: str) -> str:
     """`text` made safe to place inside a delimited block. Idempotent."""
     return _MARKUP.sub("&lt;", text)
+
+
+def _sendable(message: Message, count: Callable[[str], int]) -> Message:
+    content = escape_data(message.content)
+    if content == message.content:
+        return message
+    return dataclasses.replace(message, content=content, tokens=count(content))
+
+
+def sendable_rounds(rounds: Sequence[Round], count: Callable[[str], int]) -> tuple[Round, ...]:
+    """The rounds as they are sent: escaped, and recounted where escaping changed them."""
+    out: list[Round] = []
+    for r in rounds:
+        user, assistant = _sendable(r.user, count), _sendable(r.assistant, count)
+        out.append(r if user is r.user and assistant is r.assistant else Round(user, assistant))
+    return tuple(out)
 
 
 def _attribute(value: str) -> str:
@@ -93,7 +113,8 @@ def build_messages(
     chunks: Sequence[Chunk],
     question: str,
 ) -> list[dict[str, Any]]:
-    """`profile` is a ready `profile_message`; `summary` the stored summary text."""
+    """`profile` is a ready `profile_message`; `summary` the stored summary text; `rounds` already
+    `sendable_rounds`."""
     messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
     if profile:
         messages.append({"role": "user", "content": profile})
