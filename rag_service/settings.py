@@ -178,7 +178,8 @@ class PromptSettings(BaseModel):
     extractive_intro: str = "[extractive answer, no LLM configured] 知识库中最相关的原文："
     extractive_empty: str = "[extractive answer, no LLM configured] 知识库中没有找到相关内容，请联系人工客服。"
     extractive_sentences: int = 3
-    # Output filter: an answer holding this many consecutive characters of the system prompt is replaced.
+    # Output filter: an answer holding this many consecutive letters and digits of the system prompt
+    # (compared case-, width-, spacing- and punctuation-blind, base64 decoded) is replaced.
     leak_window_chars: int = 20
     leak_refusal: str = "抱歉，这个问题我无法回答。请问还有什么关于商品、订单或售后的问题吗？"
 

@@ -231,7 +231,9 @@ class Run:
         first = len(self.fake.requests)
         turn = await self.app.ask(sid, question)
         self.check_answer(turn["answer"])
-        parsed = parse_request(self.chat_requests(first)[-1], self.app)
+        request = self.chat_requests(first)[-1]
+        parsed = parse_request(request, self.app)
+        self.check_receipt(turn["receipt"], request["messages"], parsed)
         resp = await self.app.http.post(f"/v1/sessions/{sid}/chat", json={"question": question, "stream": True})
         assert resp.status_code == 200, resp.text
         events = sse_events(resp.text)
@@ -246,6 +248,21 @@ class Run:
         answers = [m["content"] for m in stored if m["role"] == "assistant"]
         assert [a for a in answers if shows_prompt(a, self.prompt)] == []
         return parsed
+
+    def check_receipt(self, r: dict[str, Any], messages: list[dict[str, Any]], parsed: Parsed) -> None:
+        """Escaped text is counted as sent: every part of the receipt is a recount of the request."""
+        overhead = self.app.services.settings.tokens.per_message_overhead
+
+        def count(m: dict[str, Any]) -> int:
+            return self.app.services.counter.count(m["content"]) + overhead
+
+        profile = count(messages[1]) if parsed.facts is not None else 0
+        summary = count(messages[2 if profile else 1]) if parsed.summary is not None else 0
+        assert r["system_tokens"] == count(messages[0]) + profile and r["profile_tokens"] == profile
+        assert r["summary_tokens"] == summary
+        assert r["history_tokens"] == sum(count(m) for m in parsed.history)
+        assert r["query_tokens"] + r["context_tokens"] == count(messages[-1])
+        assert r["total_prompt_tokens"] == sum(count(m) for m in messages)
 
     def chat_requests(self, since: int = 0) -> list[dict[str, Any]]:
         return [r for r in self.fake.requests[since:] if r["messages"][0]["content"] == self.prompt]
