@@ -1,26 +1,85 @@
 """Output filter: the system prompt is never echoed back to the user.
 
-A leak is any run of `window` characters of the system prompt (whitespace ignored) appearing in the
-answer. Streaming holds back the last `window - 1` characters until more text arrives, so not even a
-partial run reaches the client before a leak is detected.
+A leak is any run of `window` characters of the system prompt appearing in the answer, compared on
+folded text: HTML entities decoded, Unicode NFKC (full-width letters are letters), case-folded, and only
+letters and digits kept, so spacing the prompt out, changing its punctuation, wrapping it in markdown or
+HTML, escaping it or inserting zero-width characters does not hide it. Any `window` consecutive characters count, so a partial leak is
+caught as soon as it is that long. Base64 in the answer is decoded and checked the same way.
+
+Not caught, by design: a paraphrase, a translation, or the prompt interleaved with other letters; those
+need a model to judge, and the price of a looser match is refusing honest answers that happen to share a
+phrase with the prompt.
+
+Streaming holds back whatever a leak still in progress could need: the text from the last `window - 1`
+folded characters on, and a base64 run that has not ended yet. Nothing of a leak reaches the client
+before it is detected.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import html
 import re
+import unicodedata
 
-_SPACE = re.compile(r"\s+")
+# Base64 as a model writes it: one run, or lines of one wrapped run. At least 16 characters: shorter
+# runs cannot carry `window` characters of the prompt at any sensible window.
+_BASE64 = re.compile(r"[A-Za-z0-9+/_-]{16,}={0,2}(?:[ \t]*\r?\n[ \t]*[A-Za-z0-9+/_-]+={0,2})*")
+_LINE = re.compile(r"[A-Za-z0-9+/_-]+={0,2}")
+_TAIL = re.compile(r"[A-Za-z0-9+/_=-]+\Z")
+_URLSAFE = str.maketrans("-_", "+/")
+
+
+# One character, or one HTML entity ("&lt;", "&#60;", "&#x3c;"), as a unit of folding.
+_UNIT = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});|.", re.S)
+# An entity that a later piece of a stream may still complete.
+_OPEN_ENTITY = re.compile(r"&#?[A-Za-z0-9]{0,32}\Z")
+
+
+def fold(text: str, offset: int = 0) -> tuple[str, list[int]]:
+    """The folded text and, for each of its characters, the index in `text` (+ `offset`) it came from."""
+    out: list[str] = []
+    where: list[int] = []
+    for m in _UNIT.finditer(text):
+        unit = m.group()
+        for c in unicodedata.normalize("NFKC", html.unescape(unit) if len(unit) > 1 else unit).casefold():
+            if c.isalnum():
+                out.append(c)
+                where.append(m.start() + offset)
+    return "".join(out), where
+
+
+def _decode(run: str) -> str:
+    compact = "".join(run.split()).translate(_URLSAFE).rstrip("=")
+    if len(compact) % 4 == 1:
+        compact = compact[:-1]
+    try:
+        raw = base64.b64decode(compact + "=" * (-len(compact) % 4))
+    except (binascii.Error, ValueError):
+        return ""
+    return raw.decode("utf-8", errors="ignore")
 
 
 class OutputGuard:
     def __init__(self, system_prompt: str, window: int, refusal: str) -> None:
-        compact = _SPACE.sub("", system_prompt)
+        folded, _ = fold(system_prompt)
         self.window, self.refusal = window, refusal
-        self._shingles = {compact[i : i + window] for i in range(max(0, len(compact) - window + 1))}
+        self._shingles = {folded[i : i + window] for i in range(max(0, len(folded) - window + 1))}
+
+    def _folded_leaks(self, folded: str, start: int = 0) -> bool:
+        """Whether a shingle of `folded` starting at `start` or later is one of the prompt's."""
+        w = self.window
+        return any(folded[i : i + w] in self._shingles for i in range(max(0, start), len(folded) - w + 1))
+
+    def _base64_leaks(self, run: str) -> bool:
+        candidates = [run, *_LINE.findall(run)] if "\n" in run else [run]
+        return any(self._folded_leaks(fold(_decode(c))[0]) for c in candidates)
 
     def leaks(self, text: str) -> bool:
-        compact = _SPACE.sub("", text)
-        return any(compact[i : i + self.window] in self._shingles for i in range(len(compact) - self.window + 1))
+        if self._folded_leaks(fold(text)[0]):
+            return True
+        return any(self._base64_leaks(m.group()) for m in _BASE64.finditer(text))
 
     def clean(self, text: str) -> str:
         return self.refusal if self.leaks(text) else text
@@ -37,24 +96,59 @@ class StreamGuard:
         self.text = ""
         self.emitted = 0
         self.leaked = False
+        self._folded = ""
+        self._where: list[int] = []
+        self._folded_upto = 0  # the raw text before this index is folded
+        # Where the base64 scan resumes: the start of a run that may still be growing.
+        self._b64_from = 0
 
     def feed(self, piece: str) -> str:
         if self.leaked:
             return ""
         self.text += piece
-        # Only the tail can complete a new shingle; check it, not the whole answer again.
-        tail = self.text[-(len(piece) + 4 * self.guard.window) :]
-        if self.guard.leaks(tail):
+        upto = len(self.text)
+        if entity := _OPEN_ENTITY.search(self.text, self._folded_upto):
+            upto = entity.start()  # folded once it is complete (or clearly not an entity)
+        folded, where = fold(self.text[self._folded_upto : upto], self._folded_upto)
+        self._folded_upto = upto
+        checked = len(self._folded)
+        self._folded += folded
+        self._where += where
+        # Only shingles that end in the new characters are new.
+        if self.guard._folded_leaks(self._folded, checked - self.guard.window + 1) or self._base64_leaks(final=False):
             self.leaked = True
             return ""
-        safe_upto = max(self.emitted, len(self.text) - (self.guard.window - 1))
+        held = len(self._folded) - (self.guard.window - 1)
+        safe_upto = self._where[held] if held > 0 else 0
+        safe_upto = max(self.emitted, min(safe_upto, self._b64_from, self._folded_upto))
         out = self.text[self.emitted : safe_upto]
         self.emitted = safe_upto
         return out
 
+    def _base64_leaks(self, *, final: bool) -> bool:
+        """Checks the runs since `_b64_from`; a run that reaches the end of the text (it may go on) is
+        checked again with the next piece, and held back until then."""
+        resume = len(self.text)
+        for m in _BASE64.finditer(self.text, self._b64_from):
+            if self.guard._base64_leaks(m.group()):
+                return True
+            if not final and not self.text[m.end() :].strip():
+                resume = min(resume, m.start())
+        if not final and (tail := _TAIL.search(self.text, self._b64_from)):
+            resume = min(resume, tail.start())  # a run too short to scan yet, which may grow into one
+        self._b64_from = resume
+        return False
+
     def finish(self) -> str:
         """The held-back rest, unless the answer leaked."""
         if self.leaked:
+            return ""
+        folded, _ = fold(self.text[self._folded_upto :])
+        if self.guard._folded_leaks(self._folded + folded, len(self._folded) - self.guard.window + 1):
+            self.leaked = True
+            return ""
+        if self._base64_leaks(final=True):
+            self.leaked = True
             return ""
         out = self.text[self.emitted :]
         self.emitted = len(self.text)

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
@@ -23,7 +24,14 @@ from rag_service.guard import OutputGuard
 from rag_service.llm import Generator, UpstreamError
 from rag_service.memory import CompressionPlan, MemoryStrategy
 from rag_service.metrics import Metrics
-from rag_service.prompt import build_messages, chunk_wrapper, final_user_message, question_part, summary_message
+from rag_service.prompt import (
+    build_messages,
+    chunk_wrapper,
+    final_user_message,
+    question_part,
+    sendable_rounds,
+    summary_message,
+)
 from rag_service.retrieval import Retriever, fill_budget
 from rag_service.rewrite import Rewriter
 from rag_service.settings import Settings
@@ -236,6 +244,7 @@ class ChatPipeline:
             loaded, offset = list(history or ()), 0
             meta = SessionMeta(session_id or "", time.time(), message_count=len(loaded))
         view = s.memory.select(meta, loaded, offset)
+        view = dataclasses.replace(view, rounds=sendable_rounds(view.rounds, s.counter.count))
         profile, profile_tokens = "", 0
         if s.user_memory is not None and meta.user:
             profile, profile_tokens = await s.user_memory.profile(UserMemory.key(meta.tenant, meta.user))
@@ -409,7 +418,7 @@ class ChatPipeline:
         try:
             timeout = cfg.summary_endpoint().timeout_s
             text = await asyncio.wait_for(s.summarizer.summarize(previous, plan.rounds), timeout)
-            text = pin_facts(text, plan.rounds, previous)
+            text = pin_facts(text, plan.rounds, previous, cfg.memory.pinned_facts_max)
             update = SummaryUpdate(
                 expected_summarized=plan.start,
                 summary=text,

@@ -3,8 +3,16 @@ addresses, in stored message content and in log lines.
 
     13812345678            -> 138****5678          (first 3, last 4)
     11010519491231002X     -> 110105********002X   (first 6, last 4)
-    6222021234567890123    -> ***************0123  (last 4)
+    6222021234567890128    -> ***************0128  (last 4)
     alice@example.com      -> a***@example.com     (first character and the domain)
+
+A long digit run is not PII by its length alone: Taobao-style order numbers are 18-19 digits, the very
+thing the conversation memory exists to keep. So a 16-19 digit run is a bank card only when its Luhn
+check digit is right, an 18-character run an ID number only when its GB 11643 check character and birth
+date are (python-stdnum implements both), and a number right after 订单 / 订单号 / 单号 / order / order
+no. / order number / order # is an order number and is never masked, whatever checks it passes. A random
+number passes the Luhn check one time in ten, so those checks alone would still mask one order number in
+ten; the context rule keeps it.
 
 Numbers are only recognised between non-alphanumeric characters (Chinese text counts as a boundary), so
 an order number such as XC20250301000123 is never touched, and the shop hotline 400-820-1234 matches
@@ -13,11 +21,16 @@ no pattern (and is listed among the spans that are always kept, in case an overr
 
 from __future__ import annotations
 
+import datetime
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from stdnum import luhn
+from stdnum.cn import ric
+from stdnum.exceptions import ValidationError
 
 from rag_service.settings import PrivacySettings
 
@@ -45,6 +58,43 @@ DEFAULT_KEEP_PATTERNS: list[str] = [
     _B + r"[A-Z]{1,4}\d{8,24}" + _E,  # order and ticket numbers such as XC20250301000123
 ]
 
+# An order number: the identifier right after the word for it, with at most a few connecting characters
+# ("订单号是 3187…", "订单号码为：3187…", "order no. 3187…", "Order #3187…"): at least 6 characters, a
+# digit among them. Only the identifier is kept, not the rest of the sentence.
+ORDER_CONTEXT = re.compile(
+    r"(?P<label>订单(?:编号|号码|号)?|单号|(?<![A-Za-z])order(?:\s*(?:no\.?|number|num\.?|id|#))?)"
+    r"[\s:：#＃=是为]{0,4}(?P<value>(?=[0-9A-Za-z-]*\d)[0-9A-Za-z][0-9A-Za-z-]{4,}[0-9A-Za-z])" + _E,
+    re.IGNORECASE,
+)
+
+
+def _digits(value: str) -> str:
+    return "".join(ch for ch in value if ch.isalnum())
+
+
+def luhn_valid(value: str) -> bool:
+    """A card number's check digit is right (separators ignored)."""
+    number = _digits(value)
+    return number.isdigit() and luhn.is_valid(number)
+
+
+def resident_id_valid(value: str, today: datetime.date | None = None) -> bool:
+    """An 18-character resident ID number: the check character is right and the birth date is a real
+    day between 1900 and today. The region code is not looked up: stdnum's table of counties lags behind
+    re-coded districts, and an unmasked real ID number costs more than a masked unusual one."""
+    number = _digits(value).upper()
+    if len(number) != 18 or not number[:17].isdigit() or ric.calc_check_digit(number) != number[-1]:
+        return False
+    try:
+        born = ric.get_birth_date(number)
+    except ValidationError:
+        return False
+    return datetime.date(1900, 1, 1) <= born <= (today or datetime.date.today())
+
+
+# A match of these kinds is only PII when its number checks out.
+CHECKS: dict[str, Callable[[str], bool]] = {"bank_card": luhn_valid, "id_card": resident_id_valid}
+
 
 @dataclass(frozen=True)
 class MaskRule:
@@ -53,15 +103,24 @@ class MaskRule:
     keep_first: int
     keep_last: int
     stars: int | None = None
+    # Whether the value (the `value` group, or the whole match) really is one of this kind.
+    check: Callable[[str], bool] | None = None
+
+    def value_span(self, match: re.Match[str]) -> tuple[int, int]:
+        return match.span("value") if "value" in self.pattern.groupindex else match.span()
+
+    def applies(self, match: re.Match[str]) -> bool:
+        s, e = self.value_span(match)
+        return self.check is None or self.check(match.string[s:e])
 
     def mask(self, match: re.Match[str]) -> str:
         """The match with its `value` group (or all of it) masked; separators inside the value dropped."""
-        span = match.span("value") if "value" in self.pattern.groupindex else match.span()
+        span = self.value_span(match)
         text = match.group(0)
         start, end = span[0] - match.start(), span[1] - match.start()
         value = text[start:end]
         if self.kind != "email":
-            value = "".join(ch for ch in value if ch.isalnum())
+            value = _digits(value)
         hidden = len(value) - self.keep_first - self.keep_last
         if hidden <= 0:
             masked = "*" * (self.stars or len(value))
@@ -72,53 +131,73 @@ class MaskRule:
 
 
 class Masker:
-    """Masks every non-overlapping match; earlier rules win (e-mail, ID, bank card, phone)."""
+    """Masks every non-overlapping match; earlier rules win (e-mail, ID, bank card, phone). Spans of the
+    keep patterns and order numbers in their context are never masked."""
 
-    def __init__(self, rules: Iterable[MaskRule] | None = None, keep: Iterable[str] | None = None) -> None:
+    def __init__(
+        self,
+        rules: Iterable[MaskRule] | None = None,
+        keep: Iterable[str] | None = None,
+        *,
+        keep_order_numbers: bool = True,
+    ) -> None:
         self.rules = list(rules) if rules is not None else default_rules()
         self.keep = [re.compile(p) for p in (DEFAULT_KEEP_PATTERNS if keep is None else keep)]
+        self.keep_order_numbers = keep_order_numbers
 
     @classmethod
     def from_settings(cls, settings: PrivacySettings) -> Masker | None:
         """None when masking is disabled."""
         if not settings.enabled:
             return None
-        return cls(default_rules(settings.patterns), settings.keep_patterns)
+        rules = default_rules(settings.patterns, checks=settings.validate_checksums)
+        return cls(rules, settings.keep_patterns, keep_order_numbers=settings.keep_order_numbers)
+
+    def kept_spans(self, text: str) -> list[tuple[int, int]]:
+        spans = [m.span() for p in self.keep for m in p.finditer(text)]
+        if self.keep_order_numbers:
+            spans += [m.span("value") for m in ORDER_CONTEXT.finditer(text)]
+        return spans
+
+    def _found(self, text: str) -> list[tuple[int, int, MaskRule, re.Match[str]]]:
+        taken = self.kept_spans(text)
+        found: list[tuple[int, int, MaskRule, re.Match[str]]] = []
+        for rule in self.rules:
+            for m in rule.pattern.finditer(text):
+                s, e = m.span()
+                if s == e or any(s < te and ts < e for ts, te in taken) or not rule.applies(m):
+                    continue
+                taken.append((s, e))
+                found.append((s, e, rule, m))
+        return sorted(found, key=lambda f: f[0])
 
     def mask(self, text: str) -> str:
         if not text or not any(ch.isdigit() or ch == "@" for ch in text):
             return text
-        taken: list[tuple[int, int]] = [m.span() for p in self.keep for m in p.finditer(text)]
-        found: list[tuple[int, int, str]] = []
-        for rule in self.rules:
-            for m in rule.pattern.finditer(text):
-                s, e = m.span()
-                if s == e or any(s < te and ts < e for ts, te in taken):
-                    continue
-                taken.append((s, e))
-                found.append((s, e, rule.mask(m)))
+        found = self._found(text)
         if not found:
             return text
         out: list[str] = []
         pos = 0
-        for s, e, replacement in sorted(found):
-            out += [text[pos:s], replacement]
+        for s, e, rule, m in found:
+            out += [text[pos:s], rule.mask(m)]
             pos = e
         out.append(text[pos:])
         return "".join(out)
 
     def kinds(self, text: str) -> list[str]:
-        """Which kinds occur in `text` (diagnostics and tests)."""
-        return [r.kind for r in self.rules if r.pattern.search(text)]
+        """Which kinds `mask` would mask in `text` (diagnostics and tests), in rule order."""
+        seen = {rule.kind for _, _, rule, _ in self._found(text)}
+        return [r.kind for r in self.rules if r.kind in seen]
 
 
-def default_rules(overrides: Mapping[str, str] | None = None) -> list[MaskRule]:
+def default_rules(overrides: Mapping[str, str] | None = None, *, checks: bool = True) -> list[MaskRule]:
     patterns = {**DEFAULT_PATTERNS, **(overrides or {})}
     rules: list[MaskRule] = []
     for kind, (first, last, stars) in _KEEP.items():
         pattern = patterns[kind]
         if pattern:
-            rules.append(MaskRule(kind, re.compile(pattern), first, last, stars))
+            rules.append(MaskRule(kind, re.compile(pattern), first, last, stars, CHECKS.get(kind) if checks else None))
     return rules
 
 

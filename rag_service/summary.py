@@ -1,7 +1,13 @@
 """Compressing older rounds into the running summary.
 
-Whatever the summarizer writes, every order number, amount, date and identifier of the folded rounds
-survives: those missing from its text are appended as a pinned-facts line.
+Whatever the summarizer writes, the order numbers, amounts, dates and identifiers of the folded rounds
+survive: those missing from its text are appended as one pinned-facts line. An order number counts as
+kept only where the summary still calls it one, and is pinned with its label ("订单号 3187…"): the
+summary is PII-masked before it is stored, and a bare 16-19 digit run that passes the Luhn check would
+be masked as a bank card (rag_service.privacy keeps a number only in its order context). The line is bounded
+(`memory.pinned_facts_max` facts, the most recently mentioned kept; a fact over MAX_FACT_CHARS is not a
+fact but a blob): otherwise it grows with every compression until the summary no longer fits the budget
+and is dropped whole. What leaves the line is still in the archived messages, which keep every message.
 """
 
 from __future__ import annotations
@@ -12,10 +18,12 @@ from typing import Protocol
 
 from rag_service.domain import Round
 from rag_service.llm import ChatClient
+from rag_service.privacy import ORDER_CONTEXT
 from rag_service.settings import MemorySettings
 from rag_service.tokens import TokenCounter
 
 PINNED_HEADER = "Pinned facts:"
+MAX_FACT_CHARS = 40
 
 _MONTHS = (
     "Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|"
@@ -47,22 +55,47 @@ _FACT_PATTERNS = [
 _FACTS = re.compile("|".join(f"(?:{p})" for p in _FACT_PATTERNS))
 
 
-def key_facts(text: str) -> list[str]:
-    """The facts of `text` in order of appearance, each once however spaced ("8999元" = "8,999 元")."""
-    seen: dict[str, str] = {}
-    for m in _FACTS.finditer(text):
-        seen.setdefault(_norm(m.group()), m.group().strip())
-    return list(seen.values())
+def key_facts(text: str, *, by_recency: bool = False) -> list[str]:
+    """The facts of `text`, each once however spaced ("8999元" = "8,999 元"), in their spelling at first
+    mention: in order of first appearance, or with `by_recency` of last appearance."""
+    spelling: dict[str, str] = {}
+    position: dict[str, int] = {}
+    found = [(m.start(), m.group().strip()) for m in _FACTS.finditer(text)]
+    # Whatever the conversation calls an order number is one, even when no other pattern takes it.
+    found += [(m.start("value"), m.group("value")) for m in ORDER_CONTEXT.finditer(text)]
+    for start, fact in sorted(found):
+        if len(fact) > MAX_FACT_CHARS:
+            continue
+        key = _norm(fact)
+        spelling.setdefault(key, fact)
+        if by_recency or key not in position:
+            position[key] = start
+    return [spelling[key] for key in sorted(position, key=position.__getitem__)]
 
 
-def pin_facts(summary: str, rounds: Sequence[Round], previous_summary: str) -> str:
-    """Append the facts of `rounds` (and of the previous summary) that `summary` no longer contains."""
+def pin_facts(summary: str, rounds: Sequence[Round], previous_summary: str, limit: int | None = None) -> str:
+    """Append the facts of `rounds` (and of the previous summary) that `summary` no longer contains, at
+    most `limit` of them: the most recently mentioned. A pinned line the summarizer copied into its text
+    is replaced, so there is one line and the limit holds for it."""
+    body = "\n".join(line for line in summary.splitlines() if not line.startswith(PINNED_HEADER)).rstrip()
     source = previous_summary + "\n" + "\n".join(f"{r.user.content}\n{r.assistant.content}" for r in rounds)
-    normalized = _norm(summary)
-    missing = [f for f in key_facts(source) if _norm(f) not in normalized]
-    if not missing:
-        return summary
-    return f"{summary.rstrip()}\n{PINNED_HEADER} {'; '.join(missing)}"
+    labels = {_norm(m.group("value")): m.group("label") for m in ORDER_CONTEXT.finditer(source)}
+    normalized = _norm(body)
+    kept_orders = {_norm(m.group("value")) for m in ORDER_CONTEXT.finditer(body)}
+    missing: list[str] = []
+    for fact in key_facts(source, by_recency=True):
+        key = _norm(fact)
+        if key in labels:
+            if key not in kept_orders:
+                missing.append(f"{labels[key]} {fact}")
+        elif key not in normalized:
+            missing.append(fact)
+    if limit is not None:
+        missing = missing[-limit:] if limit > 0 else []
+    lines = [body] if body else []
+    if missing:
+        lines.append(f"{PINNED_HEADER} {'; '.join(missing)}")
+    return "\n".join(lines) or summary
 
 
 def _norm(text: str) -> str:

@@ -12,6 +12,7 @@ from rag_service.llm import ChatClient, Generator, LLMGenerator
 from rag_service.memory import make_memory
 from rag_service.metrics import Metrics
 from rag_service.pipeline import ChatPipeline, Stages
+from rag_service.privacy import Masker
 from rag_service.retrieval import Retriever
 from rag_service.rewrite import LLMRewriter, NoRewriter, Rewriter, RuleRewriter, rewrite_endpoint
 from rag_service.settings import Settings
@@ -48,7 +49,6 @@ def build_store(settings: Settings, counter: TokenCounter | None = None) -> Sess
     """The live store (Redis when `redis.url` is set, else in-process) in front of the SQL archive at
     `database.url`, migrated here, at start-up. `counter` recounts message tokens after PII masking."""
     from rag_service.archive import Archive, migrate
-    from rag_service.privacy import Masker
 
     s = settings.session
     live: LiveStore
@@ -115,7 +115,7 @@ def build_user_memory(
         client = ChatClient(endpoint)
         clients.append(client)
         extractor = LLMFactExtractor(client)
-    return UserMemory(archive, extractor, counter, settings.user_memory)
+    return UserMemory(archive, extractor, counter, settings.user_memory, Masker.from_settings(settings.privacy))
 
 
 def build_services(

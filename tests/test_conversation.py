@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from rag_service.domain import SessionMeta
-from rag_service.prompt import CLOSE_DOCS, OPEN_DOCS
+from rag_service.prompt import CLOSE_DOCS, CLOSE_SUMMARY, OPEN_DOCS, OPEN_SUMMARY
 from rag_service.settings import PromptSettings
 from rag_service.summary import PINNED_HEADER
 from rag_service.testing.fake_llm import FakeLLM, Fault, Responder, Waits, message_text, scripted
@@ -169,8 +169,11 @@ class Conversation:
 
 
 def has_summary(messages: list[dict[str, Any]]) -> bool:
-    """The summary travels in a system message right after the system prompt."""
-    return messages[1]["role"] == "system" and str(messages[1]["content"]).startswith(SUMMARY_HEADER)
+    """The summary travels right after the system prompt, as a delimited data block in a user message
+    (it is made of what the user said, so it never goes into a system message)."""
+    return messages[1]["role"] == "user" and str(messages[1]["content"]).startswith(
+        f"{SUMMARY_HEADER}\n{OPEN_SUMMARY}\n"
+    )
 
 
 def settings_for(strategy: str, fake: FakeLLM, **extra: Any) -> dict[str, Any]:
@@ -264,7 +267,11 @@ async def test_summaries_keep_pinned_facts_across_60_rounds(app_factory: Any, fa
         assert len(kept) == (k - 1) - before.summarized // 2
         assert len(kept) >= min(window, k - 1)
         if before.summary:
-            assert prompt[1] == {"role": "system", "content": f"{header}\n{before.summary}"}
+            assert prompt[1] == {
+                "role": "user",
+                "content": f"{header}\n{OPEN_SUMMARY}\n{before.summary}\n{CLOSE_SUMMARY}",
+            }
+            assert [m["role"] for m in prompt].count("system") == 1
         else:
             assert not has_summary(prompt)
         # The order number is in every prompt from round 2 on, verbatim or pinned.

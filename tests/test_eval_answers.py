@@ -475,10 +475,11 @@ def test_answers_command_end_to_end(tmp_path: Path) -> None:
     for t in turns:
         own = [c for c in calls if (c["conversation"], c["turn"]) == (t["conversation"], t["turn"])]
         assert t["llm"]["requests"] == [c["index"] for c in own]
-    # The order number reaches the recall turn's answer request only through the memory (the summary).
+    # The order number reaches the recall turn's answer request only through the memory (the summary,
+    # a user-side data block).
     recall = answers[-1]["request"]["messages"]
     assert "AB12345678" not in recall[-1]["content"]
-    assert any("AB12345678" in m["content"] for m in recall[:-1] if m["role"] == "system")
+    assert any("AB12345678" in m["content"] and "<conversation_summary>" in m["content"] for m in recall[:-1])
 
     summary = report["summary"]
     assert summary["overall"]["n"] == 5 and summary["overall"]["llm_turns"] == 5

@@ -38,7 +38,7 @@ from rag_service.embedding import Embedder, Vector, make_embedder
 from rag_service.evaluation.answers import ConversationSpec, PassTurn, TurnResult, check_facts, doc_hit, score_answer
 from rag_service.evaluation.cache import EmbeddingCache, Matrix
 from rag_service.extractive import ExtractiveGenerator
-from rag_service.prompt import CLOSE_DOCS, OPEN_DOCS
+from rag_service.prompt import CLOSE_DOCS, OPEN_DOCS, parse_final_user_message
 from rag_service.settings import Settings
 from rag_service.summary import ExtractiveSummarizer
 from rag_service.testing.fake_llm import FakeLLM, Fault, default_responder, message_text
@@ -51,9 +51,6 @@ Log = Callable[[str], None]
 
 # `rag_service.prompt.chunk_block`'s shape; "</document" inside a chunk is escaped there, so the first
 # closing tag ends the block.
-_DOC_BLOCK = re.compile(
-    r'<document index="\d+" title="(?P<title>[^"]*)" source="(?P<source>.*?)">\n(?P<text>.*?)\n</document>', re.S
-)
 # `rag_service.summary.LLMSummarizer`'s user message and `rag_service.rewrite.rewrite_messages`' last line.
 _SUMMARY_REQUEST = re.compile(r"\AExisting summary:\n(?P<previous>.*?)\n\nNew rounds:\n(?P<rounds>.*)\Z", re.S)
 _ROUND_START = re.compile(r"^User: ", re.M)
@@ -81,7 +78,7 @@ def pass_settings(overrides: Mapping[str, Any], tmp: Path, name: str, llm_url: s
         "qdrant": {"path": str(tmp / "qdrant"), "url": None},
         "database": {"url": f"sqlite+aiosqlite:///{tmp / name}.db"},
         "redis": {"url": None},
-        "auth": {"tenants": {}, "rate_per_s": 0},
+        "auth": {"tenants": {}, "admins": {}, "rate_limit": {"per_key": "", "per_session": "", "per_address": ""}},
         "llm": {"base_url": llm_url, **llm},
         "memory": {"summary_llm": None},
         "rewrite": {"llm": None},
@@ -151,24 +148,8 @@ def request_context(request: Mapping[str, Any]) -> str:
 
 
 def parse_answer_request(request: Mapping[str, Any], settings: Settings) -> tuple[str, list[Chunk]]:
-    """The question and the retrieved chunks of an answer request (`rag_service.prompt`'s layout)."""
-    last = _texts(request)[-1][1]
-    # The first closing tag ends the block: chunks have theirs escaped, the question (after it) does not.
-    head, _, tail = last.partition(CLOSE_DOCS)
-    question = tail.strip().removeprefix(settings.prompt.question_header).strip()
-    chunks = [
-        Chunk(
-            id="",
-            doc_id="",
-            source=m["source"],
-            title=m["title"],
-            text=m["text"].replace("<\\/document", "</document"),
-            score=0.0,
-            token_count=0,
-        )
-        for m in _DOC_BLOCK.finditer(head)
-    ]
-    return question, chunks
+    """The question and the retrieved chunks of an answer request."""
+    return parse_final_user_message(settings.prompt, _texts(request)[-1][1])
 
 
 def parse_summary_request(request: Mapping[str, Any]) -> tuple[str, list[Round]] | None:
