@@ -195,7 +195,7 @@ _ZH_GENERIC_WORDS = (
 _ZH_GENERIC = frozenset(_ZH_GENERIC_WORDS.split())
 # Long digit runs are order, tracking or phone numbers, not product models (S25, X1, 15, M3, 6100mAh).
 _ID_DIGITS = re.compile(r"\d{6,}")
-_TITLE_WORD = re.compile(r"^[A-Z][a-z]+(?:[-'’][A-Z][a-z]+)+$")
+_TITLE_WORD = re.compile(r"^[A-Z][a-z]*(?:[-'’][A-Z][a-z]+)+$")  # Tse-Tung, O'Brien
 _YEAR = re.compile(r"^(?:1[89]|20)\d\d$")
 _MONTH = re.compile(
     r"\b(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:tember)?|oct(?:ober)?"
@@ -464,9 +464,12 @@ def salient_entities(history: Sequence[HistoryText], limit: int = 2) -> list[Ent
     one ("Jackson" in "Reggie Jackson") adds to the longer one.
     """
     found: dict[str, _Score] = {}
+    spelling: dict[str, str] = {}  # how answers capitalise what they may not contribute ("Bruno Mars")
     for item in history:
         for e in entities(item.text):
             if item.source == "assistant" and not answer_entity(e):
+                if e.named:
+                    spelling.setdefault(e.key, e.text)
                 continue
             size = len(e.text) / 2 if is_chinese(e.text) else len(e.key.split())
             weight = _SOURCE_WEIGHT[item.source] * _DECAY**item.age
@@ -486,6 +489,9 @@ def salient_entities(history: Sequence[HistoryText], limit: int = 2) -> list[Ent
             found[best].score += found[key].score
             found[best].rounds |= found[key].rounds
             del found[key]
+    for entry in found.values():
+        if not entry.entity.named and entry.entity.key in spelling:
+            entry.entity = Entity(spelling[entry.entity.key], False)  # the user's entity, the answer's spelling
     ranked = sorted(found.values(), key=lambda s: s.score * (1 + 0.5 * max(len(s.rounds) - 1, 0)), reverse=True)
     return [s.entity for s in ranked[:limit]]
 

@@ -243,6 +243,10 @@ def test_no_answer_sentence_is_pasted_into_a_query() -> None:
     long_name = entities("Nova Digital Premium Extended Care Plus Bundle X2 for all devices")
     assert not any(answer_entity(e) for e in long_name if len(e.text.split()) > 4)
     assert [e.text for e in entities("推荐 OPPO Find X7，拍照很好。") if answer_entity(e)] == ["OPPO Find X7"]
+    assert not any(answer_entity(e) for e in entities("It was voiced by Liam O'Brien and Mao Tse-Tung."))
+    # An answer may still lend its capitals to what the user named in lower case.
+    texts = history_texts("", [("who sang uptown funk with bruno mars", "Mark Ronson and Bruno Mars.")])
+    assert "Bruno Mars" in [e.text for e in salient_entities(texts, limit=5)]
 
 
 def test_the_llm_rewriter_sees_answers_without_their_framing() -> None:
