@@ -64,7 +64,7 @@ class Source(BaseModel):
     doc_id: str
     source: str
     title: str
-    text: str = Field(description="The sentences used, one per line")
+    text: str = Field(description="The text of the document's chunks in the prompt")
     sentences: list[str]
     chunks: int = Field(description="How many of the document's chunks were in the prompt")
     score: float = Field(description="The best retrieval score among those chunks")

@@ -328,7 +328,7 @@ def _key_figures(q: Question, picked: list[Candidate]) -> list[str]:
     return out[:6]
 
 
-_CLAUSE = re.compile(r"(?<=[，,；;])")
+_CLAUSE = re.compile(r"(?<=[，；;])")
 _TIERS = frozenset({"gold_tier", "silver_tier"})
 
 

@@ -494,9 +494,9 @@ async def prime(events: TurnEvents) -> list[tuple[str, Any]]:
 
 
 def sources_payload(chunks: Sequence[Chunk], answer: str | None = None) -> list[dict[str, Any]]:
-    """One entry per document, best first: its best score, how many chunks were used, and the sentences
-    used — those the answer quotes when it quotes any (the extractive answer does), else the chunks' text.
-    The same document six times is noise to a reader."""
+    """One entry per document, best first: its best score, how many chunks were used, their text, and the
+    sentences used — those the answer quotes when it quotes any (the extractive answer does), else the
+    chunks' text. The same document six times is noise to a reader."""
     groups: dict[str, list[Chunk]] = {}
     for c in chunks:
         groups.setdefault(c.doc_id, []).append(c)
@@ -511,7 +511,7 @@ def sources_payload(chunks: Sequence[Chunk], answer: str | None = None) -> list[
                 "doc_id": first.doc_id,
                 "source": first.source,
                 "title": first.title,
-                "text": "\n".join(used),
+                "text": "\n".join(dict.fromkeys(c.text for c in doc_chunks)),
                 "sentences": used,
                 "chunks": len(doc_chunks),
                 "score": round(max(c.score for c in doc_chunks), 6),
