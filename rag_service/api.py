@@ -33,10 +33,18 @@ from rag_service.auth import Principal, RateLimited, Unauthorized
 from rag_service.domain import SessionMeta
 from rag_service.llm import UpstreamError
 from rag_service.openai_compat import CHAT_COMPLETIONS_PATH, build_router, error_object
-from rag_service.pipeline import ChatPipeline, QuestionTooLong, TurnEvents, TurnResult, prime, sources_payload
+from rag_service.pipeline import (
+    ChatPipeline,
+    QuestionTooLong,
+    TurnEvents,
+    TurnResult,
+    prime,
+    sources_payload,
+    stream_failure,
+)
 from rag_service.privacy import Masker
 from rag_service.settings import Settings
-from rag_service.store import SessionBusy, SessionNotFound, new_session_id
+from rag_service.store import SessionBusy, SessionNotFound, StoreUnavailable, new_session_id
 from rag_service.tokens import TokenCounter
 from rag_service.user_memory import UserMemory
 from rag_service.wiring import Services, build_services
@@ -44,6 +52,7 @@ from rag_service.wiring import Services, build_services
 log = logging.getLogger("rag_service.api")
 
 UPLOAD_BLOCK = 1 << 20
+STORE_RETRY_AFTER_S = 2
 
 
 class CreateSession(BaseModel):
@@ -114,12 +123,14 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if services is not None:
             app.state.services = services
+            await services.start()
             yield
             return
         built = await asyncio.to_thread(build_services, settings or Settings())
         obs = built.settings.observability
         logs.configure_logging(obs.json_logs, obs.log_level, Masker.from_settings(built.settings.privacy))
         app.state.services = built
+        await built.start()
         try:
             yield
         finally:
@@ -221,7 +232,12 @@ def _install_error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, RequestValidationError)
         return error_response(request, 422, jsonable_encoder(exc.errors()))
 
+    async def unavailable(request: Request, exc: Exception) -> JSONResponse:
+        # Nothing was changed by the failed request; the client may retry as soon as the part is back.
+        return error_response(request, 503, str(exc), {"Retry-After": str(STORE_RETRY_AFTER_S)})
+
     app.add_exception_handler(RateLimited, rate_limited)
+    app.add_exception_handler(StoreUnavailable, unavailable)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid)
 
@@ -258,11 +274,12 @@ def _add_routes(app: FastAPI) -> None:
 
     @app.get("/readyz")
     async def readyz(services: ServicesDep) -> JSONResponse:
-        """Readiness: Qdrant, the session store and the archive database answer."""
+        """Readiness: Qdrant, the live session store and the archive database answer (each checked on
+        its own, so the report names the part that is down)."""
         checks: dict[str, str] = {}
         probes: list[tuple[str, Callable[[], Awaitable[None]]]] = [
             ("qdrant", lambda: asyncio.to_thread(services.index.ping)),
-            ("store", services.store.ping),
+            *services.store.probes(),
         ]
         for name, probe in probes:
             try:
@@ -408,8 +425,13 @@ async def _sse(
             yield _encode(event)
         if head and head[-1][0] == "done":
             return
-        async for event in rest:
-            yield _encode(event)
+        try:
+            async for event in rest:
+                yield _encode(event)
+        except Exception as exc:
+            # The 200 is sent: a failure after it ends the stream with an `error` event, not a cut connection.
+            status, detail = stream_failure(exc)
+            yield ServerSentEvent(json.dumps({"status": status, "detail": detail}, ensure_ascii=False), event="error")
 
 
 def _encode(event: tuple[str, Any]) -> ServerSentEvent:

@@ -182,7 +182,11 @@ class PromptSettings(BaseModel):
 class SessionSettings(BaseModel):
     ttl_s: int = 1800
     id_random_bytes: int = 16
+    # How long a turn waits for another turn of its session (then 409).
     lock_timeout_s: float = 30.0
+    # The Redis lock's lease, renewed every third of it while the turn runs: a process that dies holding
+    # a lock blocks its session at most this long.
+    lock_lease_s: float = Field(default=2.0, gt=0)
     on_busy: Literal["wait", "reject"] = "wait"
 
 
@@ -199,6 +203,9 @@ class DatabaseSettings(BaseModel):
     # Write-behind of the live store into the archive: batching window and retry back-off.
     flush_interval_s: float = 0.2
     flush_retry_max_s: float = 30.0
+    # Where writes the archive cannot take at shutdown wait for the next start; unset: an `archive-spool`
+    # folder next to a SQLite archive, else ./data/archive-spool.
+    spool_dir: str | None = None
 
     @model_validator(mode="after")
     def _valid_key(self) -> DatabaseSettings:
