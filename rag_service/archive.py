@@ -441,7 +441,9 @@ class Archive:
         for seq, m in sorted(write.messages, key=lambda kv: kv[0]):
             identity = (m.role, m.content, m.created_at)
             held = tail.by_seq.get(seq)
-            if identity in tail.identities or (held is not None and held[:2] == identity[:2]):
+            # Equal text at its own seq is the same message re-sent (not after a move: the write's
+            # messages no longer line up with the stored ones then).
+            if identity in tail.identities or (not moved and held is not None and held[:2] == identity[:2]):
                 continue
             if held is not None or (moved and seq <= tail.last):
                 seq = tail.last + 1

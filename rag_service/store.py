@@ -544,10 +544,13 @@ class ArchivedStore:
         return len(self._pending.keys() | self._inflight.keys())
 
     async def flush(self) -> None:
-        """Writes everything queued so far, and waits for a batch in flight; raises if the archive fails
-        (the queue is kept)."""
+        """Writes everything queued so far (waiting for a batch in flight), then reconciles the sessions a
+        conflict left stale; raises if the archive fails (the queue is kept)."""
         while self._pending or self._inflight:
             await self._flush_once()
+        for sid in list(self._stale):
+            running = self._reconciling.get(sid)
+            await (running if running is not None else self._reconcile(sid))
 
     def _queue(self, session_id: str) -> _Pending:
         pending = self._pending.get(session_id)
