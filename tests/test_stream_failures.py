@@ -127,7 +127,11 @@ class HangingUpstream:
             )
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
-        for piece in ["发票在订单详情页申请，", "电子发票当天开具，", "纸质发票随货寄出。"] * 4:  # past the guard's window
+        for piece in [
+            "发票在订单详情页申请，",
+            "电子发票当天开具，",
+            "纸质发票随货寄出。",
+        ] * 4:  # past the guard's window
             chunk = {"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
             await resp.write(b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\n")
         self.streaming.set()
