@@ -460,8 +460,7 @@ class ArchivedStore:
             await self._restore(session_id, exc)
             applied = await self.live.update_summary(session_id, update)
         if applied:
-            self._queue(session_id)
-            self._kick()
+            await self._queue_meta(session_id)
         return applied
 
     async def set_topic_start(self, session_id: str, index: int) -> None:
@@ -470,8 +469,7 @@ class ArchivedStore:
         except SessionNotFound as exc:
             await self._restore(session_id, exc)
             await self.live.set_topic_start(session_id, index)
-        self._queue(session_id)
-        self._kick()
+        await self._queue_meta(session_id)
 
     async def messages(self, session_id: str) -> list[Message]:
         try:
@@ -551,6 +549,15 @@ class ArchivedStore:
         for sid in list(self._stale):
             running = self._reconciling.get(sid)
             await (running if running is not None else self._reconcile(sid))
+
+    async def _queue_meta(self, session_id: str) -> None:
+        """Queues a meta change with the meta it produced: should the live copy be lost before the flush,
+        the archive still gets the summary (a flush prefers the live meta when there is one)."""
+        state = (await self.live.peek([session_id])).get(session_id)
+        pending = self._queue(session_id)
+        if isinstance(state, SessionMeta):
+            pending.meta = state
+        self._kick()
 
     def _queue(self, session_id: str) -> _Pending:
         pending = self._pending.get(session_id)
