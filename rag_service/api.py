@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import tempfile
+import threading
 import time
 import uuid
 from collections import defaultdict
@@ -13,7 +15,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import aclosing, asynccontextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import Annotated, Any, TypeVar, cast
 
 from fastapi import Depends, FastAPI, File, Form, Header, HTTPException, Request, Response, UploadFile
 from fastapi.encoders import jsonable_encoder
@@ -52,6 +54,9 @@ from rag_service.wiring import Services, build_services
 log = logging.getLogger("rag_service.api")
 
 UPLOAD_BLOCK = 1 << 20
+# How long a cancelled upload's worker thread is waited for: it stops at its next check.
+UPLOAD_CANCEL_WAIT_S = 30.0
+T = TypeVar("T")
 STORE_RETRY_AFTER_S = 2
 
 
@@ -238,6 +243,11 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     app.add_exception_handler(RateLimited, rate_limited)
     app.add_exception_handler(StoreUnavailable, unavailable)
+
+    async def client_gone(request: Request, exc: Exception) -> Response:
+        return Response(status_code=499)  # never read: the connection is gone
+
+    app.add_exception_handler(ClientGone, client_gone)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid)
 
@@ -385,14 +395,17 @@ def _add_routes(app: FastAPI) -> None:
             doc_source = source or f"uploads/{name}"
             # Two uploads of one document at once would each delete the other's fresh chunks.
             async with request.app.state.doc_locks[doc_source]:
-                report = await asyncio.to_thread(
-                    ingest_file,
-                    path,
-                    index=services.index,
-                    embedder=services.embedder,
-                    counter=services.counter,
-                    settings=services.settings,
-                    source=doc_source,
+                report = await _unless_client_leaves(
+                    request,
+                    lambda cancel: ingest_file(
+                        path,
+                        index=services.index,
+                        embedder=services.embedder,
+                        counter=services.counter,
+                        settings=services.settings,
+                        source=doc_source,
+                        cancel=cancel,
+                    ),
                 )
         return {
             "doc_id": report.doc_id,
@@ -415,6 +428,36 @@ def _add_routes(app: FastAPI) -> None:
         if not removed:
             raise HTTPException(404, f"no document with id {doc_id}")
         return {"doc_id": doc_id, "deleted": removed}
+
+
+async def _unless_client_leaves(request: Request, work: Callable[[threading.Event], T]) -> T:
+    """`work(cancel)` in a worker thread, off the event loop. If the client disconnects, or this request
+    is cancelled (the server stopping), `cancel` is set, which kills a PDF parser and stops indexing at
+    the next batch; the thread is waited for (briefly) so the document's lock outlives its cleanup."""
+    cancel = threading.Event()
+    job = asyncio.ensure_future(asyncio.to_thread(work, cancel))
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({job, gone}, return_when=asyncio.FIRST_COMPLETED)
+        if not job.done():
+            raise ClientGone()
+        return job.result()
+    finally:
+        gone.cancel()
+        if not job.done():
+            cancel.set()
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(asyncio.shield(job), UPLOAD_CANCEL_WAIT_S)
+
+
+async def _disconnected(request: Request) -> None:
+    # The body has been read by now: the next message is the disconnect (or the end of the response).
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+class ClientGone(Exception):
+    """The client left before the response; nobody reads it."""
 
 
 async def _sse(

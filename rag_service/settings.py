@@ -100,6 +100,13 @@ class ChunkingSettings(BaseModel):
 
 class IngestSettings(BaseModel):
     max_file_mb: float = 20.0
+    # A PDF is parsed in a child process that is killed past pdf_timeout_s (or when the upload's client
+    # leaves); the rest bound what a small file may expand to (ingest/pdf_worker.py).
+    pdf_timeout_s: float = Field(default=60.0, gt=0)
+    pdf_max_pages: int = Field(default=2000, ge=1)
+    pdf_max_chars: int = Field(default=10_000_000, ge=1)
+    pdf_max_content_mb: float = Field(default=100.0, gt=0)
+    pdf_max_memory_mb: float = Field(default=1024.0, ge=256)
     upsert_batch: int = 64
     extensions: list[str] = Field(default_factory=lambda: [".txt", ".md", ".markdown", ".html", ".htm", ".pdf"])
 
@@ -277,6 +284,9 @@ class ServerSettings(BaseModel):
     port: int = 8000
     max_question_chars: int = 4000
     max_upload_mb: float = 20.0
+    # On SIGTERM, requests still running after this long are cancelled (streams end at once anyway; an
+    # upload's parser is killed), so a stop never hangs on one request.
+    shutdown_grace_s: float = Field(default=10.0, ge=0)
 
 
 class Settings(BaseSettings):
