@@ -286,7 +286,7 @@ class ServerSettings(BaseModel):
     max_upload_mb: float = 20.0
     # On SIGTERM, requests still running after this long are cancelled (streams end at once anyway; an
     # upload's parser is killed), so a stop never hangs on one request.
-    shutdown_grace_s: float = Field(default=10.0, ge=0)
+    shutdown_grace_s: int = Field(default=10, ge=0)
 
 
 class Settings(BaseSettings):
