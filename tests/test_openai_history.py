@@ -14,6 +14,13 @@ from rag_service.memory import pair_rounds
 from rag_service.testing.fake_llm import FakeLLM, Fault, message_text
 from tests.conftest import AppClient
 
+
+def llm_settings(fake: FakeLLM) -> dict[str, Any]:
+    # No extractive fallback (main's llm.fallback_extractive; ignored where it does not exist yet): these
+    # tests are about what a failing upstream does to the turn.
+    return {"base_url": fake.base_url, "max_retries": 0, "fallback_extractive": False}
+
+
 SETTINGS: dict[str, Any] = {
     "rewrite": {"mode": "none"},
     "auth": {"rate_per_s": 0},
@@ -51,7 +58,7 @@ async def meta(app: AppClient, sid: str) -> tuple[SessionMeta, list[tuple[str, s
 
 
 async def test_session_call_ignores_a_client_history_that_disagrees(app_factory: Any, fake_llm: FakeLLM) -> None:
-    app: AppClient = await app_factory(llm={"base_url": fake_llm.base_url, "max_retries": 0}, **SETTINGS)
+    app: AppClient = await app_factory(llm=llm_settings(fake_llm), **SETTINGS)
     fake_llm.set_responder(answer)
     sid = await app.new_session()
     first = await completion(app, [{"role": "user", "content": "发票怎么开？"}], **{"X-Session-Id": sid})
@@ -71,7 +78,7 @@ async def test_session_call_ignores_a_client_history_that_disagrees(app_factory:
 
 
 async def test_stateless_call_uses_the_client_history_and_stores_nothing(app_factory: Any, fake_llm: FakeLLM) -> None:
-    app: AppClient = await app_factory(llm={"base_url": fake_llm.base_url, "max_retries": 0}, **SETTINGS)
+    app: AppClient = await app_factory(llm=llm_settings(fake_llm), **SETTINGS)
     fake_llm.set_responder(answer)
     client_history = [
         {"role": "user", "content": "发票怎么开？"},
@@ -92,7 +99,7 @@ async def test_retries_and_regenerates_never_skip_rounds(app_factory: Any, fake_
     """A client that resends its own view (opening with a greeting of its own; a regenerate drops the last
     answer; a retry follows a failed turn) while compression folds rounds: after every turn the summary covers a prefix of the stored
     rounds, `summarized <= message_count`, and every round after it is sent verbatim."""
-    app: AppClient = await app_factory(llm={"base_url": fake_llm.base_url, "max_retries": 0}, **SETTINGS)
+    app: AppClient = await app_factory(llm=llm_settings(fake_llm), **SETTINGS)
     fake_llm.set_responder(answer)
     sid = await app.new_session()
     headers = {"X-Session-Id": sid}

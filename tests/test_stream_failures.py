@@ -46,6 +46,12 @@ async def stored(app: AppClient, sid: str) -> list[tuple[str, str]]:
     return [(m["role"], m["content"]) for m in resp.json()["messages"]]
 
 
+def llm_settings(fake: FakeLLM) -> dict[str, Any]:
+    # No extractive fallback (main's llm.fallback_extractive; ignored where it does not exist yet): these
+    # tests are about what a failing upstream does to the turn.
+    return {"base_url": fake.base_url, "max_retries": 0, "fallback_extractive": False}
+
+
 SETTINGS: dict[str, Any] = {"rewrite": {"mode": "none"}, "auth": {"rate_per_s": 0}}
 # Long enough that the output guard (which holds back a window of text) has let some of it out.
 REPLY = "发票在订单详情页申请，电子发票当天开具，纸质发票随货寄出。" * 12
@@ -55,7 +61,7 @@ REPLY = "发票在订单详情页申请，电子发票当天开具，纸质发�
 
 
 async def test_truncated_upstream_stream_is_a_failed_turn(app_factory: Any, fake_llm: FakeLLM) -> None:
-    app: AppClient = await app_factory(llm={"base_url": fake_llm.base_url, "max_retries": 0}, **SETTINGS)
+    app: AppClient = await app_factory(llm=llm_settings(fake_llm), **SETTINGS)
     fake_llm.chunk_chars = 2
     fake_llm.set_responder(lambda req: REPLY)
     sid = await app.new_session()
@@ -82,7 +88,7 @@ async def test_truncated_upstream_stream_is_a_failed_turn(app_factory: Any, fake
 
 
 async def test_openai_stream_truncated_upstream_ends_with_an_error_object(app_factory: Any, fake_llm: FakeLLM) -> None:
-    app: AppClient = await app_factory(llm={"base_url": fake_llm.base_url, "max_retries": 0}, **SETTINGS)
+    app: AppClient = await app_factory(llm=llm_settings(fake_llm), **SETTINGS)
     fake_llm.chunk_chars = 2
     fake_llm.set_responder(lambda req: REPLY)
     sid = await app.new_session()
