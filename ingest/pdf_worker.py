@@ -101,8 +101,8 @@ def extract(path: Path, limits: PdfLimits) -> dict[str, Any]:
                 raise
             except LimitReachedError as exc:
                 raise PdfLimitExceeded(
-                    f"a stream of page {index + 1} expands beyond ingest.pdf_max_content_mb = "
-                    f"{limits.max_content_mb:g} MB ({exc})"
+                    f"page {index + 1} exceeds the parser's limits (a stream may expand to "
+                    f"ingest.pdf_max_content_mb = {limits.max_content_mb:g} MB; {exc})"
                 ) from exc
             except Exception as exc:
                 raise PdfPageError(f"cannot extract the text of page {index + 1} ({exc})") from exc
