@@ -1,7 +1,9 @@
 """Turn a knowledge-base file into a title and a stream of text blocks.
 
 Plain text and Markdown are decoded incrementally in blocks of about `BLOCK_BYTES`, so a large file never
-sits in memory whole. HTML and PDF parsers need the whole file anyway; `ingest.max_file_mb` bounds them.
+sits in memory whole. HTML and PDF parsers need the whole file anyway; `ingest.max_file_mb` bounds them. A
+PDF is parsed in a child process (ingest/pdf_worker.py) under limits on time, pages, expanded content and
+extracted text, because a small PDF can expand enormously.
 Every failure is a `LoadError` whose message names the file and the reason, raised before any text is
 produced whenever the problem can be seen up front.
 """
@@ -9,17 +11,23 @@ produced whenever the problem can be seen up front.
 from __future__ import annotations
 
 import codecs
+import json
+import os
 import re
+import subprocess
+import sys
+import threading
+import time
 import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bs4 import BeautifulSoup
 from bs4.element import NavigableString, Tag
-from pypdf import PdfReader
-from pypdf.errors import PyPdfError
 
+from ingest.pdf_worker import PdfLimits
 from rag_service.settings import IngestSettings
 
 BLOCK_BYTES = 1 << 20
@@ -71,13 +79,17 @@ _SOFT_WRAP_WIDTH_RATIO = 0.85
 _LINE_ENDS = tuple("。！？；：.!?;:")
 _LIST_ITEM = re.compile(r"\s*(?:\d{1,3}[.、)）]|[一二三四五六七八九十]{1,3}、|[•·▪◦*\-–—])")
 
-# pypdf signals malformed input through its own errors and, deeper in the object parser, through
-# ordinary ones; all of them mean "this is not a PDF we can read".
-_PDF_ERRORS = (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError, OSError)
+_PROJECT_ROOT = Path(__file__).resolve().parent.parent
+# How often a PDF worker is checked for cancellation while it runs.
+_PDF_POLL_S = 0.05
 
 
 class LoadError(Exception):
     """A file that cannot be ingested; the message names the file and says why."""
+
+
+class LoadCancelled(LoadError):
+    """The caller gave up on the file (its client left, the server is stopping)."""
 
 
 @dataclass(frozen=True)
@@ -119,16 +131,19 @@ def check_file(path: Path, settings: IngestSettings, name: str | None = None) ->
     return size
 
 
-def load_document(path: Path, settings: IngestSettings, *, name: str | None = None) -> LoadedDoc:
+def load_document(
+    path: Path, settings: IngestSettings, *, name: str | None = None, cancel: threading.Event | None = None
+) -> LoadedDoc:
     """Open `path` as a document. `name` (default: the path) is used in messages and for the fallback
-    title, so an uploaded temporary file can be reported under its real source name."""
+    title, so an uploaded temporary file can be reported under its real source name. Setting `cancel`
+    abandons a PDF being parsed (LoadCancelled)."""
     label = name or str(path)
     check_file(path, settings, label)
     stem = Path(label).stem or path.stem
     kind = _KIND_BY_EXTENSION[path.suffix.lower()]
     try:
         if kind == "pdf":
-            return _load_pdf(path, label)
+            return _load_pdf(path, label, settings, cancel)
         if kind == "html":
             return _load_html(path, label, stem)
         return _load_text(path, label, stem, markdown=kind == "markdown")
@@ -346,29 +361,69 @@ def _collapse_source_whitespace(soup: BeautifulSoup) -> None:
 # ---------------------------------------------------------------- PDF
 
 
-def _load_pdf(path: Path, label: str) -> LoadedDoc:
-    try:
-        reader = PdfReader(path)
-        if reader.is_encrypted and not reader.decrypt(""):
-            raise LoadError(f"{label}: the PDF is password-protected")
-        page_count = len(reader.pages)
-    except _PDF_ERRORS as exc:
-        raise LoadError(f"{label}: not a valid PDF ({exc})") from exc
-    # Peek up to the first page with text: a PDF of scanned images must fail before indexing starts.
-    for first in range(page_count):
-        text = _page_text(reader, first, label)
-        if text.strip():
-            title = _pdf_metadata_title(reader) or _first_line(text) or Path(label).stem
-            return LoadedDoc(title=title, blocks=_pdf_blocks(reader, first, text, label))
-    raise LoadError(f"{label}: the PDF has no extractable text (scanned images need OCR first)")
+def _load_pdf(path: Path, label: str, settings: IngestSettings, cancel: threading.Event | None) -> LoadedDoc:
+    found = _extract_pdf(path, label, settings, cancel)
+    pages = [unwrap_lines(str(text)) for text in found["pages"]]
+    # A PDF of scanned images must fail before indexing starts.
+    first = next((i for i, text in enumerate(pages) if text.strip()), None)
+    if first is None:
+        raise LoadError(f"{label}: the PDF has no extractable text (scanned images need OCR first)")
+    raw_title = found.get("title")
+    title = (_clean_title(raw_title) if isinstance(raw_title, str) and raw_title.strip() else None) or (
+        _first_line(pages[first]) or Path(label).stem
+    )
+    # Pages are separate blocks; the newline keeps the last word of a page off the first of the next.
+    return LoadedDoc(title=title, blocks=iter([text + "\n" for text in pages[first:] if text.strip()]))
 
 
-def _page_text(reader: PdfReader, index: int, label: str) -> str:
+def _extract_pdf(path: Path, label: str, settings: IngestSettings, cancel: threading.Event | None) -> dict[str, Any]:
+    """Runs ingest.pdf_worker on the file; kills it past the time limit or when `cancel` is set."""
+    limits = PdfLimits(
+        max_pages=settings.pdf_max_pages,
+        max_chars=settings.pdf_max_chars,
+        max_content_mb=settings.pdf_max_content_mb,
+        max_memory_mb=settings.pdf_max_memory_mb,
+        cpu_s=settings.pdf_timeout_s,
+    )
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ingest.pdf_worker", str(path), limits.to_json()],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    deadline = time.monotonic() + settings.pdf_timeout_s
     try:
-        text = reader.pages[index].extract_text() or ""
-    except _PDF_ERRORS as exc:
-        raise LoadError(f"{label}: cannot extract the text of page {index + 1} ({exc})") from exc
-    return unwrap_lines(text)
+        while True:
+            try:
+                out, err = proc.communicate(timeout=_PDF_POLL_S)
+                break
+            except subprocess.TimeoutExpired:
+                if cancel is not None and cancel.is_set():
+                    raise LoadCancelled(f"{label}: cancelled") from None
+                if time.monotonic() > deadline:
+                    raise LoadError(
+                        f"{label}: reading the PDF took longer than ingest.pdf_timeout_s = "
+                        f"{settings.pdf_timeout_s:g} s (a PDF whose content expands enormously?)"
+                    ) from None
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    try:
+        found: dict[str, Any] = json.loads(out)
+    except ValueError:
+        # Killed by its own CPU or memory cap, or crashed inside a C extension.
+        detail = err.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit status {proc.returncode}"]
+        raise LoadError(f"{label}: the PDF could not be read within the limits ({detail[0][:200]})") from None
+    kind = found.get("kind")
+    if kind == "invalid":
+        raise LoadError(f"{label}: not a valid PDF ({found['error']})")
+    if kind is not None:
+        raise LoadError(f"{label}: {found['error']}")
+    return found
 
 
 def unwrap_lines(text: str) -> str:
@@ -400,24 +455,6 @@ def _glue(line: str, following: str) -> str:
     # Chinese has no spaces between words; a Latin word broken at a hyphen continues directly.
     wide = unicodedata.east_asian_width(line[-1]) in "WF" or unicodedata.east_asian_width(following[0]) in "WF"
     return line + following if wide or line.endswith("-") else f"{line} {following}"
-
-
-def _pdf_blocks(reader: PdfReader, first: int, first_text: str, label: str) -> Iterator[str]:
-    # Pages are separate blocks; the newline keeps the last word of a page off the first of the next.
-    yield first_text + "\n"
-    for index in range(first + 1, len(reader.pages)):
-        text = _page_text(reader, index, label)
-        if text.strip():
-            yield text + "\n"
-
-
-def _pdf_metadata_title(reader: PdfReader) -> str | None:
-    try:
-        metadata = reader.metadata
-        raw = metadata.title if metadata is not None else None
-    except _PDF_ERRORS:
-        return None
-    return _clean_title(raw) if isinstance(raw, str) and raw.strip() else None
 
 
 def _first_line(text: str) -> str | None:

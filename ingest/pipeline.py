@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ingest.chunker import chunk_text
-from ingest.loaders import LoadError, load_document
+from ingest.loaders import LoadCancelled, LoadError, load_document
 from rag_service.domain import DEFAULT_TENANT
 from rag_service.embedding import Embedder, Vector
 from rag_service.facts import is_heading, language
@@ -147,21 +148,26 @@ def ingest_file(
     source: str | None = None,
     tenant: str = DEFAULT_TENANT,
     on_chunks: Callable[[int], None] | None = None,
+    cancel: threading.Event | None = None,
 ) -> IngestReport:
     """Bring `tenant`'s copy of `path` in the index up to date; `on_chunks(n)` reports n more chunks processed.
 
     Raises `LoadError` for a file that cannot be read; the document's stored chunks are then left as
-    they were (points added before a late read error are removed again).
+    they were (points added before a late read error are removed again). Setting `cancel` (from another
+    thread) stops the work at the next batch, or kills a PDF being parsed, with `LoadCancelled`; the
+    index is left as it was.
     """
     source = source or source_for(path)
     doc_id = doc_id_for(source, tenant)
-    doc = load_document(path, settings.ingest, name=source)
+    doc = load_document(path, settings.ingest, name=source, cancel=cancel)
     existing = index.doc_point_ids(doc_id, tenant)
     chunks = _chunks(doc_id, doc.title, doc.blocks, counter, settings, embedder.name)
     writer = _Writer(index, embedder, counter, settings, tenant=tenant, source=source, doc_id=doc_id, title=doc.title)
     seen: set[str] = set()
     try:
         for batch in _batches(chunks, settings.ingest.upsert_batch):
+            if cancel is not None and cancel.is_set():
+                raise LoadCancelled(f"{source}: cancelled")
             seen.update(c.id for c in batch)
             writer.write([c for c in batch if c.id not in existing])
             if on_chunks is not None:

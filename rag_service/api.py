@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import math
 import tempfile
+import threading
 import time
 import uuid
 from collections import defaultdict
@@ -14,7 +16,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import aclosing, asynccontextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import Annotated, Any, TypeVar, cast
 
 from fastapi import Depends, FastAPI, File, Form, Header, HTTPException, Request, Response, UploadFile
 from fastapi.encoders import jsonable_encoder
@@ -34,10 +36,18 @@ from rag_service.auth import Forbidden, Permission, Principal, RateLimited, Role
 from rag_service.domain import SessionMeta
 from rag_service.llm import UpstreamError
 from rag_service.openai_compat import CHAT_COMPLETIONS_PATH, build_router, error_object
-from rag_service.pipeline import ChatPipeline, QuestionTooLong, TurnEvents, TurnResult, prime, sources_payload
+from rag_service.pipeline import (
+    ChatPipeline,
+    QuestionTooLong,
+    TurnEvents,
+    TurnResult,
+    prime,
+    sources_payload,
+    stream_failure,
+)
 from rag_service.privacy import Masker
 from rag_service.settings import Settings
-from rag_service.store import SessionBusy, SessionNotFound, new_session_id
+from rag_service.store import SessionBusy, SessionNotFound, StoreUnavailable, new_session_id
 from rag_service.tokens import TokenCounter
 from rag_service.user_memory import UserMemory
 from rag_service.wiring import Services, build_services
@@ -45,6 +55,10 @@ from rag_service.wiring import Services, build_services
 log = logging.getLogger("rag_service.api")
 
 UPLOAD_BLOCK = 1 << 20
+# How long a cancelled upload's worker thread is waited for: it stops at its next check.
+UPLOAD_CANCEL_WAIT_S = 30.0
+T = TypeVar("T")
+STORE_RETRY_AFTER_S = 2
 
 
 class CreateSession(BaseModel):
@@ -141,12 +155,14 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if services is not None:
             app.state.services = services
+            await services.start()
             yield
             return
         built = await asyncio.to_thread(build_services, settings or Settings())
         obs = built.settings.observability
         logs.configure_logging(obs.json_logs, obs.log_level, Masker.from_settings(built.settings.privacy))
         app.state.services = built
+        await built.start()
         try:
             yield
         finally:
@@ -252,7 +268,18 @@ def _install_error_handlers(app: FastAPI) -> None:
         return error_response(request, 422, jsonable_encoder(exc.errors()))
 
     app.add_exception_handler(Unauthorized, unauthorized)
+
+    async def unavailable(request: Request, exc: Exception) -> JSONResponse:
+        # Nothing was changed by the failed request; the client may retry as soon as the part is back.
+        return error_response(request, 503, str(exc), {"Retry-After": str(STORE_RETRY_AFTER_S)})
+
     app.add_exception_handler(RateLimited, rate_limited)
+    app.add_exception_handler(StoreUnavailable, unavailable)
+
+    async def client_gone(request: Request, exc: Exception) -> Response:
+        return Response(status_code=499)  # never read: the connection is gone
+
+    app.add_exception_handler(ClientGone, client_gone)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid)
 
@@ -289,11 +316,12 @@ def _add_routes(app: FastAPI) -> None:
 
     @app.get("/readyz")
     async def readyz(services: ServicesDep) -> JSONResponse:
-        """Readiness: Qdrant, the session store and the archive database answer."""
+        """Readiness: Qdrant, the live session store and the archive database answer (each checked on
+        its own, so the report names the part that is down)."""
         checks: dict[str, str] = {}
         probes: list[tuple[str, Callable[[], Awaitable[None]]]] = [
             ("qdrant", lambda: asyncio.to_thread(services.index.ping)),
-            ("store", services.store.ping),
+            *services.store.probes(),
         ]
         for name, probe in probes:
             try:
@@ -399,15 +427,18 @@ def _add_routes(app: FastAPI) -> None:
             doc_source = source or f"uploads/{name}"
             # Two uploads of one document at once would each delete the other's fresh chunks.
             async with request.app.state.doc_locks[(principal.tenant, doc_source)]:
-                report = await asyncio.to_thread(
-                    ingest_file,
-                    path,
-                    index=services.index,
-                    embedder=services.embedder,
-                    counter=services.counter,
-                    settings=services.settings,
-                    source=doc_source,
-                    tenant=principal.tenant,
+                report = await _unless_client_leaves(
+                    request,
+                    lambda cancel: ingest_file(
+                        path,
+                        index=services.index,
+                        embedder=services.embedder,
+                        counter=services.counter,
+                        settings=services.settings,
+                        source=doc_source,
+                        tenant=principal.tenant,
+                        cancel=cancel,
+                    ),
                 )
         return {
             "tenant": principal.tenant,
@@ -436,6 +467,36 @@ def _add_routes(app: FastAPI) -> None:
         return {"doc_id": doc_id, "deleted": removed}
 
 
+async def _unless_client_leaves(request: Request, work: Callable[[threading.Event], T]) -> T:
+    """`work(cancel)` in a worker thread, off the event loop. If the client disconnects, or this request
+    is cancelled (the server stopping), `cancel` is set, which kills a PDF parser and stops indexing at
+    the next batch; the thread is waited for (briefly) so the document's lock outlives its cleanup."""
+    cancel = threading.Event()
+    job = asyncio.ensure_future(asyncio.to_thread(work, cancel))
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({job, gone}, return_when=asyncio.FIRST_COMPLETED)
+        if not job.done():
+            raise ClientGone()
+        return job.result()
+    finally:
+        gone.cancel()
+        if not job.done():
+            cancel.set()
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(asyncio.shield(job), UPLOAD_CANCEL_WAIT_S)
+
+
+async def _disconnected(request: Request) -> None:
+    # The body has been read by now: the next message is the disconnect (or the end of the response).
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+class ClientGone(Exception):
+    """The client left before the response; nobody reads it."""
+
+
 async def _sse(
     head: list[tuple[str, Any]], rest: AsyncGenerator[tuple[str, Any], None]
 ) -> AsyncIterator[ServerSentEvent]:
@@ -444,8 +505,13 @@ async def _sse(
             yield _encode(event)
         if head and head[-1][0] == "done":
             return
-        async for event in rest:
-            yield _encode(event)
+        try:
+            async for event in rest:
+                yield _encode(event)
+        except Exception as exc:
+            # The 200 is sent: a failure after it ends the stream with an `error` event, not a cut connection.
+            status, detail = stream_failure(exc)
+            yield ServerSentEvent(json.dumps({"status": status, "detail": detail}, ensure_ascii=False), event="error")
 
 
 def _encode(event: tuple[str, Any]) -> ServerSentEvent:

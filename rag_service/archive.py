@@ -19,7 +19,7 @@ import re
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.pool import NullPool, StaticPool
 
 from rag_service.domain import Message, SessionMeta
-from rag_service.store import ArchiveWrite
+from rag_service.store import ArchiveWrite, outage_as_unavailable
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +107,21 @@ user_memories = sa.Table(
 
 class ArchiveError(RuntimeError):
     pass
+
+
+# The database cannot be reached or dropped the connection: a 503 to the caller, not a 500.
+_available = outage_as_unavailable(
+    "archive", (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.TimeoutError, OSError, TimeoutError)
+)
+
+
+@dataclass
+class _Tail:
+    """What a session holds at the seqs a write touches: identities (role, content, created_at) by seq."""
+
+    last: int = -1
+    by_seq: dict[int, tuple[str, str, float]] = field(default_factory=dict)
+    identities: set[tuple[str, str, float]] = field(default_factory=set)
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,13 +294,6 @@ class Archive:
             return sqlite.insert(table)
         return mysql.insert(table)
 
-    def _insert_ignore(self, table: sa.Table, keys: Sequence[str]) -> Any:
-        stmt = self._insert(table)
-        if self.dialect in ("postgresql", "sqlite"):
-            return stmt.on_conflict_do_nothing(index_elements=list(keys))
-        # Not INSERT IGNORE, which would also turn real errors (truncation ...) into warnings.
-        return stmt.on_duplicate_key_update({keys[0]: table.c[keys[0]]})
-
     def _upsert(self, table: sa.Table, keys: Sequence[str], update: Sequence[str]) -> Any:
         stmt = self._insert(table)
         if self.dialect in ("postgresql", "sqlite"):
@@ -353,31 +361,100 @@ class Archive:
     async def create_session(self, meta: SessionMeta) -> None:
         await self.save_meta(meta)
 
+    @_available
     async def save_meta(self, meta: SessionMeta) -> None:
         await self._connect_ready()
         async with self.engine.begin() as conn:
             await self._save_meta(conn, [meta], time.time())
 
-    async def save_messages(self, session_id: str, start_seq: int, items: Sequence[Message]) -> None:
-        """Idempotent: messages whose (session_id, seq) is stored already are skipped."""
-        await self.write_batch([ArchiveWrite(session_id, None, tuple(enumerate(items, start_seq)))])
+    async def save_messages(self, session_id: str, start_seq: int, items: Sequence[Message]) -> set[str]:
+        """Idempotent: messages stored already (at any seq) are skipped."""
+        return await self.write_batch([ArchiveWrite(session_id, None, tuple(enumerate(items, start_seq)))])
 
-    async def write_batch(self, writes: Sequence[ArchiveWrite]) -> None:
-        """One transaction: metas upserted, rows made to exist, messages inserted unless present."""
+    @_available
+    async def write_batch(self, writes: Sequence[ArchiveWrite]) -> set[str]:
+        """One transaction: metas upserted, rows made to exist, messages placed (see `_place`). Returns the
+        sessions where a message's seq was held by a different message: those were written after the
+        session's last seq, and the live copy, which numbered them differently, is stale."""
         writes = [w for w in writes if w.meta is not None or w.messages]
         if not writes:
-            return
+            return set()
         await self._connect_ready()
         now = time.time()
         metas = [w.meta for w in writes if w.meta is not None]
         bare = [(w.session_id, w.messages[0][1].created_at) for w in writes if w.meta is None]
-        rows = [row for w in writes for row in self._message_rows(w.session_id, w.messages)]
+        conflicted: set[str] = set()
         async with self.engine.begin() as conn:
             await self._save_meta(conn, metas, now)
             await self._touch(conn, bare, now)
-            if rows:
-                await conn.execute(self._insert_ignore(messages, ["session_id", "seq"]), rows)
+            with_messages = [w for w in writes if w.messages]
+            if with_messages:
+                stored = await self._stored_tails(conn, with_messages)
+                rows = []
+                for w in with_messages:
+                    placed, moved = self._place(w, stored[w.session_id])
+                    rows += self._message_rows(w.session_id, placed)
+                    if moved:
+                        conflicted.add(w.session_id)
+                        log.error(
+                            "archive: %d message(s) of a session found their seq taken by another message "
+                            "(writes racing a restore); stored after the last seq instead",
+                            moved,
+                        )
+                if rows:
+                    # A plain insert: a seq that another writer took meanwhile fails the batch, which is
+                    # then retried against what that writer stored, instead of being skipped.
+                    await conn.execute(sa.insert(messages), rows)
+        return conflicted
 
+    async def _stored_tails(self, conn: AsyncConnection, writes: Sequence[ArchiveWrite]) -> dict[str, _Tail]:
+        """Per session: its highest stored seq and the stored messages from the write's first seq on."""
+        ids = [w.session_id for w in writes]
+        tails = {sid: _Tail() for sid in ids}
+        top = sa.select(messages.c.session_id, sa.func.max(messages.c.seq)).where(messages.c.session_id.in_(ids))
+        for sid, seq in (await conn.execute(top.group_by(messages.c.session_id))).all():
+            tails[sid].last = int(seq)
+        ranges = [
+            sa.and_(messages.c.session_id == w.session_id, messages.c.seq >= w.messages[0][0])
+            for w in writes
+            if tails[w.session_id].last >= w.messages[0][0]
+        ]
+        if ranges:
+            cols = (messages.c.session_id, messages.c.seq, messages.c.role, messages.c.content)
+            stmt = sa.select(*cols, messages.c.encrypted, messages.c.created_at).where(sa.or_(*ranges))
+            for r in (await conn.execute(stmt)).all():
+                tail = tails[r.session_id]
+                identity = (r.role, self._open(r.content, r.encrypted), r.created_at)
+                tail.by_seq[int(r.seq)] = identity
+                tail.identities.add(identity)
+        return tails
+
+    @staticmethod
+    def _place(write: ArchiveWrite, tail: _Tail) -> tuple[list[tuple[int, Message]], int]:
+        """Where each message of a write goes. A message stored already (same role, content and creation
+        time at any seq, or same role and content at its seq) is skipped: a replayed batch. A free seq
+        takes the message. A seq held by a different message is a conflict (two copies of the session numbered their messages differently,
+        e.g. a turn appended to a live copy restored without an earlier turn): the message goes after the
+        session's last seq, so both are kept, in the order they reached the archive."""
+        placed: list[tuple[int, Message]] = []
+        moved = 0
+        for seq, m in sorted(write.messages, key=lambda kv: kv[0]):
+            identity = (m.role, m.content, m.created_at)
+            held = tail.by_seq.get(seq)
+            # Equal text at its own seq is the same message re-sent (not after a move: the write's
+            # messages no longer line up with the stored ones then).
+            if identity in tail.identities or (not moved and held is not None and held[:2] == identity[:2]):
+                continue
+            if held is not None or (moved and seq <= tail.last):
+                seq = tail.last + 1
+                moved += 1
+            placed.append((seq, m))
+            tail.by_seq[seq] = identity
+            tail.identities.add(identity)
+            tail.last = max(tail.last, seq)
+        return placed, moved
+
+    @_available
     async def max_seqs(self, session_ids: Sequence[str]) -> dict[str, int]:
         if not session_ids:
             return {}
@@ -390,6 +467,7 @@ class Archive:
         async with self.engine.connect() as conn:
             return {sid: int(seq) for sid, seq in (await conn.execute(stmt)).all()}
 
+    @_available
     async def load(self, session_id: str) -> tuple[SessionMeta, list[Message]] | None:
         """The session's meta (message_count = the archived messages) and messages in order."""
         await self._connect_ready()
@@ -428,6 +506,7 @@ class Archive:
                 if seq != i:
                     await conn.execute(sa.update(messages).where(messages.c.id == row_id).values(seq=i))
 
+    @_available
     async def delete(self, session_id: str) -> bool:
         await self._connect_ready()
         async with self.engine.begin() as conn:
@@ -435,6 +514,7 @@ class Archive:
             result = await conn.execute(sa.delete(sessions).where(sessions.c.session_id == session_id))
         return bool(result.rowcount)
 
+    @_available
     async def session_ids(self, user_id: str | None = None) -> list[str]:
         await self._connect_ready()
         stmt = sa.select(sessions.c.session_id).order_by(sessions.c.updated_at)
@@ -450,6 +530,7 @@ class Archive:
             return self.cipher.fact_hash(fact)
         return hashlib.sha256(fact.encode("utf-8")).hexdigest()
 
+    @_available
     async def add_memory(self, user_id: str, fact: str, source_session: str | None = None) -> UserMemory:
         """Stores a fact about a user; the same fact again only refreshes updated_at and source_session."""
         fact = _normalize_fact(fact)
@@ -479,6 +560,7 @@ class Archive:
             ).scalar_one()
         return UserMemory(int(found), user_id, fact, source_session, now)
 
+    @_available
     async def list_memories(self, user_id: str, limit: int | None = None) -> list[UserMemory]:
         """Newest first."""
         await self._connect_ready()
@@ -496,6 +578,7 @@ class Archive:
             for r in rows
         ]
 
+    @_available
     async def delete_memory(self, user_id: str, memory_id: int) -> bool:
         await self._connect_ready()
         async with self.engine.begin() as conn:
@@ -504,6 +587,7 @@ class Archive:
             )
         return bool(result.rowcount)
 
+    @_available
     async def delete_memories(self, user_id: str) -> int:
         """Forgets everything about a user; returns how many facts were deleted."""
         await self._connect_ready()
@@ -513,6 +597,7 @@ class Archive:
 
     # -- lifecycle ------------------------------------------------------------------------------
 
+    @_available
     async def ping(self) -> None:
         async with self.engine.connect() as conn:
             await conn.execute(sa.text("SELECT 1"))

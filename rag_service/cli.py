@@ -57,6 +57,7 @@ def serve(
         log_level="info",
         # The app logs one structured line per request itself.
         access_log=False,
+        timeout_graceful_shutdown=settings.server.shutdown_grace_s,
     )
 
 

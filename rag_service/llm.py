@@ -32,9 +32,13 @@ class _StatusError(Exception):
         self.status = status
 
 
-# What a call can fail with (transport, timeout, HTTP status, a reply that is not JSON) before it is reported
-# as an `UpstreamError`.
-_FAILURES = (aiohttp.ClientError, TimeoutError, _StatusError, ValueError)
+class _TruncatedStream(Exception):
+    """The stream ended without `[DONE]` or a choice's `finish_reason`: the answer is not complete."""
+
+
+# What a call can fail with (transport, timeout, HTTP status, a reply that is not JSON, a cut stream)
+# before it is reported as an `UpstreamError`.
+_FAILURES = (aiohttp.ClientError, TimeoutError, _StatusError, ValueError, _TruncatedStream)
 
 
 def _check_status(resp: aiohttp.ClientResponse) -> None:
@@ -47,7 +51,7 @@ def _retryable(exc: BaseException) -> bool:
     # try; any other 4xx means the request itself is wrong.
     if isinstance(exc, _StatusError):
         return exc.status == 429 or exc.status >= 500
-    return isinstance(exc, aiohttp.ClientError | TimeoutError)
+    return isinstance(exc, aiohttp.ClientError | TimeoutError | _TruncatedStream)
 
 
 def _describe(exc: BaseException) -> str:
@@ -57,6 +61,8 @@ def _describe(exc: BaseException) -> str:
         kind = "timeout"
     elif isinstance(exc, aiohttp.ClientError):
         kind = f"connection error: {type(exc).__name__}"
+    elif isinstance(exc, _TruncatedStream):
+        kind = "the stream ended before the answer was complete"
     else:
         kind = type(exc).__name__
     return f"LLM upstream failed ({kind})"
@@ -165,9 +171,15 @@ class ChatClient:
 
 
 async def _sse_pieces(resp: aiohttp.ClientResponse) -> AsyncIterator[str]:
-    """The text pieces of an OpenAI chat-completion stream (server-sent events, `data: {json}`)."""
+    """The text pieces of an OpenAI chat-completion stream (server-sent events, `data: {json}`).
+
+    A complete stream ends with `[DONE]`, or at least has a choice with a `finish_reason`; one that just
+    stops (an upstream or proxy cut mid-answer) raises `_TruncatedStream`, so that half an answer is never
+    taken for a whole one.
+    """
     data: list[str] = []
-    async for raw in resp.content:
+    finished = False
+    async for raw in _lines_then_end(resp):
         line = raw.decode("utf-8").rstrip("\r\n")
         if line.startswith("data:"):
             data.append(line[5:].removeprefix(" "))
@@ -181,9 +193,20 @@ async def _sse_pieces(resp: aiohttp.ClientResponse) -> AsyncIterator[str]:
         if isinstance(event, dict) and event.get("error"):
             raise UpstreamError("LLM upstream failed (an error event in the stream)")
         choices = event.get("choices") or [] if isinstance(event, dict) else []
+        if choices and choices[0].get("finish_reason"):
+            finished = True
         content = (choices[0].get("delta") or {}).get("content") if choices else None
         if content:
             yield str(content)
+    if not finished:
+        raise _TruncatedStream()
+
+
+async def _lines_then_end(resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+    """The body's lines, then one blank line, so that a last event not followed by one still counts."""
+    async for raw in resp.content:
+        yield raw
+    yield b""
 
 
 class Generator(Protocol):

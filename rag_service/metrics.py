@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 STAGES = ("memory", "rewrite", "embed", "retrieve", "prompt", "generate", "store", "compress")
 PROMPT_PARTS = ("system_tokens", "summary_tokens", "history_tokens", "query_tokens", "context_tokens")
@@ -33,6 +33,15 @@ class Metrics:
         self.upstream_errors = Counter("rag_upstream_errors_total", "LLM upstream failures", ["stage"], registry=r)
         self.cost = Counter("rag_cost_estimate_total", "Estimated LLM cost, in the price table's currency", registry=r)
         self.filtered = Counter("rag_output_filtered_total", "Answers that leaked the system prompt", registry=r)
+        # Set to a callback by the app factory: sessions with changes not yet in the archive.
+        self.archive_backlog = Gauge(
+            "rag_archive_backlog_sessions", "Sessions with changes not yet written to the archive", registry=r
+        )
+        self.archive_conflicts = Counter(
+            "rag_archive_conflicts_total",
+            "Sessions whose live copy numbered messages differently from the archive (merged, none dropped)",
+            registry=r,
+        )
 
     def observe_turn(
         self, mode: str, streamed: bool, timings: Mapping[str, float], receipt: Mapping[str, object], cost: float

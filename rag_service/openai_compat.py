@@ -1,9 +1,14 @@
 """`POST /v1/chat/completions` in OpenAI's format, so any OpenAI SDK or chat frontend works unchanged.
 
 The session comes from the `X-Session-Id` header (an id this server issued, else 404) or from the
-`user` field when it names such a session. When the client sends a whole history in `messages`, that
-history is used, with the configured memory strategy applied; with a session and only the new question,
-the stored history is used. Client system messages are ignored: the service's own system prompt rules.
+`user` field when it names such a session. With a session, the stored conversation is the memory: of
+`messages` only the last user message (the question) is read, and the earlier ones are ignored. The
+stored copy is the one the service masked, summarised and numbered; a client's copy differs after a
+retry, a regenerate or an edit, and never carries the summary, so it cannot also be the memory (plans
+made over it were applied to the stored session at the wrong offsets). Without a session the call is
+stateless: the client's history, with the configured memory strategy applied, and nothing stored.
+`rag.history` in the reply says which one was used ("session" or "request"). Client system messages are
+ignored: the service's own system prompt rules.
 """
 
 import json
@@ -18,7 +23,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from rag_service.auth import Principal
 from rag_service.domain import Message
-from rag_service.pipeline import ChatPipeline, TurnEvents, TurnResult, prime, sources_payload
+from rag_service.pipeline import ChatPipeline, TurnEvents, TurnResult, prime, sources_payload, stream_failure
 from rag_service.store import SessionNotFound
 from rag_service.tokens import TokenCounter
 
@@ -103,7 +108,7 @@ def build_router(pipeline_dep: Any, counter_dep: Any, validate_dep: Any, princip
         if not req.stream:
             try:
                 result = await pipeline.answer(
-                    session_id, question, history=_external(history, session_id), tenant=principal.tenant
+                    session_id, question, history=_stateless(history, session_id), tenant=principal.tenant
                 )
             except SessionNotFound:
                 if x_session_id or session_id is None:
@@ -112,7 +117,7 @@ def build_router(pipeline_dep: Any, counter_dep: Any, validate_dep: Any, princip
                 result = await pipeline.answer(None, question, history=history, tenant=principal.tenant)
             if session_id:
                 response.headers["X-Session-Id"] = session_id
-            return _completion(completion_id, req.model, result)
+            return _completion(completion_id, req.model, result, session_id)
         if not x_session_id and session_id:
             # Streaming commits to a session before the first byte; only a known one qualifies.
             try:
@@ -122,19 +127,20 @@ def build_router(pipeline_dep: Any, counter_dep: Any, validate_dep: Any, princip
         headers = {"X-Session-Id": session_id} if session_id else {}
         events = cast(
             TurnEvents,
-            pipeline.stream(session_id, question, history=_external(history, session_id), tenant=principal.tenant),
+            pipeline.stream(session_id, question, history=_stateless(history, session_id), tenant=principal.tenant),
         )
-        return EventSourceResponse(_chunks(completion_id, req.model, await prime(events), events), headers=headers)
+        head = await prime(events)
+        return EventSourceResponse(_chunks(completion_id, req.model, head, events, session_id), headers=headers)
 
     return router
 
 
-def _external(history: list[Message], session_id: str | None) -> list[Message] | None:
-    """A session with only the new question uses its stored history; a full history wins otherwise."""
-    return history if history or session_id is None else None
+def _stateless(history: list[Message], session_id: str | None) -> list[Message] | None:
+    """The client's history is the memory of a stateless call only; a session has its stored one."""
+    return history if session_id is None else None
 
 
-def _completion(completion_id: str, model: str, result: TurnResult) -> dict[str, Any]:
+def _completion(completion_id: str, model: str, result: TurnResult, session_id: str | None) -> dict[str, Any]:
     prompt = int(result.receipt.get("total_prompt_tokens", 0))
     completion = int(result.receipt.get("completion_tokens", 0))
     return {
@@ -144,12 +150,13 @@ def _completion(completion_id: str, model: str, result: TurnResult) -> dict[str,
         "model": model,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": result.answer}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
-        "rag": _rag_extra(result),
+        "rag": _rag_extra(result, session_id),
     }
 
 
-def _rag_extra(result: TurnResult) -> dict[str, Any]:
+def _rag_extra(result: TurnResult, session_id: str | None) -> dict[str, Any]:
     return {
+        "history": "session" if session_id else "request",
         "mode": result.mode,
         "rewritten_query": result.rewritten_query,
         "sources": sources_payload(result.sources, result.answer),
@@ -172,7 +179,11 @@ def _chunk(
 
 
 async def _chunks(
-    completion_id: str, model: str, head: list[tuple[str, Any]], rest: AsyncGenerator[tuple[str, Any], None]
+    completion_id: str,
+    model: str,
+    head: list[tuple[str, Any]],
+    rest: AsyncGenerator[tuple[str, Any], None],
+    session_id: str | None,
 ) -> AsyncIterator[ServerSentEvent]:
     yield _chunk(completion_id, model, {"role": "assistant", "content": ""})
 
@@ -184,11 +195,18 @@ async def _chunks(
                 yield event
 
     try:
-        async for kind, data in events():
-            if kind == "delta":
-                yield _chunk(completion_id, model, {"content": data})
-            elif kind == "done":
-                yield _chunk(completion_id, model, {}, "stop", rag=_rag_extra(data))
+        try:
+            async for kind, data in events():
+                if kind == "delta":
+                    yield _chunk(completion_id, model, {"content": data})
+                elif kind == "done":
+                    yield _chunk(completion_id, model, {}, "stop", rag=_rag_extra(data, session_id))
+        except Exception as exc:
+            # After the 200, a failure is an error object in the stream (OpenAI's SDKs raise it), and no
+            # [DONE]: the answer is not complete.
+            status, detail = stream_failure(exc)
+            yield ServerSentEvent(json.dumps({"error": error_object(status, detail)}, ensure_ascii=False))
+            return
         yield ServerSentEvent("[DONE]")
     finally:
         await rest.aclose()

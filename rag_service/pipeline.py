@@ -35,7 +35,7 @@ from rag_service.prompt import (
 from rag_service.retrieval import Retriever, fill_budget
 from rag_service.rewrite import Rewriter
 from rag_service.settings import Settings
-from rag_service.store import SessionNotFound, SessionStore, SummaryUpdate
+from rag_service.store import SessionNotFound, SessionStore, StoreUnavailable, SummaryUpdate
 from rag_service.summary import Summarizer, pin_facts
 from rag_service.tokens import TokenCounter
 from rag_service.user_memory import UserMemory
@@ -154,8 +154,10 @@ class ChatPipeline:
         history: Sequence[Message] | None = None,
         tenant: str | None = None,
     ) -> TurnResult:
-        """One turn. `history` replaces the stored history (clients that send their own); `tenant`, when
-        given, must own the session (another tenant's session is reported as unknown)."""
+        """One turn. With a session, its stored conversation is the memory and the turn is stored; with
+        `session_id` None the turn is stateless: `history` (the client's own) is the memory and nothing is
+        stored. `tenant`, when given, must own the session (another tenant's session is reported as
+        unknown)."""
         async with self._session_lock(session_id):
             turn = await self._prepare(session_id, question, history, tenant)
             async with self._keep_question_on_failure(turn):
@@ -227,6 +229,10 @@ class ChatPipeline:
         self, session_id: str | None, question: str, history: Sequence[Message] | None, tenant: str | None
     ) -> PreparedTurn:
         cfg, s = self.s.settings, self.s
+        if session_id is not None and history is not None:
+            # Compression plans index the list the turn was built from; over a client's list they would
+            # be applied to the stored session at the wrong offsets.
+            raise ValueError("a turn uses a session's stored history or a client history, not both")
         started = time.perf_counter()
         question_tokens = s.counter.count(question)
         if question_tokens > cfg.budget.query_allowance:
@@ -236,7 +242,7 @@ class ChatPipeline:
         user_message = Message("user", question, question_tokens, time.time())
 
         # 1. memory
-        if history is None and session_id is not None:
+        if session_id is not None:
             meta, loaded, offset = await s.store.load(session_id, s.memory.load_from)
             if tenant is not None and meta.tenant != tenant:
                 raise SessionNotFound(session_id)
@@ -491,6 +497,16 @@ async def prime(events: TurnEvents) -> list[tuple[str, Any]]:
         await events.aclose()
         raise
     return head
+
+
+def stream_failure(exc: Exception) -> tuple[int, str]:
+    """The HTTP status and message of a turn that failed after its stream began (reported in-band)."""
+    if isinstance(exc, UpstreamError):
+        return 502, str(exc)
+    if isinstance(exc, StoreUnavailable):
+        return 503, str(exc)
+    log.error("a streamed turn failed", exc_info=exc)
+    return 500, "internal error"
 
 
 def sources_payload(chunks: Sequence[Chunk], answer: str | None = None) -> list[dict[str, Any]]:

@@ -103,6 +103,13 @@ class ChunkingSettings(BaseModel):
 
 class IngestSettings(BaseModel):
     max_file_mb: float = 20.0
+    # A PDF is parsed in a child process that is killed past pdf_timeout_s (or when the upload's client
+    # leaves); the rest bound what a small file may expand to (ingest/pdf_worker.py).
+    pdf_timeout_s: float = Field(default=60.0, gt=0)
+    pdf_max_pages: int = Field(default=2000, ge=1)
+    pdf_max_chars: int = Field(default=10_000_000, ge=1)
+    pdf_max_content_mb: float = Field(default=100.0, gt=0)
+    pdf_max_memory_mb: float = Field(default=1024.0, ge=256)
     upsert_batch: int = 64
     extensions: list[str] = Field(default_factory=lambda: [".txt", ".md", ".markdown", ".html", ".htm", ".pdf"])
 
@@ -196,7 +203,11 @@ class PromptSettings(BaseModel):
 class SessionSettings(BaseModel):
     ttl_s: int = 1800
     id_random_bytes: int = 16
+    # How long a turn waits for another turn of its session (then 409).
     lock_timeout_s: float = 30.0
+    # The Redis lock's lease, renewed every third of it while the turn runs: a process that dies holding
+    # a lock blocks its session at most this long.
+    lock_lease_s: float = Field(default=2.0, gt=0)
     on_busy: Literal["wait", "reject"] = "wait"
 
 
@@ -213,6 +224,9 @@ class DatabaseSettings(BaseModel):
     # Write-behind of the live store into the archive: batching window and retry back-off.
     flush_interval_s: float = 0.2
     flush_retry_max_s: float = 30.0
+    # Where writes the archive cannot take at shutdown wait for the next start; unset: an `archive-spool`
+    # folder next to a SQLite archive, else ./data/archive-spool.
+    spool_dir: str | None = None
 
     @model_validator(mode="after")
     def _valid_key(self) -> DatabaseSettings:
@@ -366,6 +380,10 @@ class ServerSettings(BaseModel):
             except ValueError as exc:
                 raise ValueError(f"server.trusted_proxies: {item!r} is not an IP address or network") from exc
         return value
+
+    # On SIGTERM, requests still running after this long are cancelled (streams end at once anyway; an
+    # upload's parser is killed), so a stop never hangs on one request.
+    shutdown_grace_s: int = Field(default=10, ge=0)
 
 
 class Settings(BaseSettings):

@@ -13,18 +13,21 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, Protocol, TypeVar
 
 from rag_service.domain import Message, SessionMeta
 
 if TYPE_CHECKING:
     from rag_service.privacy import Masker
+    from rag_service.spool import Spool
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +44,39 @@ class SessionIncomplete(SessionNotFound):
 
 class SessionBusy(RuntimeError):
     pass
+
+
+class StoreUnavailable(RuntimeError):
+    """A part that holds sessions cannot be reached: `part` is "store" (the live store) or "archive"."""
+
+    def __init__(self, part: str, detail: str) -> None:
+        super().__init__(f"the {'session store' if part == 'store' else 'archive'} is unavailable: {detail}")
+        self.part = part
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def outage_as_unavailable(
+    part: str, errors: tuple[type[BaseException], ...]
+) -> Callable[[Callable[_P, Awaitable[_R]]], Callable[_P, Coroutine[Any, Any, _R]]]:
+    """Decorator: `errors` (a client library's connection failures) leave the method as StoreUnavailable."""
+
+    def wrap(fn: Callable[_P, Awaitable[_R]]) -> Callable[_P, Coroutine[Any, Any, _R]]:
+        @functools.wraps(fn)
+        async def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+            try:
+                return await fn(*args, **kwargs)
+            except errors as exc:
+                raise StoreUnavailable(part, f"{type(exc).__name__}: {exc}"[:300]) from exc
+
+        return call
+
+    return wrap
+
+
+Probe = tuple[str, Callable[[], Awaitable[None]]]
 
 
 def new_session_id(random_bytes: int, tenant: str = "", user: str = "") -> str:
@@ -79,9 +115,15 @@ class SessionStore(Protocol):
 
     async def delete(self, session_id: str) -> bool: ...
 
-    def lock(self, session_id: str) -> AbstractAsyncContextManager[None]: ...
+    def lock(self, session_id: str) -> AbstractAsyncContextManager[None]:
+        """Serialises the turns of a session; released on every exit (error, cancellation)."""
+        ...
 
     async def ping(self) -> None: ...
+
+    def probes(self) -> list[Probe]:
+        """Readiness checks by part ("store", "archive"), so /readyz can say which one is down."""
+        ...
 
     async def close(self) -> None: ...
 
@@ -117,6 +159,10 @@ class LiveStore(SessionStore, Protocol):
         """messages[start:stop] without refreshing the TTL (empty if the session is absent)."""
         ...
 
+    async def evict(self, session_id: str) -> None:
+        """Drops the live copy (no tombstone): the next use restores the session from the archive."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class ArchiveWrite:
@@ -130,8 +176,10 @@ class ArchiveWrite:
 class SessionArchive(Protocol):
     """The durable side (rag_service.archive.Archive implements it)."""
 
-    async def write_batch(self, writes: Sequence[ArchiveWrite]) -> None:
-        """Idempotent: upserts each meta, inserts the messages whose seq is not stored yet."""
+    async def write_batch(self, writes: Sequence[ArchiveWrite]) -> set[str]:
+        """Idempotent: upserts each meta, inserts the messages not stored yet. A message whose seq holds
+        a different message is stored after the session's last seq, never dropped; returns the sessions
+        where that happened (their live copies are stale)."""
         ...
 
     async def max_seqs(self, session_ids: Sequence[str]) -> dict[str, int]:
@@ -213,13 +261,16 @@ class MemoryStore:
         entry = self._get(session_id)
         if entry.meta.summarized != update.expected_summarized:
             return False
+        if not summary_fits(update, entry.meta.message_count):
+            return False
         entry.meta.summary, entry.meta.summary_tokens = update.summary, update.summary_tokens
         entry.meta.summarized = update.summarized
         entry.meta.summarized_source_tokens += update.source_tokens
         return True
 
     async def set_topic_start(self, session_id: str, index: int) -> None:
-        self._get(session_id).meta.topic_start = index
+        entry = self._get(session_id)
+        entry.meta.topic_start = max(0, min(index, entry.meta.message_count))
 
     async def messages(self, session_id: str) -> list[Message]:
         return list(self._get(session_id).messages)
@@ -246,6 +297,13 @@ class MemoryStore:
         restored.message_count = len(messages)
         self._entries[meta.session_id] = _Entry(restored, list(messages), time.monotonic() + self.ttl_s)
         return True
+
+    async def evict(self, session_id: str) -> None:
+        self._entries.pop(session_id, None)
+
+    def clear(self) -> None:
+        """Forgets every live session (what a restart of a live store server does)."""
+        self._entries.clear()
 
     async def peek(self, session_ids: Sequence[str]) -> dict[str, SessionMeta | Literal["deleted"] | None]:
         now = time.monotonic()
@@ -283,20 +341,37 @@ class MemoryStore:
     async def ping(self) -> None:
         return None
 
+    def probes(self) -> list[Probe]:
+        return [("store", self.ping)]
+
     async def close(self) -> None:
         return None
+
+
+def summary_fits(update: SummaryUpdate, message_count: int) -> bool:
+    """A summary folds stored messages only: `summarized <= message_count` holds in every store. A plan
+    made over another list than the stored one (e.g. a client's own history) is refused here."""
+    if update.expected_summarized <= update.summarized <= message_count:
+        return True
+    log.warning(
+        "summary update refused: it folds up to message %d of a session holding %d",
+        update.summarized,
+        message_count,
+    )
+    return False
 
 
 @dataclass
 class _Pending:
     """Changes of one session not yet in the archive."""
 
-    # The meta known at creation, written when the live store no longer has the session at flush time.
-    created: SessionMeta | None = None
+    # The meta to write when the live store no longer has the session at flush time (known at creation,
+    # or read back from the spool).
+    meta: SessionMeta | None = None
     messages: dict[int, Message] = field(default_factory=dict)
 
     def absorb(self, newer: _Pending) -> None:
-        self.created = newer.created or self.created
+        self.meta = newer.meta or self.meta
         self.messages.update(newer.messages)
 
 
@@ -304,10 +379,12 @@ class ArchivedStore:
     """A live store in front of the SQL archive.
 
     Every change goes to the live store first (the turn waits for nothing else) and is queued for the
-    archive; a background task writes the queue in batches (idempotent: messages are keyed by
-    (session_id, seq), metas are upserted), retrying with back-off while the archive is unavailable.
-    A session missing from the live store (expired, evicted, Redis flushed) is restored from the
-    archive on its next use. Message content and summaries are masked (PII) before either store sees them.
+    archive; a background task writes the queue in batches (idempotent: a message stored already is
+    skipped, metas are upserted), retrying with back-off while the archive is unavailable. A session
+    missing from the live store (expired, evicted, Redis flushed or restarted) is restored from the
+    archive on its next use, once this process's writes of it (queued or in flight) are in the archive.
+    Writes that still fail at shutdown go to a spool on disk that the next start writes. Message content
+    and summaries are masked (PII) before either store sees them.
     """
 
     def __init__(
@@ -319,22 +396,31 @@ class ArchivedStore:
         count_tokens: Callable[[str], int] | None = None,
         flush_interval_s: float = 0.2,
         retry_max_s: float = 30.0,
+        spool: Spool | None = None,
+        on_conflict: Callable[[], None] | None = None,
     ) -> None:
         self.live, self.archive, self.masker, self.count_tokens = live, archive, masker, count_tokens
         self.flush_interval_s, self.retry_max_s = flush_interval_s, retry_max_s
+        self.spool, self.on_conflict = spool, on_conflict
         self._pending: dict[str, _Pending] = {}
         self._inflight: dict[str, _Pending] = {}
         self._flush_lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self._failures = 0
         self._closing = False
+        # Sessions whose live copy disagrees with the archive (a seq conflict), to be reconciled.
+        self._stale: set[str] = set()
+        self._reconciling: dict[str, asyncio.Task[None]] = {}
+        # Spool files taken up at start, and their sessions: removed once those are written.
+        self._spooled: tuple[list[Path], set[str]] = ([], set())
         self.restored = 0  # sessions restored from the archive (metrics, tests)
+        self.conflicts = 0  # sessions whose messages were re-sequenced in the archive
 
     # -- SessionStore ---------------------------------------------------------------------------
 
     async def create(self, meta: SessionMeta) -> None:
         await self.live.create(meta)
-        self._queue(meta.session_id).created = SessionMeta(**meta.to_dict())
+        self._queue(meta.session_id).meta = SessionMeta(**meta.to_dict())
         self._kick()
 
     async def load(
@@ -374,8 +460,7 @@ class ArchivedStore:
             await self._restore(session_id, exc)
             applied = await self.live.update_summary(session_id, update)
         if applied:
-            self._queue(session_id)
-            self._kick()
+            await self._queue_meta(session_id)
         return applied
 
     async def set_topic_start(self, session_id: str, index: int) -> None:
@@ -384,8 +469,7 @@ class ArchivedStore:
         except SessionNotFound as exc:
             await self._restore(session_id, exc)
             await self.live.set_topic_start(session_id, index)
-        self._queue(session_id)
-        self._kick()
+        await self._queue_meta(session_id)
 
     async def messages(self, session_id: str) -> list[Message]:
         try:
@@ -413,12 +497,31 @@ class ArchivedStore:
         await self.live.ping()
         await self.archive.ping()
 
+    def probes(self) -> list[Probe]:
+        return [*self.live.probes(), ("archive", self.archive.ping)]
+
+    async def start(self) -> None:
+        """Takes up the writes an earlier run spooled to disk (archive down at its shutdown)."""
+        if self.spool is None:
+            return
+        paths, writes = await asyncio.to_thread(self.spool.read)
+        for w in writes:
+            self._queue(w.session_id).absorb(_Pending(w.meta, dict(w.messages)))
+        self._spooled = (paths, {w.session_id for w in writes})
+        if writes:
+            log.warning("archive write-behind: writing %d sessions spooled by an earlier run", len(writes))
+            self._kick()
+        elif paths:
+            await asyncio.to_thread(self.spool.discard, paths)
+            self._spooled = ([], set())
+
     async def close(self) -> None:
-        """Writes what is still queued (a few attempts), then closes both stores."""
+        """Writes what is still queued (a few attempts), spools the rest to disk, closes both stores."""
         self._closing = True  # the flusher stops even if a client library swallows the cancel
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        background = [t for t in (self._task, *self._reconciling.values()) if t is not None and not t.done()]
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
         for attempt in range(3):
             try:
                 await self.flush()
@@ -427,7 +530,7 @@ class ArchivedStore:
                 log.error("archive write-behind: flush at close failed (attempt %d): %s", attempt + 1, exc)
                 await asyncio.sleep(0.2 * (attempt + 1))
         if self._pending:
-            log.error("archive write-behind: %d sessions not archived at close", len(self._pending))
+            await self._spool_pending()
         await self.live.close()
         await self.archive.close()
 
@@ -435,13 +538,26 @@ class ArchivedStore:
 
     @property
     def pending(self) -> int:
-        """Sessions with changes not yet in the archive (queued or being written)."""
+        """Sessions with changes not yet in the archive (queued or being written): the backlog."""
         return len(self._pending.keys() | self._inflight.keys())
 
     async def flush(self) -> None:
-        """Writes everything queued so far; raises if the archive fails (the queue is kept)."""
-        while self._pending:
+        """Writes everything queued so far (waiting for a batch in flight), then reconciles the sessions a
+        conflict left stale; raises if the archive fails (the queue is kept)."""
+        while self._pending or self._inflight:
             await self._flush_once()
+        for sid in list(self._stale):
+            running = self._reconciling.get(sid)
+            await (running if running is not None else self._reconcile(sid))
+
+    async def _queue_meta(self, session_id: str) -> None:
+        """Queues a meta change with the meta it produced: should the live copy be lost before the flush,
+        the archive still gets the summary (a flush prefers the live meta when there is one)."""
+        state = (await self.live.peek([session_id])).get(session_id)
+        pending = self._queue(session_id)
+        if isinstance(state, SessionMeta):
+            pending.meta = state
+        self._kick()
 
     def _queue(self, session_id: str) -> _Pending:
         pending = self._pending.get(session_id)
@@ -457,7 +573,7 @@ class ArchivedStore:
 
     async def _run(self) -> None:
         delay = self.flush_interval_s
-        while self._pending and not self._closing:
+        while (self._pending or self._stale) and not self._closing:
             await asyncio.sleep(delay)
             if self._closing:
                 return
@@ -473,6 +589,7 @@ class ArchivedStore:
                     delay,
                     exc,
                 )
+            self._reconcile_stale()
 
     async def _flush_once(self) -> None:
         async with self._flush_lock:
@@ -491,6 +608,7 @@ class ArchivedStore:
                 raise
             finally:
                 self._inflight = {}
+        await self._discard_spooled()
 
     async def _write(self, batch: dict[str, _Pending]) -> None:
         sids = list(batch)
@@ -500,7 +618,7 @@ class ArchivedStore:
         writes: list[ArchiveWrite] = []
         for sid in sids:
             queued, state = batch[sid], states.get(sid)
-            meta = state if isinstance(state, SessionMeta) else queued.created
+            meta = state if isinstance(state, SessionMeta) else queued.meta
             messages = dict(queued.messages)
             if messages:
                 # A gap (writes lost with a crashed process) is filled from the live store when it still has them.
@@ -510,20 +628,71 @@ class ArchivedStore:
                         messages.setdefault(have + 1 + i, m)
             writes.append(ArchiveWrite(sid, meta, tuple(sorted(messages.items(), key=lambda kv: kv[0]))))
         if writes:
-            await self.archive.write_batch(writes)
+            self._note_conflicts(await self.archive.write_batch(writes))
             # A session deleted by another process while this batch was being written: delete it again.
             after = await self.live.peek([w.session_id for w in writes])
             for sid, state in after.items():
                 if state == DELETED:
                     await self.archive.delete(sid)
 
+    def _note_conflicts(self, sessions: set[str]) -> None:
+        for _ in sessions:
+            self.conflicts += 1
+            if self.on_conflict is not None:
+                self.on_conflict()
+        if sessions:
+            self._stale |= sessions
+            self._kick()
+
+    # -- conflicts: a live copy that numbers messages differently from the archive ---------------
+
+    def _reconcile_stale(self) -> None:
+        for sid in list(self._stale):
+            if sid not in self._reconciling and not self._closing:
+                task = asyncio.get_running_loop().create_task(self._reconcile(sid))
+                self._reconciling[sid] = task
+                task.add_done_callback(functools.partial(self._reconciled, sid))
+
+    def _reconciled(self, session_id: str, _task: asyncio.Task[None]) -> None:
+        self._reconciling.pop(session_id, None)
+
+    async def _reconcile(self, session_id: str) -> None:
+        """The archive holds turns this live copy lacks, or numbers them differently (a turn appended to
+        a copy restored without an earlier one). Under the session's lock, so no turn runs meanwhile:
+        copy whatever the live copy holds into the archive (messages stored already are skipped, the
+        others go after the last seq), then drop the live copy, so the next use restores the merged
+        conversation. Retried on the next flush if the lock or a store is not available."""
+        try:
+            async with self.live.lock(session_id):
+                state = (await self.live.peek([session_id])).get(session_id)
+                if isinstance(state, SessionMeta):
+                    await self._settle(session_id)
+                    held = await self.live.peek_messages(session_id, 0, state.message_count)
+                    await self.archive.write_batch([ArchiveWrite(session_id, state, tuple(enumerate(held)))])
+                    await self.live.evict(session_id)
+                    log.warning("a session's live copy disagreed with the archive: merged, restored on next use")
+                self._stale.discard(session_id)
+        except Exception as exc:
+            log.warning("could not reconcile a session with the archive yet (retrying): %s", exc)
+            self._kick()
+
     # -- restore --------------------------------------------------------------------------------
+
+    async def _settle(self, session_id: str) -> None:
+        """Waits until the archive holds this process's writes of the session: queued ones, and a batch
+        in flight (a restore that read the archive before that batch committed would miss its turns, and
+        the next turn would reuse their positions)."""
+        while session_id in self._pending or session_id in self._inflight:
+            try:
+                await self._flush_once()
+            except StoreUnavailable:
+                raise
+            except Exception as exc:
+                raise StoreUnavailable("archive", f"queued writes cannot be written ({exc})"[:300]) from exc
 
     async def _restore(self, session_id: str, cause: SessionNotFound) -> None:
         """Puts the archived session back into the live store, or raises SessionNotFound."""
-        if session_id in self._pending:
-            # The archive must hold everything the live store had before it is copied back.
-            await self.flush()
+        await self._settle(session_id)
         found = await self.archive.load(session_id)
         if found is None:
             raise SessionNotFound(session_id) from cause
@@ -531,6 +700,39 @@ class ArchivedStore:
         if await self.live.restore(meta, messages):
             self.restored += 1
             log.info("session restored from the archive (%d messages)", len(messages))
+
+    # -- spool ----------------------------------------------------------------------------------
+
+    async def _spool_pending(self) -> None:
+        if self.spool is None:
+            log.error("archive write-behind: %d sessions not archived at close", len(self._pending))
+            return
+        try:
+            states = await self.live.peek(list(self._pending))
+        except Exception:  # the live store is down too: the metas known here will do
+            states = {}
+        writes = []
+        for sid, queued in self._pending.items():
+            state = states.get(sid)
+            if state == DELETED:
+                continue
+            meta = state if isinstance(state, SessionMeta) else queued.meta
+            writes.append(ArchiveWrite(sid, meta, tuple(sorted(queued.messages.items(), key=lambda kv: kv[0]))))
+        path = await asyncio.to_thread(self.spool.save, writes)
+        log.error(
+            "archive unavailable at close: %d sessions spooled to %s; the next start writes them", len(writes), path
+        )
+        self._pending.clear()
+        old, self._spooled = self._spooled[0], ([], set())
+        await asyncio.to_thread(self.spool.discard, old)
+
+    async def _discard_spooled(self) -> None:
+        paths, sids = self._spooled
+        if self.spool is None or not paths or sids & (self._pending.keys() | self._inflight.keys()):
+            return
+        self._spooled = ([], set())
+        await asyncio.to_thread(self.spool.discard, paths)
+        log.info("archive write-behind: the spooled sessions of an earlier run are archived")
 
     # -- masking --------------------------------------------------------------------------------
 

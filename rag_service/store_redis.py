@@ -24,13 +24,32 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Literal, cast
 
+import anyio
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import LockError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from rag_service.domain import Message, SessionMeta
-from rag_service.store import DELETED, SessionBusy, SessionIncomplete, SessionNotFound, SummaryUpdate, acquire_within
+from rag_service.store import (
+    DELETED,
+    Probe,
+    SessionBusy,
+    SessionIncomplete,
+    SessionNotFound,
+    StoreUnavailable,
+    SummaryUpdate,
+    acquire_within,
+    outage_as_unavailable,
+)
 
 log = logging.getLogger(__name__)
+
+# Redis down, restarting (LOADING is a ConnectionError subclass) or a connection dropped: a 503.
+_OUTAGES = (RedisConnectionError, RedisTimeoutError, OSError)
+_available = outage_as_unavailable("store", _OUTAGES)
 
 _INT_FIELDS = ("message_count", "summary_tokens", "summarized", "summarized_source_tokens", "topic_start")
 
@@ -49,9 +68,12 @@ return n
 """
 
 # KEYS: meta, msgs. ARGV: ttl, expected_summarized, summary, summary_tokens, summarized, source_tokens.
+# 0: someone compressed first; -3: the update folds messages the session does not hold.
 _UPDATE_SUMMARY = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 if tonumber(redis.call('HGET', KEYS[1], 'summarized') or '0') ~= tonumber(ARGV[2]) then return 0 end
+local count = tonumber(redis.call('HGET', KEYS[1], 'message_count') or '0')
+if tonumber(ARGV[5]) > count or tonumber(ARGV[5]) < tonumber(ARGV[2]) then return -3 end
 redis.call('HSET', KEYS[1], 'summary', ARGV[3], 'summary_tokens', ARGV[4], 'summarized', ARGV[5])
 redis.call('HINCRBY', KEYS[1], 'summarized_source_tokens', ARGV[6])
 redis.call('EXPIRE', KEYS[1], ARGV[1])
@@ -59,10 +81,11 @@ redis.call('EXPIRE', KEYS[2], ARGV[1])
 return 1
 """
 
-# KEYS: meta, msgs. ARGV: ttl, field, value.
-_SET_FIELD = """
+# KEYS: meta, msgs. ARGV: ttl, index (clamped to the messages held).
+_SET_TOPIC_START = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
-redis.call('HSET', KEYS[1], ARGV[2], ARGV[3])
+local count = tonumber(redis.call('HGET', KEYS[1], 'message_count') or '0')
+redis.call('HSET', KEYS[1], 'topic_start', math.max(0, math.min(tonumber(ARGV[2]), count)))
 redis.call('EXPIRE', KEYS[1], ARGV[1])
 redis.call('EXPIRE', KEYS[2], ARGV[1])
 return 1
@@ -146,6 +169,7 @@ class RedisStore:
         ttl_s: int,
         lock_timeout_s: float,
         on_busy: str,
+        lock_lease_s: float = 2.0,
         prefix: str = "rag:",
         client: aioredis.Redis | None = None,
         lock_poll_s: float = 0.05,
@@ -155,13 +179,25 @@ class RedisStore:
         if client is None:
             if not url:
                 raise ValueError("RedisStore needs a URL or a client")
-            client = aioredis.Redis.from_url(url, decode_responses=True, max_connections=max_connections)
+            client = aioredis.Redis.from_url(
+                url,
+                decode_responses=True,
+                max_connections=max_connections,
+                # A pooled connection that died with a Redis restart fails its next command; that command
+                # is retried on a fresh connection at once, so a restart costs no request. A Redis that is
+                # down fails a request within about a second (a 503), instead of after the client's default
+                # ten retries.
+                retry=Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.2), retries=3),
+                socket_connect_timeout=1.0,
+                socket_timeout=10.0,
+            )
         self.redis = client
         self.ttl_s, self.lock_timeout_s, self.on_busy = ttl_s, lock_timeout_s, on_busy
+        self.lock_lease_s = lock_lease_s
         self.prefix, self.lock_poll_s, self.tombstone_ttl_s = prefix, lock_poll_s, tombstone_ttl_s
         self._append = client.register_script(_APPEND)
         self._update_summary = client.register_script(_UPDATE_SUMMARY)
-        self._set_field = client.register_script(_SET_FIELD)
+        self._set_topic_start = client.register_script(_SET_TOPIC_START)
         self._restore = client.register_script(_RESTORE)
         self._local = _LocalLocks()
 
@@ -174,6 +210,7 @@ class RedisStore:
 
     # -- SessionStore ---------------------------------------------------------------------------
 
+    @_available
     async def create(self, meta: SessionMeta) -> None:
         meta_key, msgs_key = self.keys(meta.session_id)
         fields = encode_meta(meta)
@@ -184,6 +221,7 @@ class RedisStore:
             pipe.expire(meta_key, self.ttl_s)
             await pipe.execute()
 
+    @_available
     async def load(
         self, session_id: str, start_of: Callable[[SessionMeta], int]
     ) -> tuple[SessionMeta, list[Message], int]:
@@ -203,6 +241,7 @@ class RedisStore:
         raw = await self.redis.lrange(msgs_key, start, -1) if start < meta.message_count else []
         return meta, [decode_message(r) for r in raw], start
 
+    @_available
     async def append(self, session_id: str, messages: Sequence[Message]) -> int:
         keys = self.keys(session_id)
         n = int(await self._append(keys=list(keys), args=[self.ttl_s, *(encode_message(m) for m in messages)]))
@@ -212,6 +251,7 @@ class RedisStore:
             raise SessionIncomplete(session_id)
         return n
 
+    @_available
     async def update_summary(self, session_id: str, update: SummaryUpdate) -> bool:
         args: list[str | int] = [
             self.ttl_s,
@@ -224,13 +264,19 @@ class RedisStore:
         result = int(await self._update_summary(keys=list(self.keys(session_id)), args=args))
         if result == -1:
             raise SessionNotFound(session_id)
+        if result == -3:
+            log.warning(
+                "summary update refused: it folds up to message %d, more than the session holds", update.summarized
+            )
         return result == 1
 
+    @_available
     async def set_topic_start(self, session_id: str, index: int) -> None:
-        args: list[str | int] = [self.ttl_s, "topic_start", index]
-        if int(await self._set_field(keys=list(self.keys(session_id)), args=args)) == -1:
+        args: list[str | int] = [self.ttl_s, index]
+        if int(await self._set_topic_start(keys=list(self.keys(session_id)), args=args)) == -1:
             raise SessionNotFound(session_id)
 
+    @_available
     async def messages(self, session_id: str) -> list[Message]:
         meta_key, msgs_key = self.keys(session_id)
         async with self.redis.pipeline(transaction=True) as pipe:
@@ -245,6 +291,7 @@ class RedisStore:
             raise SessionIncomplete(session_id)
         return [decode_message(r) for r in raw]
 
+    @_available
     async def delete(self, session_id: str) -> bool:
         meta_key, msgs_key = self.keys(session_id)
         async with self.redis.pipeline(transaction=True) as pipe:
@@ -255,6 +302,7 @@ class RedisStore:
 
     # -- LiveStore ------------------------------------------------------------------------------
 
+    @_available
     async def restore(self, meta: SessionMeta, messages: Sequence[Message]) -> bool:
         fields = encode_meta(meta)
         fields["message_count"] = str(len(messages))
@@ -266,6 +314,7 @@ class RedisStore:
             raise SessionNotFound(meta.session_id)
         return result == 1
 
+    @_available
     async def peek(self, session_ids: Sequence[str]) -> dict[str, SessionMeta | Literal["deleted"] | None]:
         if not session_ids:
             return {}
@@ -280,11 +329,16 @@ class RedisStore:
             out[sid] = DELETED if tomb else decode_meta(fields) if fields else None
         return out
 
+    @_available
     async def peek_messages(self, session_id: str, start: int, stop: int) -> list[Message]:
         if stop <= start:
             return []
         raw = await self.redis.lrange(self.keys(session_id)[1], start, stop - 1)
         return [decode_message(r) for r in raw]
+
+    @_available
+    async def evict(self, session_id: str) -> None:
+        await self.redis.delete(*self.keys(session_id))
 
     # -- lock -----------------------------------------------------------------------------------
 
@@ -294,8 +348,9 @@ class RedisStore:
     @asynccontextmanager
     async def _lock(self, session_id: str) -> AsyncIterator[None]:
         """Waits up to lock_timeout_s (or fails at once in reject mode) -> SessionBusy. The Redis lease is
-        lock_timeout_s too, so a crashed holder blocks the session at most that long; a live holder's lease
-        is renewed every third of it, so a long turn (slow LLM) never loses the lock halfway."""
+        short (lock_lease_s) and renewed every third of it while the turn runs, so a long turn keeps its
+        lock and the lock of a process that died expires within the lease. Released on every exit of the
+        turn, a cancelled one included (client gone, server stopping)."""
         reject = self.on_busy == "reject"
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.lock_timeout_s
@@ -308,13 +363,17 @@ class RedisStore:
             try:
                 lock = self.redis.lock(
                     key,
-                    timeout=self.lock_timeout_s,
+                    timeout=self.lock_lease_s,
                     sleep=self.lock_poll_s,
                     blocking=not reject,
                     blocking_timeout=max(0.0, deadline - loop.time()),
                     thread_local=False,
                 )
-                if not await lock.acquire():
+                try:
+                    acquired = await lock.acquire()
+                except _OUTAGES as exc:
+                    raise StoreUnavailable("store", f"{type(exc).__name__}: {exc}"[:300]) from exc
+                if not acquired:
                     raise SessionBusy(session_id)
                 stop = asyncio.Event()
                 renew = loop.create_task(self._renew(lock, stop))
@@ -322,21 +381,31 @@ class RedisStore:
                     yield
                 finally:
                     stop.set()
-                    renew.cancel()
-                    await asyncio.gather(renew, return_exceptions=True)
-                    try:
-                        await lock.release()
-                    except LockError:
-                        log.warning("a session lock expired before release (turn longer than its lease?)")
+                    # Its own task, awaited under a shield: a cancelled turn (an anyio scope cancels every
+                    # await inside it) would otherwise skip the release and leave the session locked
+                    # until the lease ran out; a second asyncio cancel still cannot stop the release.
+                    release = loop.create_task(self._release(lock, renew))
+                    with anyio.CancelScope(shield=True):
+                        await asyncio.shield(release)
             finally:
                 local.release()
         finally:
             self._local.put(key)
 
+    async def _release(self, lock: Any, renew: asyncio.Task[None]) -> None:
+        renew.cancel()
+        await asyncio.gather(renew, return_exceptions=True)
+        try:
+            await lock.release()
+        except LockError:
+            log.warning("a session lock expired before release (the event loop stalled past its lease?)")
+        except Exception as exc:  # Redis unreachable: the lease ends the lock within lock_lease_s
+            log.warning("could not release a session lock (it expires with its lease): %s", exc)
+
     async def _renew(self, lock: Any, stop: asyncio.Event) -> None:
         # Ends on `stop`, not only on cancel: redis-py can swallow a cancellation that arrives
         # mid-command, and a renewer that kept running would keep its turn's caller waiting.
-        period = max(0.05, self.lock_timeout_s / 3)
+        period = max(0.05, self.lock_lease_s / 3)
         while not stop.is_set():
             try:
                 await asyncio.wait_for(stop.wait(), period)
@@ -355,8 +424,12 @@ class RedisStore:
 
     # -- lifecycle ------------------------------------------------------------------------------
 
+    @_available
     async def ping(self) -> None:
         await self.redis.ping()
+
+    def probes(self) -> list[Probe]:
+        return [("store", self.ping)]
 
     async def close(self) -> None:
         await self.redis.aclose()

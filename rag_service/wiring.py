@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from rag_service.auth import ApiKeys, RateLimiter
 from rag_service.embedding import CachedQueryEmbedder, Embedder, make_embedder
@@ -36,6 +37,11 @@ class Services:
     rate_limiter: RateLimiter
     clients: list[ChatClient] = field(default_factory=list)
 
+    async def start(self) -> None:
+        """Work that needs the event loop: the archive takes up writes spooled by an earlier run."""
+        if isinstance(self.store, ArchivedStore):
+            await self.store.start()
+
     async def close(self) -> None:
         await self.pipeline.drain()
         for client in self.clients:
@@ -45,29 +51,58 @@ class Services:
         self.index.close()
 
 
-def build_store(settings: Settings, counter: TokenCounter | None = None) -> SessionStore:
+def build_store(
+    settings: Settings, counter: TokenCounter | None = None, metrics: Metrics | None = None
+) -> SessionStore:
     """The live store (Redis when `redis.url` is set, else in-process) in front of the SQL archive at
-    `database.url`, migrated here, at start-up. `counter` recounts message tokens after PII masking."""
+    `database.url`, migrated here, at start-up. `counter` recounts message tokens after PII masking;
+    `metrics` gets the archive backlog and conflicts."""
     from rag_service.archive import Archive, migrate
+    from rag_service.privacy import Masker
+    from rag_service.spool import Spool
 
     s = settings.session
     live: LiveStore
     if settings.redis.url:
         from rag_service.store_redis import RedisStore
 
-        live = RedisStore(settings.redis.url, ttl_s=s.ttl_s, lock_timeout_s=s.lock_timeout_s, on_busy=s.on_busy)
+        live = RedisStore(
+            settings.redis.url,
+            ttl_s=s.ttl_s,
+            lock_timeout_s=s.lock_timeout_s,
+            lock_lease_s=s.lock_lease_s,
+            on_busy=s.on_busy,
+        )
     else:
         live = MemoryStore(s.ttl_s, s.lock_timeout_s, s.on_busy)
     db = settings.database
     migrate(db.url)
-    return ArchivedStore(
+    archive = Archive(db.url, db.encryption_key)
+    store = ArchivedStore(
         live,
-        Archive(db.url, db.encryption_key),
+        archive,
         masker=Masker.from_settings(settings.privacy),
         count_tokens=counter.count if counter is not None else None,
         flush_interval_s=db.flush_interval_s,
         retry_max_s=db.flush_retry_max_s,
+        spool=Spool(spool_dir(settings), archive.cipher),
+        on_conflict=metrics.archive_conflicts.inc if metrics is not None else None,
     )
+    if metrics is not None:
+        metrics.archive_backlog.set_function(lambda: store.pending)
+    return store
+
+
+def spool_dir(settings: Settings) -> Path:
+    """`database.spool_dir`, else next to a SQLite archive file, else ./data/archive-spool."""
+    if settings.database.spool_dir:
+        return Path(settings.database.spool_dir).expanduser()
+    from rag_service.archive import normalize_url
+
+    url = normalize_url(settings.database.url)
+    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+        return Path(str(url.database)).expanduser().parent / "archive-spool"
+    return Path("data") / "archive-spool"
 
 
 def build_generator(settings: Settings, clients: list[ChatClient]) -> Generator:
@@ -131,8 +166,8 @@ def build_services(
     index = index or VectorIndex.open(settings.qdrant, embedder.dim, embedder.name)
     warm_up()
     clients: list[ChatClient] = []
-    store = build_store(settings, counter)
     metrics = Metrics()
+    store = build_store(settings, counter, metrics)
     if isinstance(embedder, CachedQueryEmbedder):
         embedder.observe = metrics.stage_seconds.labels("embed").observe
     stages = Stages(

@@ -13,8 +13,12 @@ A test is skipped (with the reason) only when its server cannot be reached.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
+import shutil
+import socket
+import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -82,3 +86,62 @@ async def redis_prefix() -> AsyncIterator[tuple[aioredis.Redis, str]]:
         if keys:
             await client.delete(*keys)
         await client.aclose()
+
+
+class PrivateRedis:
+    """A redis-server of the test's own, on a free port, with no persistence: `kill()` (SIGKILL, as a
+    crash) loses everything, as a Redis restarted without a disk copy does. Only this test's process
+    talks to it, so it may be killed and restarted freely."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.dir = tmp
+        self.port = _free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    async def start(self) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            pytest.skip("redis-server is not installed")
+        options = {"port": str(self.port), "bind": "127.0.0.1", "dir": str(self.dir), "save": "", "appendonly": "no"}
+        options |= {"protected-mode": "no", "daemonize": "no", "loglevel": "warning"}
+        self.proc = subprocess.Popen(
+            [binary, *(part for k, v in options.items() for part in (f"--{k}", v))],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        client = aioredis.Redis(port=self.port, socket_connect_timeout=0.5)
+        try:
+            for _ in range(400):  # a safety net only: usually up within a few tries
+                try:
+                    if await client.ping():
+                        return
+                except (OSError, aioredis.ConnectionError):
+                    if self.proc.poll() is not None:
+                        raise RuntimeError(f"redis-server exited with {self.proc.returncode}") from None
+                    await asyncio.sleep(0.025)
+            raise RuntimeError("redis-server did not come up")
+        finally:
+            await client.aclose()
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+    async def __aenter__(self) -> PrivateRedis:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.kill()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

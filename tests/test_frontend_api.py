@@ -197,7 +197,7 @@ async def test_readyz_and_metrics(app_factory: Any, fake_llm: FakeLLM) -> None:
         observability={"prices": {"gpt-4o-mini": {"input_per_1k": 0.001, "output_per_1k": 0.002}}},
     )
     ready = await app.http.get("/readyz")
-    assert ready.status_code == 200 and ready.json()["checks"] == {"qdrant": "ok", "store": "ok"}
+    assert ready.status_code == 200 and ready.json()["checks"] == {"qdrant": "ok", "store": "ok", "archive": "ok"}
     sid = await app.new_session()
     turn = await app.ask(sid, "分期付款最多几期？")
     assert turn["receipt"]["cost_estimate"] > 0

@@ -236,8 +236,20 @@ async def test_stream_error_event_is_an_upstream_error() -> None:
         await collect(lines)
 
 
-async def test_stream_ending_without_done_keeps_what_arrived() -> None:
-    assert await collect([delta("a"), "", delta("b"), ""]) == ["a", "b"]
+def finish(reason: str = "stop") -> str:
+    return "data: " + json.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": reason}]})
+
+
+async def test_stream_ending_without_done_after_finish_reason_keeps_what_arrived() -> None:
+    assert await collect([delta("a"), "", delta("b"), "", finish(), ""]) == ["a", "b"]
+    # The last event may lack its blank line when the body ends.
+    assert await collect([delta("a"), "", delta("b"), "", finish("length")]) == ["a", "b"]
+
+
+async def test_truncated_stream_is_an_upstream_error() -> None:
+    """No [DONE] and no finish_reason: the upstream was cut mid-answer; half an answer is not an answer."""
+    with pytest.raises(UpstreamError, match="ended before the answer was complete"):
+        await collect([delta("a"), "", delta("b"), ""])
 
 
 async def test_stream_status_error_before_any_piece() -> None:

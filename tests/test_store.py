@@ -649,11 +649,11 @@ class FlakyArchive:
     def __init__(self, archive: Archive, failures: int) -> None:
         self.archive, self.failures, self.calls = archive, failures, 0
 
-    async def write_batch(self, writes: Sequence[ArchiveWrite]) -> None:
+    async def write_batch(self, writes: Sequence[ArchiveWrite]) -> set[str]:
         self.calls += 1
         if self.calls <= self.failures:
             raise ConnectionError("archive unavailable")
-        await self.archive.write_batch(writes)
+        return await self.archive.write_batch(writes)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.archive, name)

@@ -76,6 +76,10 @@ class Fault:
     status: int = 500
     hang_s: float = 0.0
     body: str = "upstream failure"
+    # A cut stream: a streamed request gets the normal reply's first ``truncate_after`` content deltas,
+    # then the response ends cleanly but with no ``finish_reason`` and no ``[DONE]`` (``status`` is not
+    # used). A plain request is answered normally.
+    truncate_after: int | None = None
 
 
 class StreamGate:
@@ -471,6 +475,10 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if isinstance(reply, Fault):
                 fault = reply
+        truncate_after = fault.truncate_after if fault is not None else None
+        if fault is not None and truncate_after is not None:
+            answer = owner._responder(request)
+            fault, reply = None, answer if isinstance(answer, str) else default_responder(request)
         if fault is not None:
             if fault.hang_s > 0:
                 owner._sleep(fault.hang_s)
@@ -495,7 +503,9 @@ class _Handler(BaseHTTPRequestHandler):
         if stream:
             options = request.get("stream_options")
             include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
-            self._stream(owner, completion_id, created, model, text, usage if include_usage else None, delay)
+            self._stream(
+                owner, completion_id, created, model, text, usage if include_usage else None, delay, truncate_after
+            )
             return
         if delay > 0:
             owner._sleep(delay)
@@ -526,6 +536,7 @@ class _Handler(BaseHTTPRequestHandler):
         text: str,
         usage: dict[str, int] | None,
         delay: float,
+        truncate_after: int | None = None,
     ) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
@@ -560,6 +571,9 @@ class _Handler(BaseHTTPRequestHandler):
             [chunk({}, "stop")],
         )
         write = self.wfile.write
+        if truncate_after is not None:
+            # The role chunk plus that many content deltas, then a well-formed end of the body.
+            events = itertools.islice(events, 1 + truncate_after)
         for n, event in enumerate(events):
             if n == hold_before and gate is not None and not gate._hold(self.connection, owner._stopping):
                 self.close_connection = True
@@ -567,6 +581,10 @@ class _Handler(BaseHTTPRequestHandler):
             data = b"data: " + _dumps(event) + b"\n\n"
             write(b"%x\r\n%s\r\n" % (len(data), data))
             self.wfile.flush()
+        if truncate_after is not None:
+            write(b"0\r\n\r\n")
+            self.wfile.flush()
+            return
         tail = b""
         if usage is not None:
             # As OpenAI does: a last chunk with empty choices carries the usage.
