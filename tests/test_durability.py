@@ -453,7 +453,9 @@ async def test_redis_down_is_a_json_503_and_readyz_names_the_store(
     services_factory: Callable[..., Services], tmp_path: Path
 ) -> None:
     redis_server = PrivateRedis(tmp_path)  # not started yet: nothing listens on its port
-    services = services_factory(redis={"url": redis_server.url}, auth={"rate_per_s": 0})
+    services = services_factory(
+        redis={"url": redis_server.url}, auth={"rate_limit": {"per_key": "", "per_session": "", "per_address": ""}}
+    )
     try:
         async with serving(services) as http:
             created = await http.post("/v1/sessions")
@@ -479,7 +481,9 @@ async def test_redis_down_is_a_json_503_and_readyz_names_the_store(
 async def test_archive_down_keeps_turns_going_and_readyz_names_the_archive(
     services_factory: Callable[..., Services], tmp_path: Path
 ) -> None:
-    services = services_factory(auth={"rate_per_s": 0}, database={"flush_retry_max_s": 0.2})
+    services = services_factory(
+        auth={"rate_limit": {"per_key": "", "per_session": "", "per_address": ""}}, database={"flush_retry_max_s": 0.2}
+    )
     store = services.store
     assert isinstance(store, ArchivedStore)
     real = store.archive
@@ -550,7 +554,7 @@ async def test_acknowledged_turns_survive_redis_restarts_under_load(
             database={"url": db_url, "flush_interval_s": 0.01, "flush_retry_max_s": 0.2},
             memory={"strategy": "hybrid", "window_rounds": 1, "summary_trigger": "rounds", "summary_every_rounds": 2},
             rewrite={"mode": "none"},
-            auth={"rate_per_s": 0},
+            auth={"rate_limit": {"per_key": "", "per_session": "", "per_address": ""}},
         )
         store = services.store
         assert isinstance(store, ArchivedStore)

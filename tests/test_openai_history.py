@@ -23,7 +23,7 @@ def llm_settings(fake: FakeLLM) -> dict[str, Any]:
 
 SETTINGS: dict[str, Any] = {
     "rewrite": {"mode": "none"},
-    "auth": {"rate_per_s": 0},
+    "auth": {"rate_limit": {"per_key": "", "per_session": "", "per_address": ""}},
     # Fold every round but the newest into the summary as soon as two are pending.
     "memory": {"strategy": "hybrid", "window_rounds": 1, "summary_trigger": "rounds", "summary_every_rounds": 1},
 }
@@ -37,8 +37,14 @@ def answer(request: dict[str, Any]) -> str:
 
 
 def history_sent(request: dict[str, Any]) -> list[tuple[str, str]]:
-    """The conversation rounds in an upstream chat request (between the system part and the question)."""
-    body = [m for m in request["messages"][:-1] if m["role"] in ("user", "assistant")]
+    """The conversation rounds in an upstream chat request (between the system part, the user-side data
+    blocks of facts and summary, and the question)."""
+    blocks = ("<conversation_summary>", "<user_facts>")
+    body = [
+        m
+        for m in request["messages"][:-1]
+        if m["role"] in ("user", "assistant") and not any(b in message_text(m["content"]) for b in blocks)
+    ]
     return [(m["role"], message_text(m["content"])) for m in body]
 
 

@@ -176,7 +176,9 @@ async def upload_asgi(app: Any, body: bytes, headers: list[tuple[bytes, bytes]],
 
 
 async def test_upload_too_expensive_to_parse_is_a_422(app_factory: Any) -> None:
-    app: AppClient = await app_factory(ingest={"pdf_timeout_s": 1}, auth={"rate_per_s": 0})
+    app: AppClient = await app_factory(
+        ingest={"pdf_timeout_s": 1}, auth={"rate_limit": {"per_key": "", "per_session": "", "per_address": ""}}
+    )
     resp = await app.http.post("/v1/documents", files={"file": ("bomb.pdf", build_pdf(HUGE_DRAWING))})
     assert resp.status_code == 422 and "ingest.pdf_timeout_s" in resp.json()["detail"]
     assert pdf_workers() == []
@@ -186,7 +188,9 @@ async def test_upload_too_expensive_to_parse_is_a_422(app_factory: Any) -> None:
 
 @pytest.mark.parametrize("how", ["client leaves", "request cancelled"])
 async def test_upload_is_abandoned_when_its_client_leaves_or_the_server_stops(app_factory: Any, how: str) -> None:
-    app: AppClient = await app_factory(ingest={"pdf_timeout_s": 600}, auth={"rate_per_s": 0})
+    app: AppClient = await app_factory(
+        ingest={"pdf_timeout_s": 600}, auth={"rate_limit": {"per_key": "", "per_session": "", "per_address": ""}}
+    )
     asgi = create_app(services=app.services)
     body, headers = multipart("bomb.pdf", build_pdf(HUGE_DRAWING))
     leave = asyncio.Event()

@@ -52,7 +52,10 @@ def llm_settings(fake: FakeLLM) -> dict[str, Any]:
     return {"base_url": fake.base_url, "max_retries": 0, "fallback_extractive": False}
 
 
-SETTINGS: dict[str, Any] = {"rewrite": {"mode": "none"}, "auth": {"rate_per_s": 0}}
+SETTINGS: dict[str, Any] = {
+    "rewrite": {"mode": "none"},
+    "auth": {"rate_limit": {"per_key": "", "per_session": "", "per_address": ""}},
+}
 # Long enough that the output guard (which holds back a window of text) has let some of it out.
 REPLY = "发票在订单详情页申请，电子发票当天开具，纸质发票随货寄出。" * 12
 
