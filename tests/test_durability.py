@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import os
 import signal
 import subprocess
@@ -45,6 +44,7 @@ from rag_service.store_redis import RedisStore
 from rag_service.testing.fake_llm import FakeLLM
 from rag_service.wiring import Services
 from tests.servers import REDIS_URL, PrivateRedis, fresh_database, redis_prefix
+from tests.sse import events as sse_events
 
 
 def msg(role: str, text: str) -> Message:
@@ -517,20 +517,6 @@ async def test_archive_down_keeps_turns_going_and_readyz_names_the_archive(
 # -- Redis killed and restarted under concurrent load --------------------------------------------------------
 
 
-def _events(body: str) -> list[tuple[str, Any]]:
-    out = []
-    for block in body.replace("\r\n", "\n").split("\n\n"):
-        kind, data = "message", ""
-        for line in block.split("\n"):
-            if line.startswith("event:"):
-                kind = line[6:].strip()
-            elif line.startswith("data:"):
-                data += line[5:].strip()
-        if data:
-            out.append((kind, json.loads(data)))
-    return out
-
-
 def _pairs(messages: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     return [(q, a) for (r1, q), (r2, a) in itertools.pairwise(messages) if (r1, r2) == ("user", "assistant")]
 
@@ -588,7 +574,7 @@ async def test_acknowledged_turns_survive_redis_restarts_under_load(
                     resp = await http.post(f"/v1/sessions/{sid}/chat", json={"question": question, "stream": streamed})
                     answer: str | None = None
                     if resp.status_code == 200 and streamed:
-                        events = _events(resp.text)
+                        events = sse_events(resp.text)
                         if events and events[-1][0] == "done":
                             answer = events[-1][1]["answer"]
                         else:

@@ -25,20 +25,7 @@ from rag_service.testing.fake_llm import FakeLLM, Fault
 from rag_service.wiring import Services
 from tests.conftest import AppClient
 from tests.servers import PrivateRedis
-
-
-def events(body: str) -> list[tuple[str, Any]]:
-    out = []
-    for block in body.replace("\r\n", "\n").split("\n\n"):
-        kind, data = "message", ""
-        for line in block.split("\n"):
-            if line.startswith("event:"):
-                kind = line[6:].strip()
-            elif line.startswith("data:"):
-                data += line[5:].strip()
-        if data:
-            out.append((kind, data if data == "[DONE]" else json.loads(data)))
-    return out
+from tests.sse import events
 
 
 async def stored(app: AppClient, sid: str) -> list[tuple[str, str]]:
