@@ -16,7 +16,6 @@ always marked as extractive.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 from collections import Counter
@@ -391,12 +390,6 @@ class ExtractiveGenerator:
         if not candidates:
             return f"{MARKER} {empty}"
         q = Question.parse(turn.question, turn.query)
-        if not q.asks and turn.memory is not None and turn.memory.rounds:
-            # "那寄到香港呢" after "寄美国运费多少": a follow-up without a question word of its own asks what
-            # the previous question asked.
-            previous = question_asks(turn.memory.rounds[-1].user.content)
-            if previous:
-                q = dataclasses.replace(q, asks=tuple(previous))
         score_candidates(q, candidates)
         ranked = sorted(candidates, key=lambda c: (-c.score, c.rank, c.order))
         picked = _pick(q, ranked, self.max_sentences)

@@ -221,15 +221,3 @@ async def test_a_sentence_listing_several_tiers_is_cut_to_the_one_asked_about() 
     )
     text = await answer("How many points does a gold member get?", chunks=[tiers])
     assert "1.5" in text and "1.2" not in text
-
-
-async def test_a_follow_up_without_a_question_word_asks_what_the_previous_question_asked() -> None:
-    zones = chunk(
-        "zones",
-        "Overseas Delivery",
-        "Fees\nParcels to Europe cost ¥320 per order.\nEurope orders usually arrive within 9 business days.",
-        0.9,
-    )
-    memory = _memory(("寄到美国运费多少", "- Parcels to the United States cost ¥280 per order."))
-    text = await answer("那欧洲呢", query="欧洲", chunks=[zones], memory=memory)
-    assert "¥320" in text and "9 business days" not in text
