@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, TypeVar, cast
 
-from fastapi import Depends, FastAPI, File, Form, Header, HTTPException, Request, Response, UploadFile
+from fastapi import Depends, FastAPI, File, Form, Header, HTTPException, Query, Request, Response, UploadFile
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
@@ -47,7 +47,7 @@ from rag_service.pipeline import (
 )
 from rag_service.privacy import Masker
 from rag_service.settings import Settings
-from rag_service.store import SessionBusy, SessionNotFound, StoreUnavailable, new_session_id
+from rag_service.store import SessionBusy, SessionCatalog, SessionNotFound, StoreUnavailable, new_session_id
 from rag_service.tokens import TokenCounter
 from rag_service.user_memory import UserMemory
 from rag_service.wiring import Services, build_services
@@ -64,6 +64,19 @@ STORE_RETRY_AFTER_S = 2
 class CreateSession(BaseModel):
     model_config = ConfigDict(extra="forbid")
     user: str = Field(default="", max_length=128, pattern=r"^[A-Za-z0-9_.@-]*$")
+
+
+class SessionSummary(BaseModel):
+    session_id: str
+    user: str
+    created_at: float
+    updated_at: float
+
+
+class SessionList(BaseModel):
+    sessions: list[SessionSummary]
+    limit: int
+    offset: int
 
 
 class ChatRequest(BaseModel):
@@ -355,6 +368,19 @@ def _add_routes(app: FastAPI) -> None:
                 {"role": m.role, "content": m.content, "tokens": m.tokens, "created_at": m.created_at} for m in messages
             ],
         }
+
+    @app.get("/v1/sessions", response_model=SessionList)
+    async def list_sessions(
+        services: ServicesDep,
+        principal: AdminDep,
+        limit: Annotated[int, Query(ge=1, le=500)] = 50,
+        offset: Annotated[int, Query(ge=0)] = 0,
+    ) -> SessionList:
+        """The caller's tenant's sessions, most recently active first (admin keys)."""
+        if not isinstance(services.store, SessionCatalog):
+            raise HTTPException(404, "this deployment keeps no session archive to list")
+        rows = await services.store.list_sessions(principal.tenant, limit, offset)
+        return SessionList(sessions=[SessionSummary(**r) for r in rows], limit=limit, offset=offset)
 
     @app.delete("/v1/sessions/{session_id}", status_code=204)
     async def delete_session(

@@ -523,6 +523,24 @@ class Archive:
         async with self.engine.connect() as conn:
             return [r[0] for r in (await conn.execute(stmt)).all()]
 
+    @_available
+    async def list_sessions(self, tenant: str, limit: int, offset: int) -> list[dict[str, Any]]:
+        """A tenant's sessions, most recently active first (an admin's view: ids, users, times)."""
+        await self._connect_ready()
+        stmt = (
+            sa.select(sessions.c.session_id, sessions.c.user_id, sessions.c.created_at, sessions.c.updated_at)
+            .where(sessions.c.tenant == tenant)
+            .order_by(sessions.c.updated_at.desc(), sessions.c.session_id)
+            .limit(limit)
+            .offset(offset)
+        )
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(stmt)).all()
+        return [
+            {"session_id": r.session_id, "user": r.user_id, "created_at": r.created_at, "updated_at": r.updated_at}
+            for r in rows
+        ]
+
     # -- user memories --------------------------------------------------------------------------
 
     def _fact_hash(self, fact: str) -> str:

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Seque
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, Protocol, TypeVar, runtime_checkable
 
 from rag_service.domain import Message, SessionMeta
 
@@ -40,6 +40,13 @@ class SessionNotFound(KeyError):
 
 class SessionIncomplete(SessionNotFound):
     """The live store holds the session's metadata but not all of its messages (e.g. a Redis eviction)."""
+
+
+@runtime_checkable
+class SessionCatalog(Protocol):
+    """A store that can list a tenant's sessions (the archived store; a bare live store cannot)."""
+
+    async def list_sessions(self, tenant: str, limit: int, offset: int) -> list[dict[str, Any]]: ...
 
 
 class SessionBusy(RuntimeError):
@@ -175,6 +182,8 @@ class ArchiveWrite:
 
 class SessionArchive(Protocol):
     """The durable side (rag_service.archive.Archive implements it)."""
+
+    async def list_sessions(self, tenant: str, limit: int, offset: int) -> list[dict[str, Any]]: ...
 
     async def write_batch(self, writes: Sequence[ArchiveWrite]) -> set[str]:
         """Idempotent: upserts each meta, inserts the messages not stored yet. A message whose seq holds
@@ -540,6 +549,12 @@ class ArchivedStore:
     def pending(self) -> int:
         """Sessions with changes not yet in the archive (queued or being written): the backlog."""
         return len(self._pending.keys() | self._inflight.keys())
+
+    async def list_sessions(self, tenant: str, limit: int, offset: int) -> list[dict[str, Any]]:
+        """The tenant's sessions as archived, after this process's pending writes (so a session created a
+        moment ago is listed)."""
+        await self.flush()
+        return await self.archive.list_sessions(tenant, limit, offset)
 
     async def flush(self) -> None:
         """Writes everything queued so far (waiting for a batch in flight), then reconciles the sessions a

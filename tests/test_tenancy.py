@@ -196,6 +196,7 @@ ROUTES = [
     "delete document",
     "get memories",
     "delete memories",
+    "list sessions",
 ]
 CHAT_ROUTES = {"create session", "chat", "messages", "delete session", "openai chat"}
 DOC_ROUTES = {"upload", "list documents", "delete document"}
@@ -228,6 +229,8 @@ async def _attempt(app: AppClient, route: str, caller: dict[str, str], owner: di
         return await http.delete(f"/v1/documents/{made.json()['doc_id']}", headers=caller)
     if route == "get memories":
         return await http.get("/v1/users/u-1/memories", headers=caller)
+    if route == "list sessions":
+        return await http.get("/v1/sessions", headers=caller)
     return await http.delete("/v1/users/u-1/memories", headers=caller)
 
 
@@ -265,6 +268,21 @@ async def test_route_in_open_mode(app_factory: Any, route: str) -> None:
         body = resp.json()
         assert body["tenant"] == DEFAULT_TENANT and body["doc_id"] == doc_id_for(body["source"])
         assert (await app.http.delete(f"/v1/documents/{body['doc_id']}")).status_code == 200
+
+
+async def test_admins_list_their_tenants_sessions_only(app_factory: Any) -> None:
+    t = await _two_tenants(app_factory)
+    mine = {await _session(t.app, t.h("acme-client")) for _ in range(3)}
+    theirs = await _session(t.app, t.h("globex-client"))
+    resp = await t.app.http.get("/v1/sessions", headers=t.h("acme-admin"), params={"limit": 2})
+    assert resp.status_code == 200, resp.text
+    first = resp.json()
+    assert first["limit"] == 2 and len(first["sessions"]) == 2
+    rest = (await t.app.http.get("/v1/sessions", headers=t.h("acme-admin"), params={"offset": 2})).json()
+    listed = {s["session_id"] for s in first["sessions"] + rest["sessions"]}
+    assert listed == mine and theirs not in listed
+    bad = await t.app.http.get("/v1/sessions", headers=t.h("acme-admin"), params={"limit": 0})
+    assert bad.status_code == 422 and bad.json()["detail"]
 
 
 async def test_open_mode_serves_loopback_clients_only(app_factory: Any) -> None:
