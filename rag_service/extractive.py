@@ -40,7 +40,7 @@ from rag_service.facts import (
     shows,
     values,
 )
-from rag_service.glossary import ASPECTS, concepts, weight
+from rag_service.glossary import ASPECTS, concepts, coverage
 from rag_service.lexical import terms
 from rag_service.recall import recall_answer
 
@@ -181,7 +181,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         # its concepts. In the question's language they are mostly the same evidence ("warranty" is both),
         # across languages only concepts match: the larger coverage counts, the other a little.
         by_words = sum(idf[t] for t in asked_words & c.words) / words_total if words_total else 0.0
-        by_ideas = _coverage(q.ideas, c.ideas)
+        by_ideas = coverage(q.ideas, c.ideas)
         score = 0.1 + max(by_words, by_ideas) + 0.25 * min(by_words, by_ideas)
         page_ideas = concepts(c.chunk.title) | c.ideas
         # A sentence about a sub-topic the question never raises (a repair price for "how much is it")
@@ -191,7 +191,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         score *= 0.5 ** min(2, len(asked_aspects - page_ideas))
         if q.ideas:
             # The page whose title is the question's topic ("return policy" ~ "退换货政策") answers it.
-            score *= 1 + 1.2 * _coverage(q.ideas, concepts(c.chunk.title))
+            score *= 1 + 1.2 * coverage(q.ideas, concepts(c.chunk.title))
         if primary is not Ask.GENERAL:
             fits = shows(c.text, primary)
             if primary is Ask.HOWTO:
@@ -235,11 +235,6 @@ _SPEC_UNITS = {
     "screen": re.compile(r"\d\s?(?:英寸|寸|inch|\"|Hz)", re.I),
 }
 _ASK_IDEA = {Ask.PRICE: "price", Ask.DURATION: "time_limit"}
-
-
-def _coverage(wanted: frozenset[str], got: frozenset[str]) -> float:
-    total = sum(weight(i) for i in wanted)
-    return sum(weight(i) for i in wanted & got) / total if total else 0.0
 
 
 def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:

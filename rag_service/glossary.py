@@ -6,13 +6,13 @@ return policy?" scores English pages about discounts above the Chinese return po
 translation model ships on the reachable registries, so the shared vocabulary of shop customer service
 (returns, warranty, shipping, invoices, instalments, membership, stores ...) is listed here by hand; a
 text's concepts are language-neutral keys that questions and sentences can share. Terms are what any shop
-uses, not the sample shop's wording; operators extend the list with `retrieval.glossary` entries.
+uses, not the sample shop's wording; a shop with its own vocabulary extends `CONCEPTS`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from functools import lru_cache
 
 # concept: (English phrases, Chinese phrases). English phrases match whole words (a trailing "*" matches
@@ -121,10 +121,6 @@ class Glossary:
     def concepts(self, text: str) -> frozenset[str]:
         return _concepts(self, text)
 
-    def zh_terms(self, keys: Iterable[str]) -> list[str]:
-        wanted = set(keys)
-        return [terms[0] for key, terms in self._zh if key in wanted]
-
 
 @lru_cache(maxsize=16384)
 def _concepts(glossary: Glossary, text: str) -> frozenset[str]:
@@ -205,3 +201,9 @@ GENERIC = frozenset(
 
 def weight(concept: str) -> float:
     return 0.4 if concept in GENERIC else 1.0
+
+
+def coverage(wanted: frozenset[str], got: frozenset[str]) -> float:
+    """The weighted share of the concepts `wanted` that `got` has (0 when nothing is wanted)."""
+    total = sum(weight(c) for c in wanted)
+    return sum(weight(c) for c in wanted & got) / total if total else 0.0

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from rag_service.domain import Chunk
 from rag_service.facts import BASE_WORDS, Product, language, product_fit, products
-from rag_service.glossary import concepts, weight
+from rag_service.glossary import concepts, coverage
 
 # The dense score already reflects shared words in the question's language; across languages the shared
 # concepts are new evidence, so they weigh more there.
@@ -41,16 +41,11 @@ class Query:
         return cls(language(query), concepts(query), products(query), BASE_WORDS.search(query) is not None)
 
 
-def _coverage(wanted: frozenset[str], got: frozenset[str]) -> float:
-    total = sum(weight(c) for c in wanted)
-    return sum(weight(c) for c in wanted & got) / total if total else 0.0
-
-
 def bonus(q: Query, chunk: Chunk) -> float:
     title = chunk.title
     across = int((chunk.lang or language(chunk.text)) != q.lang)
-    b = TITLE_CONCEPTS[across] * _coverage(q.ideas, concepts(f"{title} {chunk.section}"))
-    b += TEXT_CONCEPTS[across] * _coverage(q.ideas, concepts(chunk.text))
+    b = TITLE_CONCEPTS[across] * coverage(q.ideas, concepts(f"{title} {chunk.section}"))
+    b += TEXT_CONCEPTS[across] * coverage(q.ideas, concepts(chunk.text))
     if q.named:
         fit = product_fit(list(q.named), q.base_model, list(products(title)))
         if fit is not None:
