@@ -374,7 +374,7 @@ def _add_routes(app: FastAPI) -> None:
         services: ServicesDep,
         principal: AdminDep,
         limit: Annotated[int, Query(ge=1, le=500)] = 50,
-        offset: Annotated[int, Query(ge=0)] = 0,
+        offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
     ) -> SessionList:
         """The caller's tenant's sessions, most recently active first (admin keys)."""
         if not isinstance(services.store, SessionCatalog):
