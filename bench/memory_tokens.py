@@ -34,13 +34,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("RAG_CONFIG", str(ROOT / "configs" / "default.yaml"))
 
-from ingest.pipeline import ingest_file, iter_files  # noqa: E402
+from rag_core.documents.pipeline import ingest_file, iter_files  # noqa: E402
+from rag_core.embedding import Embedder, make_embedder  # noqa: E402
+from rag_core.settings import Settings  # noqa: E402
+from rag_core.tokens import TokenCounter, make_counter  # noqa: E402
+from rag_core.vectorstore import VectorIndex  # noqa: E402
 from rag_service.domain import SessionMeta  # noqa: E402
-from rag_service.embedding import Embedder, make_embedder  # noqa: E402
-from rag_service.settings import Settings  # noqa: E402
 from rag_service.testing.fake_llm import FakeLLM, message_text  # noqa: E402
-from rag_service.tokens import TokenCounter, make_counter  # noqa: E402
-from rag_service.vectorstore import VectorIndex  # noqa: E402
 from rag_service.wiring import Services, build_services  # noqa: E402
 from tests.kb_questions import FOLLOWUPS, QUESTIONS  # noqa: E402
 

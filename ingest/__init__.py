@@ -1,6 +1,5 @@
-"""Knowledge-base ingestion: load files, cut them into chunks, index them in Qdrant.
+"""`rag-ingest`: the command line over the document pipeline in `rag_core.documents`.
 
-`loaders` turns a file into a title and a stream of text blocks, `chunker` packs sentences into
-token-bounded overlapping chunks, `pipeline` embeds and stores them idempotently, and `cli` is the
-`rag-ingest` command. Submodules are imported on demand so that importing the package stays cheap.
+The pipeline (load, chunk, embed, index) lives in the core because the running service ingests uploads
+through it too; this package is only the command, so neither `ingest` nor `rag_service` imports the other.
 """

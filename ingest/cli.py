@@ -32,13 +32,12 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 from rich.table import Table
 
-from ingest.loaders import LoadError, check_file, supported_extensions
-from ingest.pipeline import IngestReport, delete_document, doc_id_for, ingest_file, iter_files, source_for
-from rag_service.domain import DEFAULT_TENANT
-from rag_service.embedding import make_embedder
-from rag_service.settings import TENANT_NAME, Settings
-from rag_service.tokens import make_counter
-from rag_service.vectorstore import IndexBusyError, IndexSchemaError, VectorIndex, open_client
+from rag_core.documents.loaders import LoadError, check_file, supported_extensions
+from rag_core.documents.pipeline import IngestReport, delete_document, doc_id_for, ingest_file, iter_files, source_for
+from rag_core.embedding import make_embedder
+from rag_core.settings import DEFAULT_TENANT, TENANT_NAME, Settings
+from rag_core.tokens import make_counter
+from rag_core.vectorstore import IndexBusyError, IndexSchemaError, VectorIndex, open_client
 
 EXIT_FAILED = 1
 EXIT_UNUSABLE = 2

@@ -29,8 +29,10 @@ from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ingest.loaders import LoadError
-from ingest.pipeline import delete_document, ingest_file
+from rag_core.documents.loaders import LoadError
+from rag_core.documents.pipeline import delete_document, ingest_file
+from rag_core.settings import Settings
+from rag_core.tokens import TokenCounter
 from rag_service import logs
 from rag_service.auth import Forbidden, Permission, Principal, RateLimited, Role, Unauthorized, is_loopback
 from rag_service.domain import SessionMeta
@@ -46,9 +48,7 @@ from rag_service.pipeline import (
     stream_failure,
 )
 from rag_service.privacy import Masker
-from rag_service.settings import Settings
 from rag_service.store import SessionBusy, SessionCatalog, SessionNotFound, StoreUnavailable, new_session_id
-from rag_service.tokens import TokenCounter
 from rag_service.user_memory import UserMemory
 from rag_service.wiring import Services, build_services
 

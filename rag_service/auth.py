@@ -24,8 +24,7 @@ from limits import RateLimitItem, parse_many
 from limits.aio.strategies import MovingWindowRateLimiter
 from limits.storage import storage_from_string
 
-from rag_service.domain import DEFAULT_TENANT
-from rag_service.settings import AuthSettings, Settings
+from rag_core.settings import DEFAULT_TENANT, AuthSettings, Settings
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rag_core.settings import BudgetSettings
 from rag_service.domain import MemoryView, Round
-from rag_service.settings import BudgetSettings
 
 
 @dataclass(frozen=True, slots=True)

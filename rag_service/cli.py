@@ -39,8 +39,8 @@ def serve(
 ) -> None:
     import uvicorn
 
+    from rag_core.settings import Settings
     from rag_service.auth import open_bind_problem
-    from rag_service.settings import Settings
 
     _use_config(config)
     settings = Settings()

@@ -8,11 +8,6 @@ from typing import Any, Literal
 
 Role = Literal["user", "assistant"]
 
-# The tenant of open mode (no API keys), and the owner of every chunk ingested before documents had
-# tenants. Configured tenants have names (auth.tenants / auth.admins); this one is the empty string,
-# so open-mode session ids and user-memory keys carry no tenant prefix.
-DEFAULT_TENANT = ""
-
 
 @dataclass(frozen=True, slots=True)
 class Message:

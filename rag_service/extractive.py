@@ -23,17 +23,16 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rag_core.lexical import terms
+from rag_core.text import LIST_MARK, is_heading, language
 from rag_service.domain import Chunk, GenerationInput
 from rag_service.facts import (
     BASE_WORDS,
-    LIST_MARK,
     TIER_KINDS,
     Ask,
     Product,
     attribute_fit,
     attributes,
-    is_heading,
-    language,
     product_fit,
     products,
     question_asks,
@@ -41,7 +40,6 @@ from rag_service.facts import (
     values,
 )
 from rag_service.glossary import ASPECTS, concepts, coverage
-from rag_service.lexical import terms
 from rag_service.recall import recall_answer
 
 ChatMessages = list[dict[str, Any]]

@@ -16,8 +16,8 @@ from typing import Any, Protocol
 import aiohttp
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
+from rag_core.settings import LLMEndpoint
 from rag_service.domain import GenerationInput
-from rag_service.settings import LLMEndpoint
 
 ChatMessages = list[dict[str, Any]]
 

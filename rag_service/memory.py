@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from rag_core.settings import MemorySettings
 from rag_service.domain import MemoryView, Message, Round, SessionMeta
-from rag_service.settings import MemorySettings
 
 
 @dataclass(frozen=True, slots=True)

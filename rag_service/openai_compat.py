@@ -21,11 +21,11 @@ from fastapi import APIRouter, Depends, Header, HTTPException, Response
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
+from rag_core.tokens import TokenCounter
 from rag_service.auth import Principal
 from rag_service.domain import Message
 from rag_service.pipeline import ChatPipeline, TurnEvents, TurnResult, prime, sources_payload, stream_failure
 from rag_service.store import SessionNotFound
-from rag_service.tokens import TokenCounter
 
 
 class ChatMessageIn(BaseModel):

@@ -17,6 +17,8 @@ from typing import Any
 
 import anyio
 
+from rag_core.settings import Settings
+from rag_core.tokens import TokenCounter
 from rag_service.budget import plan_budget
 from rag_service.domain import Chunk, GenerationInput, MemoryView, Message, Receipt, RewriteResult, Round, SessionMeta
 from rag_service.extractive import sentences_of
@@ -34,10 +36,8 @@ from rag_service.prompt import (
 )
 from rag_service.retrieval import Retriever, fill_budget
 from rag_service.rewrite import Rewriter
-from rag_service.settings import Settings
 from rag_service.store import SessionNotFound, SessionStore, StoreUnavailable, SummaryUpdate
 from rag_service.summary import Summarizer, pin_facts
-from rag_service.tokens import TokenCounter
 from rag_service.user_memory import UserMemory
 
 log = logging.getLogger(__name__)

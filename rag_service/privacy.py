@@ -32,7 +32,7 @@ from stdnum import luhn
 from stdnum.cn import ric
 from stdnum.exceptions import ValidationError
 
-from rag_service.settings import PrivacySettings
+from rag_core.settings import PrivacySettings
 
 _B = r"(?<![0-9A-Za-z])"  # ASCII boundaries: \b would not separate digits from Chinese characters
 _E = r"(?![0-9A-Za-z])"

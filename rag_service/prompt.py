@@ -30,8 +30,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from rag_core.settings import PromptSettings
 from rag_service.domain import Chunk, Message, Round
-from rag_service.settings import PromptSettings
 
 OPEN_DOCS, CLOSE_DOCS = "<documents>", "</documents>"
 OPEN_SUMMARY, CLOSE_SUMMARY = "<conversation_summary>", "</conversation_summary>"

@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from rag_core.lexical import terms
 from rag_service.domain import MemoryView
 from rag_service.facts import attributes
 from rag_service.glossary import concepts
-from rag_service.lexical import terms
 
 _RECALL_ZH = re.compile(
     r"(?:之前|刚才|刚刚|前面|上面|先前|早先|最开始|一开始|开始时|第一次|头一次|上次|前边|最早|开头)[^，。？?]{0,10}"

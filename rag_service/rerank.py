@@ -17,8 +17,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from rag_core.text import language
 from rag_service.domain import Chunk
-from rag_service.facts import BASE_WORDS, Product, language, product_fit, products
+from rag_service.facts import BASE_WORDS, Product, product_fit, products
 from rag_service.glossary import concepts, coverage
 
 # The dense score already reflects shared words in the question's language; across languages the shared

@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from rag_core.embedding import Embedder
+from rag_core.lexical import query_vector
+from rag_core.settings import RetrievalSettings
+from rag_core.vectorstore import ScoredChunk, VectorIndex
 from rag_service.domain import Chunk
-from rag_service.embedding import Embedder
-from rag_service.lexical import query_vector
 from rag_service.rerank import other_language, rerank
-from rag_service.settings import RetrievalSettings
-from rag_service.vectorstore import ScoredChunk, VectorIndex
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,8 +36,9 @@ from typing import Literal, Protocol
 
 import numpy as np
 
+from rag_core.embedding import Embedder, Vector
+from rag_core.settings import LLMEndpoint, RewriteSettings, Settings
 from rag_service.domain import MemoryView, RewriteResult, Round
-from rag_service.embedding import Embedder, Vector
 from rag_service.llm import ChatClient, ChatMessages, UpstreamError
 from rag_service.rewrite_rules import (
     Contrast,
@@ -63,7 +64,6 @@ from rag_service.rewrite_rules import (
     substitute,
     topic_words,
 )
-from rag_service.settings import LLMEndpoint, RewriteSettings, Settings
 
 
 class Rewriter(Protocol):

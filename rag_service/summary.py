@@ -16,11 +16,11 @@ import re
 from collections.abc import Sequence
 from typing import Protocol
 
+from rag_core.settings import MemorySettings
+from rag_core.tokens import TokenCounter
 from rag_service.domain import Round
 from rag_service.llm import ChatClient
 from rag_service.privacy import ORDER_CONTEXT
-from rag_service.settings import MemorySettings
-from rag_service.tokens import TokenCounter
 
 PINNED_HEADER = "Pinned facts:"
 MAX_FACT_CHARS = 40

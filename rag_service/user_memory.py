@@ -18,13 +18,13 @@ import time
 from collections.abc import Sequence
 from typing import Protocol
 
+from rag_core.settings import UserMemorySettings
+from rag_core.tokens import TokenCounter
 from rag_service.domain import Message
 from rag_service.injection import instruction_reason
 from rag_service.llm import ChatClient
 from rag_service.privacy import Masker
 from rag_service.prompt import escape_data, profile_message
-from rag_service.settings import UserMemorySettings
-from rag_service.tokens import TokenCounter
 
 log = logging.getLogger(__name__)
 

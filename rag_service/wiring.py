@@ -5,10 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rag_core.embedding import CachedQueryEmbedder, Embedder, make_embedder
+from rag_core.lexical import warm_up
+from rag_core.settings import Settings
+from rag_core.tokens import TokenCounter, make_counter
+from rag_core.vectorstore import VectorIndex
 from rag_service.auth import ApiKeys, RateLimiter
-from rag_service.embedding import CachedQueryEmbedder, Embedder, make_embedder
 from rag_service.extractive import ExtractiveGenerator
-from rag_service.lexical import warm_up
 from rag_service.llm import ChatClient, Generator, LLMGenerator
 from rag_service.memory import make_memory
 from rag_service.metrics import Metrics
@@ -16,12 +19,9 @@ from rag_service.pipeline import ChatPipeline, Stages
 from rag_service.privacy import Masker
 from rag_service.retrieval import Retriever
 from rag_service.rewrite import LLMRewriter, NoRewriter, Rewriter, RuleRewriter, rewrite_endpoint
-from rag_service.settings import Settings
 from rag_service.store import ArchivedStore, LiveStore, MemoryStore, SessionStore
 from rag_service.summary import ExtractiveSummarizer, LLMSummarizer, Summarizer
-from rag_service.tokens import TokenCounter, make_counter
 from rag_service.user_memory import FactExtractor, LLMFactExtractor, RuleFactExtractor, UserMemory
-from rag_service.vectorstore import VectorIndex
 
 
 @dataclass

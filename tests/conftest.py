@@ -11,13 +11,13 @@ from typing import Any
 import httpx
 import pytest
 
-from ingest.pipeline import ingest_file, iter_files
+from rag_core.documents.pipeline import ingest_file, iter_files
+from rag_core.embedding import Embedder, make_embedder
+from rag_core.settings import EmbeddingSettings, Settings
+from rag_core.tokens import TokenCounter, make_counter
+from rag_core.vectorstore import VectorIndex
 from rag_service.api import create_app
-from rag_service.embedding import Embedder, make_embedder
-from rag_service.settings import EmbeddingSettings, Settings
 from rag_service.testing.fake_llm import FakeLLM
-from rag_service.tokens import TokenCounter, make_counter
-from rag_service.vectorstore import VectorIndex
 from rag_service.wiring import Services, build_services
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from ingest.chunker import MAX_PENDING_CHARS, chunk_text, split_sentences
-from rag_service.settings import TokenSettings
-from rag_service.tokens import HeuristicCounter, TokenCounter, make_counter
+from rag_core.documents.chunker import MAX_PENDING_CHARS, chunk_text, split_sentences
+from rag_core.settings import TokenSettings
+from rag_core.tokens import HeuristicCounter, TokenCounter, make_counter
 
 ZH = (
     "星辰数码提供一年保修。保修期从签收之日起计算！需要发票吗？需要；请保留好发票。"

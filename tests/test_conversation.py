@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
+from rag_core.settings import PromptSettings
 from rag_service.domain import SessionMeta
 from rag_service.prompt import CLOSE_DOCS, CLOSE_SUMMARY, OPEN_DOCS, OPEN_SUMMARY
-from rag_service.settings import PromptSettings
 from rag_service.summary import PINNED_HEADER
 from rag_service.testing.fake_llm import FakeLLM, Fault, Responder, Waits, message_text, scripted
 from rag_service.wiring import Services

@@ -15,6 +15,7 @@ import numpy.typing as npt
 import pytest
 from typer.testing import CliRunner
 
+from rag_core.settings import RetrievalSettings, RewriteSettings
 from rag_service.evaluation import cli
 from rag_service.evaluation.cache import CachingEmbedder, EmbeddingCache
 from rag_service.evaluation.data import RewriteItem, load_conversations, load_corpus
@@ -22,7 +23,6 @@ from rag_service.evaluation.metrics import exact_match, ndcg_at, recall_at, reci
 from rag_service.evaluation.retrieval_eval import evaluate_retrieval
 from rag_service.evaluation.rewrite_eval import evaluate_rewrites
 from rag_service.rewrite import Rewriter, RuleRewriter
-from rag_service.settings import RetrievalSettings, RewriteSettings
 
 VOCAB = ["apple", "banana", "cherry", "date", "elder", "fig"]
 

@@ -13,8 +13,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from ingest.loaders import load_document
-from ingest.pipeline import iter_files
+from rag_core.documents.loaders import load_document
+from rag_core.documents.pipeline import iter_files
+from rag_core.settings import MemorySettings, Settings
+from rag_core.tokens import TokenCounter
 from rag_service.domain import Chunk, GenerationInput, Message, Round
 from rag_service.evaluation import cli
 from rag_service.evaluation.answer_run import (
@@ -38,10 +40,8 @@ from rag_service.evaluation.answers import (
 from rag_service.extractive import ExtractiveGenerator
 from rag_service.prompt import build_messages
 from rag_service.rewrite import rewrite_messages
-from rag_service.settings import MemorySettings, Settings
 from rag_service.summary import LLMSummarizer
 from rag_service.testing.fake_llm import FakeLLM, Fault, scripted
-from rag_service.tokens import TokenCounter
 
 ROOT = Path(__file__).resolve().parent.parent
 KB = ROOT / "examples" / "kb"

@@ -7,9 +7,10 @@ import time
 
 import pytest
 
+from rag_core.text import language
 from rag_service.domain import Chunk, GenerationInput, MemoryView, Message, Round
 from rag_service.extractive import MARKER, ExtractiveGenerator, render_value
-from rag_service.facts import Ask, attributes, language, product_fit, products, question_asks
+from rag_service.facts import Ask, attributes, product_fit, products, question_asks
 from rag_service.recall import is_recall, recall_answer
 from rag_service.rerank import rerank
 

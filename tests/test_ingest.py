@@ -13,9 +13,9 @@ import numpy.typing as npt
 import pytest
 from qdrant_client import models
 
-from ingest import pipeline
-from ingest.loaders import LoadedDoc, LoadError
-from ingest.pipeline import (
+from rag_core.documents import pipeline
+from rag_core.documents.loaders import LoadedDoc, LoadError
+from rag_core.documents.pipeline import (
     IngestReport,
     delete_document,
     doc_id_for,
@@ -23,8 +23,8 @@ from ingest.pipeline import (
     iter_files,
     source_for,
 )
-from rag_service.embedding import Embedder, Vector, make_embedder
-from rag_service.settings import (
+from rag_core.embedding import Embedder, Vector, make_embedder
+from rag_core.settings import (
     ChunkingSettings,
     EmbeddingSettings,
     IngestSettings,
@@ -32,8 +32,8 @@ from rag_service.settings import (
     Settings,
     TokenSettings,
 )
-from rag_service.tokens import TokenCounter, make_counter
-from rag_service.vectorstore import ChunkPoint, VectorIndex
+from rag_core.tokens import TokenCounter, make_counter
+from rag_core.vectorstore import ChunkPoint, VectorIndex
 
 PAYLOAD_KEYS = {
     "tenant", "doc_id", "source", "title", "chunk_index", "text", "content_hash", "token_count", "section", "lang"
@@ -180,7 +180,7 @@ def test_first_run_stores_chunks_with_exactly_the_payload(
 
 
 def test_a_chunk_that_starts_inside_a_section_records_its_heading() -> None:
-    from ingest.pipeline import chunk_sections
+    from rag_core.documents.pipeline import chunk_sections
 
     texts = [
         "Shop guide\nPrices\n- Basic plan costs ¥10.\n- Plus plan costs ¥20.",

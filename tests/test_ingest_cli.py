@@ -21,10 +21,10 @@ from qdrant_client import QdrantClient
 from typer.testing import CliRunner
 
 from ingest.cli import app
-from ingest.pipeline import doc_id_for
-from rag_service.embedding import make_embedder
-from rag_service.settings import EmbeddingSettings, QdrantSettings
-from rag_service.vectorstore import VectorIndex
+from rag_core.documents.pipeline import doc_id_for
+from rag_core.embedding import make_embedder
+from rag_core.settings import EmbeddingSettings, QdrantSettings
+from rag_core.vectorstore import VectorIndex
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = "# 保修说明\n\n整机保修一年。电池保修一年。\n\n## 退货\n\n七天无理由退货。退货运费由买家承担。\n"

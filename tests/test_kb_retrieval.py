@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
+from rag_core.embedding import Embedder
+from rag_core.settings import RetrievalSettings
+from rag_core.vectorstore import VectorIndex
 from rag_service.domain import GenerationInput
-from rag_service.embedding import Embedder
 from rag_service.extractive import MARKER, ExtractiveGenerator
 from rag_service.retrieval import Retriever
-from rag_service.settings import RetrievalSettings
-from rag_service.vectorstore import VectorIndex
 from tests.kb_questions import QUESTIONS
 
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from rag_core.settings import LLMEndpoint
 from rag_service.llm import ChatClient, UpstreamError
-from rag_service.settings import LLMEndpoint
 from rag_service.testing.fake_llm import FakeLLM, Fault, Waits
 
 MSGS = [{"role": "system", "content": "你是客服。"}, {"role": "user", "content": "保修多久？"}]

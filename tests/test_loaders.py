@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from fpdf import FPDF
 
-from ingest import loaders
-from ingest.loaders import LoadError, load_document, supported_extensions, unwrap_lines
-from rag_service.settings import IngestSettings
+from rag_core.documents import loaders
+from rag_core.documents.loaders import LoadError, load_document, supported_extensions, unwrap_lines
+from rag_core.settings import IngestSettings
 
 KB = Path(__file__).resolve().parent.parent / "examples" / "kb"
 MB = 1024 * 1024

@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from rag_core.settings import BudgetSettings, LLMEndpoint, MemorySettings
+from rag_core.tokens import TokenCounter
 from rag_service.budget import plan_budget, round_cost
 from rag_service.domain import MemoryView, Message, Round, SessionMeta
 from rag_service.llm import ChatClient, UpstreamError
@@ -18,7 +20,6 @@ from rag_service.memory import (
     make_memory,
     pair_rounds,
 )
-from rag_service.settings import BudgetSettings, LLMEndpoint, MemorySettings
 from rag_service.summary import (
     PINNED_HEADER,
     ExtractiveSummarizer,
@@ -27,7 +28,6 @@ from rag_service.summary import (
     pin_facts,
 )
 from rag_service.testing.fake_llm import FakeLLM, Fault, scripted
-from rag_service.tokens import TokenCounter
 
 ORDER = "XC20250301000123"
 

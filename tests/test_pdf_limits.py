@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-from ingest.loaders import LoadCancelled, LoadError, load_document
+from rag_core.documents.loaders import LoadCancelled, LoadError, load_document
+from rag_core.settings import IngestSettings
 from rag_service.api import create_app
-from rag_service.settings import IngestSettings
 from tests.conftest import AppClient
 
 
@@ -68,7 +68,7 @@ def pdf_workers() -> list[int]:
             ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
         except (OSError, IndexError, ValueError):
             continue
-        if b"ingest.pdf_worker" in cmdline and ppid == os.getpid():
+        if b"rag_core.documents.pdf_worker" in cmdline and ppid == os.getpid():
             found.append(int(entry.name))
     return found
 

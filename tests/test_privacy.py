@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rag_core.settings import PrivacySettings, Settings
 from rag_service.privacy import Masker, MaskingFilter, install_log_masking, uninstall_log_masking
-from rag_service.settings import PrivacySettings, Settings
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,9 @@ from typing import Any
 import httpx
 import pytest
 
+from rag_core.settings import AuthSettings, RateLimitSettings, Settings
 from rag_service.api import create_app
 from rag_service.auth import ANONYMOUS, Principal, RateLimited, RateLimiter, Role, hash_key
-from rag_service.settings import AuthSettings, RateLimitSettings, Settings
 from rag_service.wiring import Services
 from tests.conftest import AppClient
 from tests.servers import REDIS_URL, redis_prefix

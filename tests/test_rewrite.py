@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from rag_core.embedding import Embedder
+from rag_core.settings import REWRITE_PROMPT, RetrievalSettings, RewriteSettings, Settings
+from rag_core.vectorstore import VectorIndex
 from rag_service.domain import MemoryView, Message, Round
-from rag_service.embedding import Embedder
 from rag_service.evaluation import cli
 from rag_service.evaluation.cache import CachingEmbedder, EmbeddingCache
 from rag_service.evaluation.retrieval_eval import split_half
@@ -28,9 +30,7 @@ from rag_service.rewrite_rules import (
     salient_entities,
     strip_framing,
 )
-from rag_service.settings import REWRITE_PROMPT, RetrievalSettings, RewriteSettings, Settings
 from rag_service.testing.fake_llm import FakeLLM, Fault, Waits, scripted
-from rag_service.vectorstore import VectorIndex
 from rag_service.wiring import build_rewriter
 from tests.kb_questions import FOLLOWUPS, TOPIC_SWITCHES
 from tests.test_eval import KeywordEmbedder

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 import uvicorn
 
+from rag_core.settings import Settings
 from rag_service.api import create_app
 from rag_service.auth import hash_key, open_bind_problem
 from rag_service.cli import _chat
-from rag_service.settings import Settings
 from tests.conftest import AppClient
 
 SUBPROCESS_TIMEOUT_S = 120

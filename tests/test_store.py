@@ -19,10 +19,10 @@ import redis.asyncio as aioredis
 import sqlalchemy as sa
 from redis.asyncio.connection import Connection
 
+from rag_core.settings import DatabaseSettings, PrivacySettings, RedisSettings, Settings
 from rag_service.archive import Archive, migrate
 from rag_service.domain import Message, SessionMeta
 from rag_service.privacy import Masker
-from rag_service.settings import DatabaseSettings, PrivacySettings, RedisSettings, Settings
 from rag_service.store import (
     ArchivedStore,
     ArchiveWrite,

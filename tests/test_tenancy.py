@@ -18,15 +18,14 @@ import pytest
 from pydantic import ValidationError
 from qdrant_client import QdrantClient
 
-from ingest.pipeline import ID_NAMESPACE, doc_id_for, ingest_file
+from rag_core.documents.pipeline import ID_NAMESPACE, doc_id_for, ingest_file
+from rag_core.embedding import Embedder
+from rag_core.settings import DEFAULT_TENANT, AuthSettings, RetrievalSettings, Settings
+from rag_core.tokens import TokenCounter
+from rag_core.vectorstore import TENANT_INFIX, VectorIndex
 from rag_service.api import create_app
 from rag_service.auth import ApiKeys, Principal, Role, hash_key
-from rag_service.domain import DEFAULT_TENANT
-from rag_service.embedding import Embedder
 from rag_service.retrieval import Retriever
-from rag_service.settings import AuthSettings, RetrievalSettings, Settings
-from rag_service.tokens import TokenCounter
-from rag_service.vectorstore import TENANT_INFIX, VectorIndex
 from tests.conftest import AppClient
 
 SHARED_SOURCE = "policies/points.md"

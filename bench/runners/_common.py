@@ -21,7 +21,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol
 
-# rag_service.settings.DEFAULT_SYSTEM_PROMPT; bench/compare.py writes the real one into the conversation file.
+# rag_core.settings.DEFAULT_SYSTEM_PROMPT; bench/compare.py writes the real one into the conversation file.
 FALLBACK_SYSTEM_PROMPT = "你是星辰数码的在线客服助手。只根据资料和对话历史回答用户的问题。"
 
 TOP_K = 6  # this service's retrieval.max_chunks

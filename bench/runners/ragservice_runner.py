@@ -23,8 +23,8 @@ os.environ.setdefault("RAG_CONFIG", str(ROOT / "configs" / "default.yaml"))
 
 from _common import MODEL, Args, Script, main  # noqa: E402
 
+from rag_core.settings import DatabaseSettings, LLMSettings, QdrantSettings, Settings, TokenSettings  # noqa: E402
 from rag_service.domain import SessionMeta  # noqa: E402
-from rag_service.settings import DatabaseSettings, LLMSettings, QdrantSettings, Settings, TokenSettings  # noqa: E402
 from rag_service.wiring import Services, build_services  # noqa: E402
 
 

@@ -30,20 +30,20 @@ from typing import Any, Literal
 
 import httpx
 
-from ingest.loaders import LoadError
-from ingest.pipeline import ingest_file, iter_files
+from rag_core.documents.loaders import LoadError
+from rag_core.documents.pipeline import ingest_file, iter_files
+from rag_core.embedding import Embedder, Vector, make_embedder
+from rag_core.settings import Settings
+from rag_core.tokens import TokenCounter, make_counter
+from rag_core.vectorstore import VectorIndex
 from rag_service.api import create_app
 from rag_service.domain import Chunk, GenerationInput, Message, Round
-from rag_service.embedding import Embedder, Vector, make_embedder
 from rag_service.evaluation.answers import ConversationSpec, PassTurn, TurnResult, check_facts, doc_hit, score_answer
 from rag_service.evaluation.cache import EmbeddingCache, Matrix
 from rag_service.extractive import ExtractiveGenerator
 from rag_service.prompt import CLOSE_DOCS, OPEN_DOCS, parse_final_user_message
-from rag_service.settings import Settings
 from rag_service.summary import ExtractiveSummarizer
 from rag_service.testing.fake_llm import FakeLLM, Fault, default_responder, message_text
-from rag_service.tokens import TokenCounter, make_counter
-from rag_service.vectorstore import VectorIndex
 from rag_service.wiring import build_services
 
 RequestKind = Literal["answer", "rewrite", "summary", "other"]

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from rag_service.embedding import Embedder
+from rag_core.embedding import Embedder
 
 Matrix = npt.NDArray[np.float32]
 

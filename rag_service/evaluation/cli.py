@@ -19,7 +19,8 @@ import typer
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from rag_service.embedding import make_embedder
+from rag_core.embedding import make_embedder
+from rag_core.settings import EmbeddingSettings, RetrievalSettings, Settings
 from rag_service.evaluation.answer_run import Upstream, deep_merge, evaluate_answers
 from rag_service.evaluation.answers import ConversationFileError, summary_json
 from rag_service.evaluation.answers import load_conversations as load_answer_conversations
@@ -39,7 +40,6 @@ from rag_service.evaluation.rewrite_eval import evaluate_rewrites, pair_history
 from rag_service.evaluation.rewrite_eval import markdown_table as rewrite_table
 from rag_service.llm import ChatClient
 from rag_service.rewrite import LLMRewriter, Rewriter, RuleRewriter, rewrite_endpoint
-from rag_service.settings import EmbeddingSettings, RetrievalSettings, Settings
 
 app = typer.Typer(add_completion=False, help="Offline evaluation of query rewriting, multi-turn retrieval and answers.")
 

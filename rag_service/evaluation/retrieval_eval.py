@@ -24,14 +24,14 @@ from typing import Any
 import numpy as np
 from qdrant_client import QdrantClient
 
+from rag_core.lexical import document_vector, query_vector
+from rag_core.settings import RetrievalSettings
+from rag_core.vectorstore import ChunkPoint, VectorIndex
 from rag_service.domain import MemoryView, Message, Round
 from rag_service.evaluation.cache import CachingEmbedder
 from rag_service.evaluation.data import Conversation, Passage
 from rag_service.evaluation.metrics import mean_scores, turn_scores
-from rag_service.lexical import document_vector, query_vector
 from rag_service.rewrite import Rewriter
-from rag_service.settings import RetrievalSettings
-from rag_service.vectorstore import ChunkPoint, VectorIndex
 
 MODES = ("none", "concat", "rule", "llm", "reference")
 HALVES = ("A", "B")

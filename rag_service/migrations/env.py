@@ -21,7 +21,7 @@ config = context.config
 def _url() -> str:
     url = config.attributes.get("url") or config.get_main_option("sqlalchemy.url")
     if not url:
-        from rag_service.settings import Settings
+        from rag_core.settings import Settings
 
         url = Settings().database.url
     return normalize_url(url).render_as_string(hide_password=False)

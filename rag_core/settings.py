@@ -104,7 +104,7 @@ class ChunkingSettings(BaseModel):
 class IngestSettings(BaseModel):
     max_file_mb: float = 20.0
     # A PDF is parsed in a child process that is killed past pdf_timeout_s (or when the upload's client
-    # leaves); the rest bound what a small file may expand to (ingest/pdf_worker.py).
+    # leaves); the rest bound what a small file may expand to (rag_core/documents/pdf_worker.py).
     pdf_timeout_s: float = Field(default=60.0, gt=0)
     pdf_max_pages: int = Field(default=2000, ge=1)
     pdf_max_chars: int = Field(default=10_000_000, ge=1)
@@ -267,6 +267,10 @@ class PrivacySettings(BaseModel):
         return self
 
 
+# The tenant of open mode (no API keys), and the owner of every chunk ingested before documents had
+# tenants. Configured tenants have names (auth.tenants / auth.admins); this one is the empty string,
+# so open-mode session ids and user-memory keys carry no tenant prefix.
+DEFAULT_TENANT = ""
 TENANT_NAME = r"^[A-Za-z0-9_.-]{1,64}$"
 
 

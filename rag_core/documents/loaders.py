@@ -2,7 +2,7 @@
 
 Plain text and Markdown are decoded incrementally in blocks of about `BLOCK_BYTES`, so a large file never
 sits in memory whole. HTML and PDF parsers need the whole file anyway; `ingest.max_file_mb` bounds them. A
-PDF is parsed in a child process (ingest/pdf_worker.py) under limits on time, pages, expanded content and
+PDF is parsed in a child process (rag_core/documents/pdf_worker.py) under limits on time, pages, expanded content and
 extracted text, because a small PDF can expand enormously.
 Every failure is a `LoadError` whose message names the file and the reason, raised before any text is
 produced whenever the problem can be seen up front.
@@ -27,8 +27,8 @@ from typing import Any
 from bs4 import BeautifulSoup
 from bs4.element import NavigableString, Tag
 
-from ingest.pdf_worker import PdfLimits
-from rag_service.settings import IngestSettings
+from rag_core.documents.pdf_worker import PdfLimits
+from rag_core.settings import IngestSettings
 
 BLOCK_BYTES = 1 << 20
 MAX_TITLE_CHARS = 200
@@ -377,7 +377,7 @@ def _load_pdf(path: Path, label: str, settings: IngestSettings, cancel: threadin
 
 
 def _extract_pdf(path: Path, label: str, settings: IngestSettings, cancel: threading.Event | None) -> dict[str, Any]:
-    """Runs ingest.pdf_worker on the file; kills it past the time limit or when `cancel` is set."""
+    """Runs rag_core.documents.pdf_worker on the file; kills it past the time limit or when `cancel` is set."""
     limits = PdfLimits(
         max_pages=settings.pdf_max_pages,
         max_chars=settings.pdf_max_chars,
@@ -388,7 +388,7 @@ def _extract_pdf(path: Path, label: str, settings: IngestSettings, cancel: threa
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ingest.pdf_worker", str(path), limits.to_json()],
+        [sys.executable, "-m", "rag_core.documents.pdf_worker", str(path), limits.to_json()],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -9,7 +9,7 @@ can be: the page count the file declares before the page tree is flattened, each
 before it is interpreted, the extracted characters while they are produced. The child also caps its own
 memory and CPU time, so one that outlives its parent still ends.
 
-Protocol: `python -m ingest.pdf_worker PATH LIMITS_JSON` writes one JSON object to stdout:
+Protocol: `python -m rag_core.documents.pdf_worker PATH LIMITS_JSON` writes one JSON object to stdout:
 `{"title": str | null, "pages": [str, ...]}`, or `{"error": str, "kind": k}` with k one of "limit",
 "encrypted", "page" (a page's text cannot be extracted) or "invalid" (not a PDF pypdf can read).
 Only pypdf and the standard library are imported, so the child starts in a fraction of a second.

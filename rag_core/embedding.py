@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from rag_service.settings import EmbeddingSettings
+from rag_core.settings import EmbeddingSettings
 
 Vector = npt.NDArray[np.float32]
 

@@ -25,9 +25,8 @@ import numpy as np
 import numpy.typing as npt
 from qdrant_client import QdrantClient, models
 
-from rag_service.domain import DEFAULT_TENANT
-from rag_service.lexical import SparseVec
-from rag_service.settings import QdrantSettings
+from rag_core.lexical import SparseVec
+from rag_core.settings import DEFAULT_TENANT, QdrantSettings
 
 DENSE = "dense"
 SPARSE = "bm25"

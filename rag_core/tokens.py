@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Protocol
 
-from rag_service.settings import TokenSettings
+from rag_core.settings import TokenSettings
 
 _BLOB_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
 _CJK = re.compile(r"[\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")

@@ -21,15 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ingest.chunker import chunk_text
-from ingest.loaders import LoadCancelled, LoadError, load_document
-from rag_service.domain import DEFAULT_TENANT
-from rag_service.embedding import Embedder, Vector
-from rag_service.facts import is_heading, language
-from rag_service.lexical import document_vector
-from rag_service.settings import Settings
-from rag_service.tokens import TokenCounter
-from rag_service.vectorstore import ChunkPoint
+from rag_core.documents.chunker import chunk_text
+from rag_core.documents.loaders import LoadCancelled, LoadError, load_document
+from rag_core.embedding import Embedder, Vector
+from rag_core.lexical import document_vector
+from rag_core.settings import DEFAULT_TENANT, Settings
+from rag_core.text import is_heading, language
+from rag_core.tokens import TokenCounter
+from rag_core.vectorstore import ChunkPoint
 
 # Fixed forever: document and point ids are uuid5 names in this namespace.
 ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "urn:rag-service:ingest")
@@ -52,7 +51,7 @@ __all__ = [
 
 
 class ChunkIndex(Protocol):
-    """The part of `rag_service.vectorstore.VectorIndex` that ingestion uses."""
+    """The part of `rag_core.vectorstore.VectorIndex` that ingestion uses."""
 
     def upsert(self, points: Sequence[ChunkPoint], tenant: str | None = None) -> None: ...
 

@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from rag_service.tokens import TokenCounter
+from rag_core.tokens import TokenCounter
 
 # A byte-level BPE spends at most four tokens on one character (a 4-byte UTF-8 sequence); below a
 # few characters per chunk the bound could not be met.
