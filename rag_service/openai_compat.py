@@ -140,16 +140,30 @@ def _stateless(history: list[Message], session_id: str | None) -> list[Message] 
     return history if session_id is None else None
 
 
+def _usage(result: TurnResult) -> dict[str, int]:
+    """The upstream's token usage (the receipt's, counted here when the upstream gave none)."""
+    usage = result.receipt.get("usage") or {}
+    return {k: int(usage.get(k, 0)) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+
+
+def _finish_reason(result: TurnResult) -> str:
+    return str(result.receipt.get("finish_reason") or "stop")
+
+
 def _completion(completion_id: str, model: str, result: TurnResult, session_id: str | None) -> dict[str, Any]:
-    prompt = int(result.receipt.get("total_prompt_tokens", 0))
-    completion = int(result.receipt.get("completion_tokens", 0))
     return {
         "id": completion_id,
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": result.answer}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": result.answer},
+                "finish_reason": _finish_reason(result),
+            }
+        ],
+        "usage": _usage(result),
         "rag": _rag_extra(result, session_id),
     }
 
@@ -200,7 +214,14 @@ async def _chunks(
                 if kind == "delta":
                     yield _chunk(completion_id, model, {"content": data})
                 elif kind == "done":
-                    yield _chunk(completion_id, model, {}, "stop", rag=_rag_extra(data, session_id))
+                    yield _chunk(
+                        completion_id,
+                        model,
+                        {},
+                        _finish_reason(data),
+                        usage=_usage(data),
+                        rag=_rag_extra(data, session_id),
+                    )
         except Exception as exc:
             # After the 200, a failure is an error object in the stream (OpenAI's SDKs raise it), and no
             # [DONE]: the answer is not complete.

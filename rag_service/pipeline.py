@@ -23,7 +23,7 @@ from rag_service.budget import plan_budget
 from rag_service.domain import Chunk, GenerationInput, MemoryView, Message, Receipt, RewriteResult, Round, SessionMeta
 from rag_service.extractive import sentences_of
 from rag_service.guard import OutputGuard
-from rag_service.llm import Generator, UpstreamError
+from rag_service.llm import Completion, Finish, Generator, UpstreamError
 from rag_service.memory import CompressionPlan, MemoryStrategy
 from rag_service.metrics import Metrics
 from rag_service.prompt import (
@@ -90,6 +90,8 @@ class PreparedTurn:
     view: MemoryView | None = None
     # Why the answer did not come from the configured generator ("upstream_error"), if it did not.
     fallback: str | None = None
+    # How the upstream said the reply ended (finish_reason, token usage), when it said.
+    finish: Finish | None = None
 
     @property
     def generation(self) -> GenerationInput:
@@ -202,18 +204,26 @@ class ChatPipeline:
         try:
             if streamed:
                 async for piece in generator.stream(turn.messages, turn.generation):
+                    if isinstance(piece, Finish):
+                        turn.finish = piece
+                        continue
                     emitted = True
                     yield piece
             else:
-                yield await generator.complete(turn.messages, turn.generation)
+                reply = await generator.complete(turn.messages, turn.generation)
+                if isinstance(reply, Completion):
+                    turn.finish, reply = reply.finish, reply.text
+                yield reply
         except UpstreamError as exc:
             if emitted or self.s.fallback is None:
                 raise
             self.s.metrics.upstream_errors.labels("generate").inc()
             log.warning("answering extractively, the LLM upstream failed: %s", exc)
             turn.fallback = "upstream_error"
+            turn.finish = None
             async for piece in self.s.fallback.stream(turn.messages, turn.generation):
-                yield piece
+                if not isinstance(piece, Finish):
+                    yield piece
 
     async def drain(self) -> None:
         """Wait for background compressions (tests, shutdown)."""
@@ -360,8 +370,20 @@ class ChatPipeline:
             self._schedule_learning(turn, answer, count)
         turn.timings["store"] = time.perf_counter() - t0
         receipt = turn.receipt.to_dict()
-        receipt["completion_tokens"] = answer.tokens
-        cost = (receipt["total_prompt_tokens"] * self._price[0] + answer.tokens * self._price[1]) / 1000
+        # The upstream's own count when it gave one (it is what is billed); else counted here.
+        finish = turn.finish or Finish()
+        usage = finish.usage
+        prompt_tokens = usage.prompt_tokens if usage else receipt["total_prompt_tokens"]
+        completion_tokens = usage.completion_tokens if usage else answer.tokens
+        receipt["completion_tokens"] = completion_tokens
+        receipt["usage"] = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": usage.total_tokens if usage else prompt_tokens + completion_tokens,
+            "counted": "upstream" if usage else "local",
+        }
+        receipt["finish_reason"] = finish.finish_reason or "stop"
+        cost = (prompt_tokens * self._price[0] + completion_tokens * self._price[1]) / 1000
         receipt["cost_estimate"] = round(cost, 8)
         receipt["timings_ms"] = {k: round(v * 1000, 3) for k, v in turn.timings.items()}
         mode = s.fallback.mode if turn.fallback and s.fallback is not None else s.generator.mode

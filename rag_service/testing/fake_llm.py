@@ -502,7 +502,7 @@ class _Handler(BaseHTTPRequestHandler):
         }
         if stream:
             options = request.get("stream_options")
-            include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
+            include_usage = owner.usage and isinstance(options, dict) and bool(options.get("include_usage"))
             self._stream(
                 owner, completion_id, created, model, text, usage if include_usage else None, delay, truncate_after
             )
@@ -523,8 +523,9 @@ class _Handler(BaseHTTPRequestHandler):
                     "finish_reason": "stop",
                 }
             ],
-            "usage": usage,
         }
+        if owner.usage:
+            payload["usage"] = usage
         self._send_bytes(200, _dumps(payload))
 
     def _stream(
@@ -613,6 +614,10 @@ class FakeLLM:
     (the wait before the first byte/token of each normal reply), ``chunk_chars``,
     ``stream_gate`` (see :meth:`hold_streams`), ``waits`` (see :class:`Waits`)
     and the responder may be changed while it runs.
+
+    Replies carry ``usage`` as OpenAI's do (plain replies always; streams in a
+    last chunk when the request asks with ``stream_options.include_usage``);
+    ``usage=False`` makes an upstream that reports none.
     """
 
     def __init__(
@@ -624,6 +629,7 @@ class FakeLLM:
         host: str = "127.0.0.1",
         port: int = 0,
         waits: Waits | None = None,
+        usage: bool = True,
     ) -> None:
         if chunk_chars < 1:
             raise ValueError("chunk_chars must be >= 1")
@@ -632,6 +638,7 @@ class FakeLLM:
         self.chunk_chars = chunk_chars
         self.stream_gate: StreamGate | None = None
         self.waits = waits
+        self.usage = usage
         self.host = host
         self._port = port
         self.requests: list[dict[str, Any]] = []
@@ -764,6 +771,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8001)
     parser.add_argument("--delay", type=float, default=0.0, help="seconds before the first byte/token of each reply")
     parser.add_argument("--chunk-chars", type=int, default=8, help="characters per streamed content delta")
+    parser.add_argument("--no-usage", action="store_true", help="report no token usage (as some servers do)")
     args = parser.parse_args(argv)
 
     stop = threading.Event()
@@ -773,7 +781,9 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    llm = FakeLLM(delay_s=args.delay, chunk_chars=args.chunk_chars, host=args.host, port=args.port).start()
+    llm = FakeLLM(
+        delay_s=args.delay, chunk_chars=args.chunk_chars, host=args.host, port=args.port, usage=not args.no_usage
+    ).start()
     print(
         f"fake LLM listening on {llm.base_url} (delay {args.delay}s, chunk {args.chunk_chars} chars)",
         flush=True,
