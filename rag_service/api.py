@@ -407,7 +407,7 @@ def _add_routes(app: FastAPI) -> None:
         um = _user_memory(pipeline)
         key = UserMemory.key(principal.tenant, user_id)
         deleted = await cast(Any, um.store).delete_memories(key)
-        um.forget(key)
+        await um.changed(key)
         return {"user_id": user_id, "deleted": deleted}
 
     @app.post("/v1/sessions/{session_id}/chat", response_model=ChatResponse)

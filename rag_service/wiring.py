@@ -21,7 +21,7 @@ from rag_service.retrieval import Retriever
 from rag_service.rewrite import LLMRewriter, NoRewriter, Rewriter, RuleRewriter, rewrite_endpoint
 from rag_service.store import ArchivedStore, LiveStore, MemoryStore, SessionStore
 from rag_service.summary import ExtractiveSummarizer, LLMSummarizer, Summarizer
-from rag_service.user_memory import FactExtractor, LLMFactExtractor, RuleFactExtractor, UserMemory
+from rag_service.user_memory import FactExtractor, LLMFactExtractor, RedisVersions, RuleFactExtractor, UserMemory
 
 
 @dataclass
@@ -49,6 +49,7 @@ class Services:
         await self.store.close()
         await self.rate_limiter.close()
         self.index.close()
+        self.metrics.close()
 
 
 def build_store(
@@ -89,7 +90,7 @@ def build_store(
         on_conflict=metrics.archive_conflicts.inc if metrics is not None else None,
     )
     if metrics is not None:
-        metrics.archive_backlog.set_function(lambda: store.pending)
+        metrics.track_backlog(lambda: store.pending)
     return store
 
 
@@ -150,7 +151,12 @@ def build_user_memory(
         client = ChatClient(endpoint)
         clients.append(client)
         extractor = LLMFactExtractor(client)
-    return UserMemory(archive, extractor, counter, settings.user_memory, Masker.from_settings(settings.privacy))
+    # Several processes share one Redis (workers, replicas): a change of facts in one reaches the others.
+    redis = getattr(getattr(store, "live", None), "redis", None)
+    versions = RedisVersions(redis) if redis is not None else None
+    return UserMemory(
+        archive, extractor, counter, settings.user_memory, Masker.from_settings(settings.privacy), versions
+    )
 
 
 def build_services(
