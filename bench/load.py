@@ -30,6 +30,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -73,6 +74,7 @@ class Stack:
         self.url = ""
         self.serve: subprocess.Popen[str] | None = None
         self.log: list[str] = []
+        self.created = False
 
     async def start(self) -> None:
         a = self.args
@@ -80,6 +82,7 @@ class Stack:
         async with engine.connect() as conn:
             await conn.execute(sa.text(f"CREATE DATABASE \"{self.db_name}\" ENCODING 'UTF8'"))
         await engine.dispose()
+        self.created = True
         redis_port, llm_port, app_port = free_port(), free_port(), free_port()
         redis_bin = shutil.which("redis-server") or "redis-server"
         redis_cmd = [redis_bin, "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
@@ -130,6 +133,8 @@ class Stack:
         for proc in reversed(self.procs):
             proc.terminate()
             proc.wait(30)
+        if not self.created:
+            return
         engine = create_async_engine(self.args.postgres, isolation_level="AUTOCOMMIT")
         async with engine.connect() as conn:
             await conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{self.db_name}" WITH (FORCE)'))
@@ -142,6 +147,7 @@ async def drive(url: str, args: argparse.Namespace) -> dict[str, Any]:
     client_ms: list[float] = []
     server_ms: list[float] = []
     errors: list[str] = []
+    stages: dict[str, list[float]] = {}
     gate = asyncio.Semaphore(args.concurrency)
     limits = httpx.Limits(max_connections=args.concurrency, max_keepalive_connections=args.concurrency)
     async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
@@ -166,11 +172,20 @@ async def drive(url: str, args: argparse.Namespace) -> dict[str, Any]:
                         continue
                     client_ms.append(took)
                     server_ms.append(sum(v for k, v in receipt["timings_ms"].items() if k != "generate"))
+                    for stage, ms in receipt["timings_ms"].items():
+                        stages.setdefault(stage, []).append(ms)
 
         t0 = time.perf_counter()
         await asyncio.wait_for(asyncio.gather(*(session(i) for i in range(args.sessions))), args.max_s)
         wall = time.perf_counter() - t0
-    return {"sent": sent, "client_ms": client_ms, "server_ms": server_ms, "errors": errors, "wall_s": wall}
+    return {
+        "sent": sent,
+        "client_ms": client_ms,
+        "server_ms": server_ms,
+        "stages": stages,
+        "errors": errors,
+        "wall_s": wall,
+    }
 
 
 def _receipt(resp: httpx.Response, stream: bool) -> dict[str, Any] | None:
@@ -220,9 +235,11 @@ async def main_async(args: argparse.Namespace) -> int:
     else:
         require_loopback(args.postgres, "--postgres")
         stack = Stack(args)
-        await stack.start()
-        url, db_url = stack.url, stack.db_url
+        url, db_url = "", stack.db_url
     try:
+        if stack is not None:
+            await stack.start()
+            url = stack.url
         run = await drive(url, args)
         if stack is not None:
             status = await asyncio.to_thread(stack.stop_service)
@@ -250,6 +267,12 @@ async def main_async(args: argparse.Namespace) -> int:
             "p50": round(pct(run["server_ms"], 0.5), 2),
             "p95": round(pct(run["server_ms"], 0.95), 2),
         },
+        "stage_ms": {
+            stage: {"p50": round(pct(ms, 0.5), 2), "p95": round(pct(ms, 0.95), 2)}
+            for stage, ms in run["stages"].items()
+        },
+        "load_average_after": [round(x, 1) for x in os.getloadavg()],
+        "cpus": os.cpu_count(),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -278,6 +301,11 @@ def main() -> int:
     args = parser.parse_args()
     if args.sessions < 1 or args.turns < 1 or args.sessions * args.turns > 100_000:
         raise SystemExit("--sessions x --turns must be between 1 and 100000")
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt  # unwinds through the cleanup of what was started
+
+    signal.signal(signal.SIGTERM, stop)
     return asyncio.run(main_async(args))
 
 

@@ -63,13 +63,13 @@ IN_MEMORY_INDEX = ":memory:"
 
 def prepare_metrics_dir(workers: int) -> Path | None:
     """Several workers write metrics to one folder (Prometheus multiprocess mode, rag_service.metrics):
-    PROMETHEUS_MULTIPROC_DIR if set, else a new temporary folder. Values from an earlier run are removed,
-    or they would be added to this run's."""
+    PROMETHEUS_MULTIPROC_DIR if set (then also for one worker), else a new temporary folder. Values from
+    an earlier run are removed, or they would be added to this run's."""
     from rag_service.metrics import MULTIPROC_ENV
 
-    if workers <= 1:
-        return None
     given = os.environ.get(MULTIPROC_ENV)
+    if workers <= 1 and not given:
+        return None
     directory = Path(given) if given else Path(tempfile.mkdtemp(prefix="rag-metrics-"))
     directory.mkdir(parents=True, exist_ok=True)
     for stale in directory.glob("*.db"):
