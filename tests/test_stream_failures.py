@@ -19,8 +19,9 @@ from aiohttp import web
 from sse_starlette.sse import AppStatus
 
 from rag_service.api import create_app
-from rag_service.store import ArchivedStore
-from rag_service.store_redis import RedisStore
+from rag_service.sessions.masking import MaskedStore
+from rag_service.sessions.writebehind import ArchivedStore
+from rag_service.sessions.live_redis import RedisStore
 from rag_service.testing.fake_llm import FakeLLM, Fault
 from rag_service.wiring import Services
 from tests.conftest import AppClient
@@ -203,8 +204,10 @@ async def redis_app(
 
 
 def redis_of(services: Services) -> RedisStore:
-    assert isinstance(services.store, ArchivedStore) and isinstance(services.store.live, RedisStore)
-    return services.store.live
+    store = services.store
+    assert isinstance(store, MaskedStore) and isinstance(store.inner, ArchivedStore)
+    assert isinstance(store.inner.live, RedisStore)
+    return store.inner.live
 
 
 async def test_client_gone_mid_stream_releases_the_lock_at_once(
