@@ -14,8 +14,16 @@ from alembic.migration import MigrationContext
 from cryptography.fernet import Fernet
 
 from rag_core.settings import DatabaseSettings
-from rag_service.sessions.archive import VERSION_TABLE, Archive, ArchiveError, metadata, migrate, migrate_async, normalize_url
 from rag_service.domain import Message, Role, SessionMeta
+from rag_service.sessions.archive import (
+    VERSION_TABLE,
+    Archive,
+    ArchiveError,
+    metadata,
+    migrate,
+    migrate_async,
+    normalize_url,
+)
 from rag_service.sessions.interface import ArchiveWrite, new_session_id
 from tests.servers import DIALECTS, fresh_database
 

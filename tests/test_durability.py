@@ -28,13 +28,13 @@ import sqlalchemy as sa
 from cryptography.fernet import Fernet
 
 from rag_service.api import create_app
-from rag_service.sessions.archive import Archive, Cipher, migrate
 from rag_service.domain import Message, SessionMeta
-from rag_service.sessions.spool import Spool
+from rag_service.sessions.archive import Archive, Cipher, migrate
 from rag_service.sessions.interface import ArchiveWrite, SessionBusy, StoreUnavailable, SummaryUpdate, new_session_id
 from rag_service.sessions.live_memory import MemoryStore
-from rag_service.sessions.writebehind import ArchivedStore
 from rag_service.sessions.live_redis import RedisStore
+from rag_service.sessions.spool import Spool
+from rag_service.sessions.writebehind import ArchivedStore
 from rag_service.testing.fake_llm import FakeLLM
 from rag_service.wiring import Services
 from tests.servers import REDIS_URL, PrivateRedis, fresh_database, redis_prefix

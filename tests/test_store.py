@@ -20,15 +20,24 @@ import sqlalchemy as sa
 from redis.asyncio.connection import Connection
 
 from rag_core.settings import DatabaseSettings, PrivacySettings, RedisSettings, Settings
-from rag_service.sessions.archive import Archive, migrate
 from rag_service.domain import Message, SessionMeta
 from rag_service.privacy import Masker
-from rag_service.sessions.interface import ArchiveWrite, LiveStore, SessionBusy, SessionIncomplete, SessionNotFound, SessionStore, SummaryUpdate, new_session_id
-from rag_service.sessions.live_memory import MemoryStore
-from rag_service.sessions.writebehind import ArchivedStore
-from rag_service.sessions.live_redis import RedisStore
+from rag_service.sessions.archive import Archive, migrate
 from rag_service.sessions.build import build_store
+from rag_service.sessions.interface import (
+    ArchiveWrite,
+    LiveStore,
+    SessionBusy,
+    SessionIncomplete,
+    SessionNotFound,
+    SessionStore,
+    SummaryUpdate,
+    new_session_id,
+)
+from rag_service.sessions.live_memory import MemoryStore
+from rag_service.sessions.live_redis import RedisStore
 from rag_service.sessions.masking import MaskedStore, masked
+from rag_service.sessions.writebehind import ArchivedStore
 from tests.servers import DIALECTS, REDIS_URL, fresh_database, redis_prefix
 
 KINDS = ["memory", "redis", "archived-memory", "archived-redis"]

@@ -19,9 +19,9 @@ from aiohttp import web
 from sse_starlette.sse import AppStatus
 
 from rag_service.api import create_app
+from rag_service.sessions.live_redis import RedisStore
 from rag_service.sessions.masking import MaskedStore
 from rag_service.sessions.writebehind import ArchivedStore
-from rag_service.sessions.live_redis import RedisStore
 from rag_service.testing.fake_llm import FakeLLM, Fault
 from rag_service.wiring import Services
 from tests.conftest import AppClient

@@ -195,4 +195,3 @@ def summary_fits(update: SummaryUpdate, message_count: int) -> bool:
         message_count,
     )
     return False
-

@@ -18,9 +18,7 @@ from rag_service.privacy import Masker
 from rag_service.sessions.interface import Probe, SessionCatalog, SessionStore, SummaryUpdate
 
 
-def masked(
-    store: SessionStore, masker: Masker, count_tokens: Callable[[str], int] | None = None
-) -> MaskedStore:
+def masked(store: SessionStore, masker: Masker, count_tokens: Callable[[str], int] | None = None) -> MaskedStore:
     """`store` behind the masking layer; still a SessionCatalog if `store` is one."""
     if isinstance(store, SessionCatalog):
         return MaskedCatalog(store, masker, count_tokens)
@@ -28,9 +26,7 @@ def masked(
 
 
 class MaskedStore:
-    def __init__(
-        self, inner: SessionStore, masker: Masker, count_tokens: Callable[[str], int] | None = None
-    ) -> None:
+    def __init__(self, inner: SessionStore, masker: Masker, count_tokens: Callable[[str], int] | None = None) -> None:
         self.inner, self.masker, self.count_tokens = inner, masker, count_tokens
 
     # -- what gets masked -----------------------------------------------------------------------

@@ -1,14 +1,18 @@
 """The archive's schema: the one definition of its tables (SQLAlchemy Core).
 
-The migrations in ./migrations are generated from this module, never written by hand: after a change
-here, from the repository root, against a database migrated to the current head,
+The migrations in ./migrations are generated from this module, not written by hand. After a change
+here, from the repository root, with a scratch database migrated to the current head (PostgreSQL: on
+SQLite autogenerate writes batch operations, which every dialect runs but are harder to read):
 
-    RAG_DATABASE__URL=sqlite:///./scratch.db alembic -c rag_service/sessions/archive/migrations/alembic.ini upgrade head
-    RAG_DATABASE__URL=sqlite:///./scratch.db alembic -c rag_service/sessions/archive/migrations/alembic.ini \
-        revision --autogenerate --rev-id 0002 -m "what changed"
+    export RAG_DATABASE__URL=postgresql://postgres@127.0.0.1:5432/scratch
+    .venv/bin/alembic -c rag_service/sessions/archive/migrations/alembic.ini upgrade head
+    .venv/bin/alembic -c rag_service/sessions/archive/migrations/alembic.ini \
+        revision --autogenerate --rev-id 0002 -m "What changed"
 
-then read the generated file (autogenerate does not see every change, e.g. a renamed column) and run
-tests/test_archive.py, which checks on every dialect that the migrated database matches this module.
+(0001 was made the same way, against an empty database.) The file is formatted by ruff on the way out
+(alembic.ini's post-write hooks). Read it before committing: autogenerate does not see every change (a
+renamed column looks like a drop and an add). tests/test_archive.py checks, on every dialect, that the
+migrated database and this module agree.
 
 Times are epoch seconds in DOUBLE columns: they round-trip `time.time()` exactly on every dialect.
 """

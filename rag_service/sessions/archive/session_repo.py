@@ -202,7 +202,9 @@ class SessionRepository(Database):
             rows = result.all()
         if any(r.seq != i for i, r in enumerate(rows)):
             await self._renumber(session_id, [(r.id, r.seq) for r in rows])
-        items = [Message(r.role, unseal(self.cipher, r.content, r.encrypted), r.token_count, r.created_at) for r in rows]
+        items = [
+            Message(r.role, unseal(self.cipher, r.content, r.encrypted), r.token_count, r.created_at) for r in rows
+        ]
         n = len(items)
         meta = SessionMeta(
             session_id=row.session_id,
