@@ -39,6 +39,7 @@ from rag_service.testing.fake_llm import FakeLLM
 from rag_service.wiring import Services
 from tests.servers import REDIS_URL, PrivateRedis, fresh_database, redis_prefix
 from tests.sse import events as sse_events
+from tests.stores import write_behind
 
 
 def msg(role: str, text: str) -> Message:
@@ -478,7 +479,7 @@ async def test_archive_down_keeps_turns_going_and_readyz_names_the_archive(
     services = services_factory(
         auth={"rate_limit": {"per_key": "", "per_session": "", "per_address": ""}}, database={"flush_retry_max_s": 0.2}
     )
-    store = services.store
+    store = write_behind(services.store)
     assert isinstance(store, ArchivedStore)
     real = store.archive
     store.archive = DownArchive(real)  # type: ignore[assignment]
@@ -536,7 +537,7 @@ async def test_acknowledged_turns_survive_redis_restarts_under_load(
             rewrite={"mode": "none"},
             auth={"rate_limit": {"per_key": "", "per_session": "", "per_address": ""}},
         )
-        store = services.store
+        store = write_behind(services.store)
         assert isinstance(store, ArchivedStore)
         acked: dict[str, list[tuple[str, str]]] = {}
         statuses: Counter[int] = Counter()

@@ -20,13 +20,13 @@ from sse_starlette.sse import AppStatus
 
 from rag_service.api import create_app
 from rag_service.sessions.live_redis import RedisStore
-from rag_service.sessions.masking import MaskedStore
 from rag_service.sessions.writebehind import ArchivedStore
 from rag_service.testing.fake_llm import FakeLLM, Fault
 from rag_service.wiring import Services
 from tests.conftest import AppClient
 from tests.servers import PrivateRedis
 from tests.sse import events
+from tests.stores import write_behind
 
 
 async def stored(app: AppClient, sid: str) -> list[tuple[str, str]]:
@@ -204,10 +204,9 @@ async def redis_app(
 
 
 def redis_of(services: Services) -> RedisStore:
-    store = services.store
-    assert isinstance(store, MaskedStore) and isinstance(store.inner, ArchivedStore)
-    assert isinstance(store.inner.live, RedisStore)
-    return store.inner.live
+    store = write_behind(services.store)
+    assert isinstance(store, ArchivedStore) and isinstance(store.live, RedisStore)
+    return store.live
 
 
 async def test_client_gone_mid_stream_releases_the_lock_at_once(
