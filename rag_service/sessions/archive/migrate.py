@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -52,19 +52,9 @@ def migrate(url: str | URL, revision: str = "head") -> None:
     except RuntimeError:
         upgrade()
         return
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            upgrade()
-        except BaseException as exc:
-            errors.append(exc)
-
-    worker = threading.Thread(target=run, name="archive-migrate")
-    worker.start()
-    worker.join()
-    if errors:
-        raise errors[0]
+    # env.py runs the migration on its own event loop, which cannot start inside a running one.
+    with ThreadPoolExecutor(1, thread_name_prefix="archive-migrate") as worker:
+        worker.submit(upgrade).result()
 
 
 async def migrate_async(url: str | URL, revision: str = "head") -> None:
