@@ -28,6 +28,7 @@ from rag_service.sessions.interface import (
     ArchiveWrite,
     LiveStore,
     SessionBusy,
+    SessionCatalog,
     SessionIncomplete,
     SessionNotFound,
     SessionStore,
@@ -750,6 +751,24 @@ async def test_pii_is_masked_before_redis_and_sql(env_factory: Callable[..., Any
     assert summary == "用户留了手机 138****5678"
     rows = await _archived_rows(env.archive_url, meta.session_id)
     assert rows[0][2] == MASKED and rows[1][2] == "好的，已记录 138****5678。"
+
+
+async def test_masking_is_a_layer_over_any_store(env_factory: Callable[..., Any]) -> None:
+    live = (await env_factory("memory")).make()
+    store = masked(live, Masker(), count_tokens=len)
+    assert not isinstance(store, SessionCatalog)  # a bare live store lists nothing, masked or not
+    meta = new_meta()
+    await store.create(meta)
+    await store.append(meta.session_id, [msg("user", PII)])
+    held = await live.messages(meta.session_id)
+    assert [(m.content, m.tokens) for m in held] == [(MASKED, len(MASKED))]
+    said = "用户的邮箱 alice@example.com"
+    assert await store.update_summary(meta.session_id, SummaryUpdate(0, said, 20, 1, 50))
+    summary = "用户的邮箱 a***@example.com"
+    got, _, _ = await live.load(meta.session_id, lambda m: 0)
+    assert (got.summary, got.summary_tokens) == (summary, 20 + len(summary) - len(said))
+    archived = (await env_factory("archived-memory")).make()
+    assert isinstance(masked(archived, Masker()), SessionCatalog)
 
 
 # -- wiring -------------------------------------------------------------------------------------
