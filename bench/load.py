@@ -50,8 +50,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.api_latency import conversation, free_port, pct  # noqa: E402
-from rag_service.archive import Archive  # noqa: E402
 from rag_service.auth import is_loopback  # noqa: E402
+from rag_service.sessions.archive import Archive  # noqa: E402
 
 VENV_BIN = Path(sys.executable).parent
 

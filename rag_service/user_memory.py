@@ -6,11 +6,11 @@ stored (and again when read, for facts stored before masking applied to them), n
 are instructions to the assistant (rag_service.injection), and injected as a quoted data block in a
 user message (rag_service.prompt.profile_message), never into the system prompt.
 
-Facts live in the archive's user-memory table. The per-turn path reads them from a small in-process
-cache, so only a user's first turn (or one after a change) costs a database query. With several
-processes (workers, replicas) a change made by one must reach the caches of all: each user's facts then
-carry a version number in Redis (`Versions`), bumped on every change and read on every turn (one GET),
-and a cached entry of an older version is read again.
+Facts live in the archive's user-memory table (rag_service.sessions.archive.memory_repo). The per-turn
+path reads them from a small in-process cache, so only a user's first turn (or one after a change) costs
+a database query. With several processes (workers, replicas) a change made by one must reach the caches
+of all: each user's facts then carry a version number in Redis (`Versions`), bumped on every change and
+read on every turn (one GET), and a cached entry of an older version is read again.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from rag_service.injection import instruction_reason
 from rag_service.llm import ChatClient
 from rag_service.privacy import Masker
 from rag_service.prompt import escape_data, profile_message
+from rag_service.sessions.archive.memory_repo import StoredFact
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +49,13 @@ _SENTENCE = re.compile(r"[^。！？!?.\n]+[。！？!?.]?")
 
 
 class FactStore(Protocol):
-    async def add_memory(self, user_id: str, fact: str, source_session: str | None = None) -> object: ...
+    """Where facts are kept: the archive's user-memory repository (rag_service.sessions.archive)."""
 
-    async def list_memories(self, user_id: str, limit: int | None = None) -> Sequence[object]: ...
+    async def add_memory(self, user_id: str, fact: str, source_session: str | None = None) -> StoredFact: ...
+
+    async def list_memories(self, user_id: str, limit: int | None = None) -> Sequence[StoredFact]: ...
+
+    async def delete_memories(self, user_id: str) -> int: ...
 
 
 class Versions(Protocol):
@@ -64,6 +69,15 @@ class Versions(Protocol):
 class RedisVersions:
     def __init__(self, redis: Any, prefix: str = "rag:") -> None:
         self.redis, self.prefix = redis, prefix
+
+    @classmethod
+    def from_url(cls, url: str) -> RedisVersions:
+        import redis.asyncio as aioredis
+
+        return cls(aioredis.Redis.from_url(url, socket_connect_timeout=1.0, socket_timeout=5.0))
+
+    async def close(self) -> None:
+        await self.redis.aclose()
 
     def _key(self, user_key: str) -> str:
         return f"{self.prefix}um:{{{user_key}}}:v"
@@ -156,7 +170,7 @@ class UserMemory:
         if hit and version is not None and hit[1] == version and time.monotonic() - hit[0] < self.settings.cache_s:
             return hit[2], hit[3]
         stored = await self.store.list_memories(user_key, self.settings.max_facts)
-        facts = self.admissible([str(getattr(f, "fact", f)) for f in stored])
+        facts = self.admissible([f.fact for f in stored])
         text = profile_message(self.settings.prompt_header, facts) if facts else ""
         tokens = self.counter.count(text) if text else 0
         if version is not None:
@@ -184,6 +198,10 @@ class UserMemory:
         if facts:
             await self.changed(user_key)
         return len(facts)
+
+    async def close(self) -> None:
+        if isinstance(self.versions, RedisVersions):
+            await self.versions.close()
 
     async def changed(self, user_key: str) -> None:
         """The user's facts changed (learnt, deleted): no process may answer from its old cache."""

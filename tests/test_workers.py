@@ -26,9 +26,10 @@ import redis.asyncio as aioredis
 
 from rag_core.settings import Settings, UserMemorySettings
 from rag_core.tokens import TokenCounter
-from rag_service.archive import Archive
 from rag_service.cli import workers_problem
 from rag_service.domain import Message
+from rag_service.sessions.archive import Archive
+from rag_service.sessions.archive.memory_repo import StoredFact
 from rag_service.testing.fake_llm import FakeLLM, message_text
 from rag_service.user_memory import RedisVersions, RuleFactExtractor, UserMemory
 from tests.servers import PrivateRedis, _free_port, fresh_database, redis_prefix
@@ -82,14 +83,18 @@ class Facts:
     """A fact store two `UserMemory` instances (two processes) share."""
 
     def __init__(self) -> None:
-        self.facts: dict[str, list[str]] = {}
+        self.facts: dict[str, list[StoredFact]] = {}
 
-    async def add_memory(self, user_id: str, fact: str, source_session: str | None = None) -> object:
-        self.facts.setdefault(user_id, []).append(fact)
-        return fact
+    async def add_memory(self, user_id: str, fact: str, source_session: str | None = None) -> StoredFact:
+        stored = StoredFact(len(self.facts.get(user_id, [])) + 1, user_id, fact, source_session, 0.0)
+        self.facts.setdefault(user_id, []).append(stored)
+        return stored
 
-    async def list_memories(self, user_id: str, limit: int | None = None) -> list[str]:
+    async def list_memories(self, user_id: str, limit: int | None = None) -> list[StoredFact]:
         return list(self.facts.get(user_id, []))[:limit]
+
+    async def delete_memories(self, user_id: str) -> int:
+        return len(self.facts.pop(user_id, []))
 
 
 async def test_a_change_of_facts_in_one_process_reaches_the_others(counter: TokenCounter) -> None:
