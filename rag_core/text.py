@@ -156,3 +156,40 @@ def _sentence(raw: str, sep: str) -> Iterator[tuple[str, str]]:
     text = " ".join(_INVISIBLE.sub("", raw).split())
     if text:
         yield text, sep
+
+
+# --- stop words ------------------------------------------------------------------------------------------
+
+# Retrieval stop words: too common to tell passages apart (`lexical.terms` drops them).
+_ZH_STOP_WORDS = """
+    的 了 和 是 在 我 你 他 她 它 们 吗 呢 吧 啊 有 也 就 都 要 会 可以 怎么 什么 多少 这个 那个
+"""
+ZH_STOP_WORDS = frozenset(_ZH_STOP_WORDS.split())
+_EN_STOP_WORDS = """
+    the a an and or of to in on for is are be it its this that what how do does with at by from can i you my
+    your we our
+"""
+EN_STOP_WORDS = frozenset(_EN_STOP_WORDS.split())
+# Words that never name what a question is about (the rewriter's entities leave them out): the stop words
+# and common verbs, fillers, politeness and customer-service words.
+_EN_GENERIC_WORDS = """
+    but if then so than as without about into over under after before between during since until up down out
+    off again further once here there when where why which who whom whose these those itself they them their
+    theirs he him his she her hers us ours yours me mine was were been being am did doing done have has had
+    having could would should will shall may might must not no nor yes only just also too very really quite
+    more most much many some any all each every both either neither other others another such same own few lot
+    lots tell know explain give get got make made want need like think say said mean means let please thanks
+    thank okay ok well oh hi hello sure right thing things something anything everything nothing way ways kind
+    kinds type types information info question questions answer example examples sort part bit one ones use
+    used using go going come still even ever yet already now today currently back else instead actually
+    possible able new old good bad best better great big small speaking regarding mentioned talking talk
+    saying seems seem understand see look looking thinking wondering name time times i'm i’m you're it's it’s
+    that's what's there's don't doesn't didn't isn't aren't can't won't i'd i've written known given taken
+    seen gone born became become went first last vs via buy bought pay paid cost costs ship send sent return
+    work works help happen happened start started end ended play played call called find found keep put take
+    try turn show live believe bring begin run write read provide include continue set learn change lead watch
+    follow stop create speak allow add spend grow open win offer remember love consider appear wait serve die
+    expect build stay fall reach kill remain suggest sell require decide apply check cancel user users
+    customer customers assistant
+"""
+EN_GENERIC_WORDS = EN_STOP_WORDS | frozenset(_EN_GENERIC_WORDS.split())
