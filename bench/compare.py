@@ -16,6 +16,10 @@ report gives medians over repetitions and ratios against this service taken with
 Writes docs/benchmarks.md, docs/benchmarks.png and bench/results/compare-latest.json. The framework venvs
 (bench/.venvs/llamaindex, bench/.venvs/langchain) are created from bench/requirements-*.txt on first use
 and re-created when those files change.
+
+This file is the command line and the run loop; the parts are `bench.harness` (files, venvs, corpus,
+upstream process, CPU accounting), `bench.systems` (the systems and running one), `bench.analysis` (what a
+run measured) and `bench.report` (aggregation, table, chart, page).
 """
 
 from __future__ import annotations
