@@ -64,8 +64,8 @@ def is_heading(line: str) -> bool:
 
 
 # --- sentences -----------------------------------------------------------------------------------------
-# One splitter for documents, extractive answers and remembered facts: an answer sentence or a fact is
-# then cut where the chunk it came from was cut.
+# One splitter for chunks, extractive answers and rule-extracted user facts: an answer's sentence is one
+# the chunker cut too, and a remembered "my budget is 3.5k" is not cut at its decimal point.
 
 # Text with no sentence end or line break for this long is cut anyway, so a pathological file (a
 # megabyte on one line) cannot make the splitter hold more than a block plus this much.
