@@ -44,10 +44,26 @@ _FIRST_PERSON = re.compile(
 _SENTENCE = re.compile(r"[^。！？!?.\n]+[。！？!?.]?")
 
 
+class StoredFact(Protocol):
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def fact(self) -> str: ...
+
+    @property
+    def source_session(self) -> str | None: ...
+
+    @property
+    def updated_at(self) -> float: ...
+
+
 class FactStore(Protocol):
     async def add_memory(self, user_id: str, fact: str, source_session: str | None = None) -> object: ...
 
-    async def list_memories(self, user_id: str, limit: int | None = None) -> Sequence[object]: ...
+    async def list_memories(self, user_id: str, limit: int | None = None) -> Sequence[StoredFact]: ...
+
+    async def delete_memories(self, user_id: str) -> int: ...
 
 
 class FactExtractor(Protocol):
@@ -128,7 +144,7 @@ class UserMemory:
         if hit and time.monotonic() - hit[0] < self.settings.cache_s:
             return hit[1], hit[2]
         stored = await self.store.list_memories(user_key, self.settings.max_facts)
-        facts = self.admissible([str(getattr(f, "fact", f)) for f in stored])
+        facts = self.admissible([f.fact for f in stored])
         text = profile_message(self.settings.prompt_header, facts) if facts else ""
         tokens = self.counter.count(text) if text else 0
         self._cache[user_key] = (time.monotonic(), text, tokens)
@@ -145,5 +161,12 @@ class UserMemory:
             self._cache.pop(user_key, None)
         return len(facts)
 
-    def forget(self, user_key: str) -> None:
+    async def facts(self, user_key: str) -> Sequence[StoredFact]:
+        """The user's facts as stored, newest first."""
+        return await self.store.list_memories(user_key)
+
+    async def forget(self, user_key: str) -> int:
+        """Deletes the user's facts; how many there were."""
+        deleted = await self.store.delete_memories(user_key)
         self._cache.pop(user_key, None)
+        return deleted

@@ -1,9 +1,13 @@
-"""Builds the stages and clients named by the settings (the app factory's one place for choices)."""
+"""Builds the stages and clients named by the settings (the app factory's one place for choices).
+
+`Services` is everything the routes use, built once per app and handed to them through FastAPI's
+dependencies (rag_service.api.deps): nothing here is global."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rag_core.embedding import CachedQueryEmbedder, Embedder, make_embedder
 from rag_core.lexical import warm_up
@@ -12,6 +16,7 @@ from rag_core.tokens import TokenCounter, make_counter
 from rag_core.vectorstore import VectorIndex
 from rag_service.auth import ApiKeys, RateLimiter
 from rag_service.extractive import ExtractiveGenerator
+from rag_service.library import Library
 from rag_service.llm import ChatClient, Generator, LLMGenerator
 from rag_service.memory import make_memory
 from rag_service.metrics import Metrics
@@ -22,6 +27,10 @@ from rag_service.rewrite import LLMRewriter, NoRewriter, Rewriter, RuleRewriter,
 from rag_service.store import ArchivedStore, LiveStore, MemoryStore, SessionStore
 from rag_service.summary import ExtractiveSummarizer, LLMSummarizer, Summarizer
 from rag_service.user_memory import FactExtractor, LLMFactExtractor, RuleFactExtractor, UserMemory
+
+if TYPE_CHECKING:
+    # Imported where used: a caller that builds only a rewriter need not load SQLAlchemy.
+    from rag_service.archive import Archive
 
 
 @dataclass
@@ -35,6 +44,9 @@ class Services:
     metrics: Metrics
     api_keys: ApiKeys
     rate_limiter: RateLimiter
+    library: Library
+    # None when user_memory.enabled is off.
+    user_memory: UserMemory | None = None
     clients: list[ChatClient] = field(default_factory=list)
 
     async def start(self) -> None:
@@ -51,14 +63,24 @@ class Services:
         self.index.close()
 
 
-def build_store(
-    settings: Settings, counter: TokenCounter | None = None, metrics: Metrics | None = None
-) -> SessionStore:
-    """The live store (Redis when `redis.url` is set, else in-process) in front of the SQL archive at
-    `database.url`, migrated here, at start-up. `counter` recounts message tokens after PII masking;
-    `metrics` gets the archive backlog and conflicts."""
+def build_archive(settings: Settings) -> Archive:
+    """The SQL archive at `database.url`, migrated here, at start-up."""
     from rag_service.archive import Archive, migrate
-    from rag_service.privacy import Masker
+
+    db = settings.database
+    migrate(db.url)
+    return Archive(db.url, db.encryption_key)
+
+
+def build_store(
+    settings: Settings,
+    counter: TokenCounter | None = None,
+    metrics: Metrics | None = None,
+    archive: Archive | None = None,
+) -> SessionStore:
+    """The live store (Redis when `redis.url` is set, else in-process) in front of the SQL archive
+    (`archive`, else built from `database.url`). `counter` recounts message tokens after PII masking;
+    `metrics` gets the archive backlog and conflicts."""
     from rag_service.spool import Spool
 
     s = settings.session
@@ -76,8 +98,7 @@ def build_store(
     else:
         live = MemoryStore(s.ttl_s, s.lock_timeout_s, s.on_busy)
     db = settings.database
-    migrate(db.url)
-    archive = Archive(db.url, db.encryption_key)
+    archive = archive or build_archive(settings)
     store = ArchivedStore(
         live,
         archive,
@@ -138,11 +159,10 @@ def build_rewriter(settings: Settings, embedder: Embedder | None, clients: list[
 
 
 def build_user_memory(
-    settings: Settings, store: SessionStore, counter: TokenCounter, clients: list[ChatClient]
+    settings: Settings, archive: Archive, counter: TokenCounter, clients: list[ChatClient]
 ) -> UserMemory | None:
-    """Facts live in the archive; without one (a bare live store) there is no long-term memory."""
-    archive = getattr(store, "archive", None)
-    if archive is None or not settings.user_memory.enabled:
+    """Facts live in the archive, next to the sessions they were learnt from."""
+    if not settings.user_memory.enabled:
         return None
     extractor: FactExtractor = RuleFactExtractor()
     endpoint = settings.summary_endpoint()
@@ -167,7 +187,9 @@ def build_services(
     warm_up()
     clients: list[ChatClient] = []
     metrics = Metrics()
-    store = build_store(settings, counter, metrics)
+    archive = build_archive(settings)
+    store = build_store(settings, counter, metrics, archive)
+    user_memory = build_user_memory(settings, archive, counter, clients)
     if isinstance(embedder, CachedQueryEmbedder):
         embedder.observe = metrics.stage_seconds.labels("embed").observe
     stages = Stages(
@@ -180,20 +202,22 @@ def build_services(
         generator=build_generator(settings, clients),
         summarizer=build_summarizer(settings, counter, clients),
         metrics=metrics,
-        user_memory=build_user_memory(settings, store, counter, clients),
+        user_memory=user_memory,
         fallback=ExtractiveGenerator(settings.prompt.extractive_sentences)
         if settings.llm.base_url and settings.llm.fallback_extractive
         else None,
     )
     return Services(
-        settings,
-        counter,
-        embedder,
-        index,
-        store,
-        ChatPipeline(stages),
-        metrics,
-        ApiKeys(settings.auth),
-        RateLimiter(settings.auth, settings.server.trusted_proxies, settings.redis.url),
-        clients,
+        settings=settings,
+        counter=counter,
+        embedder=embedder,
+        index=index,
+        store=store,
+        pipeline=ChatPipeline(stages),
+        metrics=metrics,
+        api_keys=ApiKeys(settings.auth),
+        rate_limiter=RateLimiter(settings.auth, settings.server.trusted_proxies, settings.redis.url),
+        library=Library(settings, index, embedder, counter),
+        user_memory=user_memory,
+        clients=clients,
     )
