@@ -230,6 +230,7 @@ class ChatPipeline:
         return self._turn(session_id, question, history, tenant, streamed=True)
 
     async def has_session(self, session_id: str) -> bool:
+        """Whether the store knows the session (live, or restorable from the archive)."""
         try:
             await self.s.store.messages(session_id)
         except SessionNotFound:
@@ -251,6 +252,9 @@ class ChatPipeline:
         tenant: str | None,
         streamed: bool,
     ) -> TurnEvents:
+        """The one path of a turn, plain or streamed: stages 1-5, then 6 piece by piece through the output
+        guard, then 7 (which schedules 8). Only `streamed` differs: how the upstream is asked (6) and the
+        metrics' label."""
         async with self._session_lock(session_id):
             turn = await self._prepare(session_id, question, history, tenant)
             yield Rewritten(turn.rewrite.query)
