@@ -6,7 +6,7 @@ stored (and again when read, for facts stored before masking applied to them), n
 are instructions to the assistant (rag_service.injection), and injected as a quoted data block in a
 user message (rag_service.prompt.profile_message), never into the system prompt.
 
-Facts live in the archive's user-memory table. The per-turn path reads them from a small in-process
+Facts live in the archive's user-memory table (rag_service.sessions.archive.memory_repo). The per-turn path reads them from a small in-process
 cache, so only a user's first turn (or one after a change) costs a database query.
 """
 
@@ -25,6 +25,7 @@ from rag_service.injection import instruction_reason
 from rag_service.llm import ChatClient
 from rag_service.privacy import Masker
 from rag_service.prompt import escape_data, profile_message
+from rag_service.sessions.archive.memory_repo import StoredFact
 
 log = logging.getLogger(__name__)
 
@@ -44,22 +45,10 @@ _FIRST_PERSON = re.compile(
 _SENTENCE = re.compile(r"[^。！？!?.\n]+[。！？!?.]?")
 
 
-class StoredFact(Protocol):
-    @property
-    def id(self) -> int: ...
-
-    @property
-    def fact(self) -> str: ...
-
-    @property
-    def source_session(self) -> str | None: ...
-
-    @property
-    def updated_at(self) -> float: ...
-
-
 class FactStore(Protocol):
-    async def add_memory(self, user_id: str, fact: str, source_session: str | None = None) -> object: ...
+    """Where facts are kept: the archive's user-memory repository (rag_service.sessions.archive)."""
+
+    async def add_memory(self, user_id: str, fact: str, source_session: str | None = None) -> StoredFact: ...
 
     async def list_memories(self, user_id: str, limit: int | None = None) -> Sequence[StoredFact]: ...
 

@@ -14,7 +14,7 @@ from rag_core.tokens import TokenCounter
 from rag_service.auth import Forbidden, Permission, Principal, Role, is_loopback
 from rag_service.library import Library
 from rag_service.pipeline import ChatPipeline
-from rag_service.store import SessionNotFound, SessionStore
+from rag_service.sessions.interface import SessionNotFound, SessionStore
 from rag_service.user_memory import UserMemory
 from rag_service.wiring import Services
 

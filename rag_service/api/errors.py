@@ -18,7 +18,7 @@ from rag_core.documents.loaders import LoadError
 from rag_service.auth import Forbidden, RateLimited, Unauthorized
 from rag_service.llm import UpstreamError
 from rag_service.pipeline import QuestionTooLong
-from rag_service.store import SessionBusy, SessionNotFound, StoreUnavailable
+from rag_service.sessions.interface import SessionBusy, SessionNotFound, StoreUnavailable
 
 log = logging.getLogger(__name__)
 

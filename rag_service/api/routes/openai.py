@@ -28,7 +28,7 @@ from rag_service.api.models import ChatCompletion, ChatCompletionRequest, source
 from rag_service.api.streaming import PrimedTurn, relay
 from rag_service.domain import Message
 from rag_service.pipeline import Delta, Done, TurnEvent, TurnResult
-from rag_service.store import SessionNotFound
+from rag_service.sessions.interface import SessionNotFound
 
 router = APIRouter(tags=["openai"])
 

@@ -32,7 +32,7 @@ from rag_service.api.models import (
 from rag_service.api.streaming import PrimedTurn, relay
 from rag_service.domain import SessionMeta
 from rag_service.pipeline import Delta, Done, Retrieved, Rewritten, TurnEvent
-from rag_service.store import SessionCatalog, SessionNotFound, new_session_id
+from rag_service.sessions.interface import SessionCatalog, SessionNotFound, new_session_id
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 
