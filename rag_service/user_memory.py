@@ -207,3 +207,13 @@ class UserMemory:
         self._cache.pop(user_key, None)
         if self.versions is not None:
             await self.versions.bump(user_key)
+
+    async def facts(self, user_key: str) -> Sequence[StoredFact]:
+        """The user's facts as stored, newest first."""
+        return await self.store.list_memories(user_key)
+
+    async def forget(self, user_key: str) -> int:
+        """Deletes the user's facts; how many there were."""
+        deleted = await self.store.delete_memories(user_key)
+        await self.changed(user_key)
+        return deleted
