@@ -188,6 +188,7 @@ _CATEGORIES: dict[str, str] = {
     "phone": "手机|\\bphones?\\b|smartphones?", "laptop": "笔记本|电脑|\\blaptops?\\b|notebooks?",
     "tablet": "平板|\\btablets?\\b", "watch": "手表|\\bwatch(?:es)?\\b", "earphones": "耳机|earphones?|headphones?|earbuds?",
 }  # fmt: skip
+PLACES, CATEGORIES = _PLACES, _CATEGORIES
 _NAMED_KINDS = {
     kind: [(key, re.compile(pattern, re.I)) for key, pattern in table.items()]
     for kind, table in (("place", _PLACES), ("category", _CATEGORIES))

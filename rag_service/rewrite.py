@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -45,6 +46,7 @@ from rag_service.rewrite_rules import (
     Entity,
     HistoryText,
     antecedent_inside,
+    asks_about_product,
     content_size,
     contrast_followup,
     definite_reference,
@@ -58,6 +60,8 @@ from rag_service.rewrite_rules import (
     normalize,
     own_names,
     personal_pronoun,
+    product_names,
+    resolve,
     rule_rewrite,
     salient_entities,
     strip_framing,
@@ -116,6 +120,7 @@ class Decision:
     reason: str
     history: History
     contrast: Contrast | None = None
+    product: str | None = None
 
 
 class Gate:
@@ -128,7 +133,8 @@ class Gate:
         n = self.settings.history_rounds
         return view.rounds[-n:] if n > 0 else ()
 
-    def decide(self, question: str, view: MemoryView) -> Decision:
+    def decide(self, question: str, view: MemoryView, product: str | None = None) -> Decision:
+        """`product`: the product the conversation is about (`RuleRewriter.topic_product`), if any."""
         rounds = self.recent(view)
         history = History(view.summary, rounds)
         if not rounds and not view.summary:
@@ -136,6 +142,10 @@ class Gate:
         contrast = contrast_followup(question)
         if contrast is not None:
             return Decision("dependent", f"contrast follow-up ({contrast.kind} {contrast.core!r})", history, contrast)
+        if product is not None and asks_about_product(question):
+            # "How long is the battery covered?" after a phone's price: its own words are the aspect, the
+            # product is the conversation's.
+            return Decision("dependent", f"asks about {product!r}", history, product=product)
         names = own_names(question)
         found = find_marker(question)
         marker = found.text if found is not None and not antecedent_inside(question, found, names) else None
@@ -191,16 +201,29 @@ class RuleRewriter:
     def __init__(self, settings: RewriteSettings, embedder: Embedder | None = None) -> None:
         self.settings = settings
         self.gate = Gate(settings, embedder)
+        # Earlier questions are read again on every turn (a follow-up is read against the previous question
+        # as rewritten, which was read against its own): each is rewritten once per session history.
+        self._memo: OrderedDict[tuple[str, str, tuple[str, ...]], RewriteResult] = OrderedDict()
 
     async def rewrite(self, question: str, view: MemoryView) -> RewriteResult:
         # Run on the event loop, like retrieval: see the note on `ChatPipeline._prepare`.
         return self.rewrite_now(question, view)
 
     def rewrite_now(self, question: str, view: MemoryView) -> RewriteResult:
-        d = self.gate.decide(question, view)
+        key = (question, view.summary, tuple(t for r in view.rounds for t in (r.user.content, r.assistant.content)))
+        hit = self._memo.get(key)
+        if hit is not None:
+            self._memo.move_to_end(key)
+            return hit
+        d = self.gate.decide(question, view, self.topic_product(view))
         if d.kind == "dependent" or (d.kind == "standalone" and not self.settings.skip_standalone):
-            return self.resolve(question, d, "rule")
-        return RewriteResult(question, "skipped", d.kind == "switch", d.reason)
+            result = self.resolve(question, d, "rule")
+        else:
+            result = RewriteResult(question, "skipped", d.kind == "switch", d.reason)
+        self._memo[key] = result
+        if len(self._memo) > _MEMO_SIZE:
+            self._memo.popitem(last=False)
+        return result
 
     def resolve(self, question: str, decision: Decision, action: str, why: str = "") -> RewriteResult:
         query, detail = "", ""
@@ -209,6 +232,8 @@ class RuleRewriter:
             read = substitute(previous, decision.contrast, question) if previous else None
             if read is not None:
                 query, detail = read
+        if not query and decision.product is not None:
+            query, detail = resolve(question, Entity(decision.product, True)), f"added {decision.product!r}"
         if not query:
             query, detail = rule_rewrite(question, decision.history.candidates, personal_pronoun(question))
         if len(query) > self.settings.max_query_chars:
@@ -225,6 +250,26 @@ class RuleRewriter:
             return ""
         return self.rewrite_now(last.user.content, MemoryView(history.summary, 0, tuple(earlier))).query
 
+    def topic_product(self, view: MemoryView) -> str | None:
+        """The product the conversation is about: the one in the latest question (as rewritten) that names
+        one, back to the latest topic switch or `history_rounds` rounds."""
+        rounds = view.rounds
+        for i in range(len(rounds) - 1, max(-1, len(rounds) - 1 - max(self.settings.history_rounds, 1)), -1):
+            asked = rounds[i].user.content
+            if not asked.strip():
+                continue
+            earlier = MemoryView(view.summary, 0, rounds[:i])
+            result = self.rewrite_now(asked, earlier) if i else RewriteResult(asked, "skipped")
+            names = product_names(result.query)
+            if names:
+                return names[0]
+            if result.topic_switch:
+                return None
+        return None
+
+
+_MEMO_SIZE = 512
+
 
 class LLMRewriter:
     def __init__(self, client: ChatClient, settings: RewriteSettings, rules: RuleRewriter) -> None:
@@ -233,7 +278,7 @@ class LLMRewriter:
         self.max_tokens = min(client.endpoint.max_tokens, max(64, settings.max_query_chars))
 
     async def rewrite(self, question: str, view: MemoryView) -> RewriteResult:
-        d = self.rules.gate.decide(question, view)
+        d = self.rules.gate.decide(question, view, self.rules.topic_product(view))
         if d.kind in ("first", "switch") or (d.kind == "standalone" and self.settings.skip_standalone):
             return RewriteResult(question, "skipped", d.kind == "switch", d.reason)
         messages = rewrite_messages(self.settings.prompt, question, view.summary, self.rules.gate.recent(view))

@@ -34,6 +34,9 @@ from typing import Literal
 import jieba
 import jieba.posseg as pseg
 
+from rag_service.facts import CATEGORIES, PLACES, products
+from rag_service.glossary import concepts
+
 _CJK = re.compile(r"[\u3400-\u9fff]")
 _CJK_RUN = re.compile(r"[\u3400-\u9fff]+")
 
@@ -613,9 +616,52 @@ def rule_rewrite(question: str, candidates: Sequence[Entity], names_only: bool =
     return question, "no entity to add"
 
 
+# --- the conversation's product ------------------------------------------------------------------------
+
+# What a customer asks about a product without naming it again ("How long is the battery covered?", "屏幕有坏点
+#能换新吗" after a question about a phone): its price, warranty, parts, specifications and condition.
+PRODUCT_ASPECTS = frozenset(
+    [
+        "warranty",
+        "extended_warranty",
+        "accident",
+        "repair",
+        "battery",
+        "screen",
+        "price",
+        "color",
+        "weight",
+        "storage",
+        "memory",
+        "specs",
+        "charger",
+        "in_box",
+        "release",
+        "exchange",
+        "quality",
+        "customized",
+        "condition",
+        "trade_in",
+    ]
+)
+
+
+def product_names(text: str) -> list[str]:
+    """Product names in the text (models with a number, an inner capital or a variant word), not ids."""
+    return [p.text for p in products(text) if not _ID_DIGITS.search(p.text)]
+
+
+def asks_about_product(question: str) -> bool:
+    """Does the question ask about an aspect of a product (its price, warranty, battery …) without naming one?"""
+    return not product_names(question) and bool(concepts(question) & PRODUCT_ASPECTS)
+
+
 # --- contrast follow-ups -----------------------------------------------------------------------------
 
-ContrastKind = Literal["storage", "size", "colour", "variant", "standard", "comparative", "pronoun", "named", "plain"]
+ContrastKind = Literal[
+    "storage", "size", "colour", "place", "category", "term", "variant", "standard", "comparative", "pronoun",
+    "named", "plain",
+]
 
 _STORAGE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s*(?:GB|TB)(?![A-Za-z])", re.IGNORECASE)
 _SIZE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s*(?:-?\s*inch(?:es)?(?![A-Za-z])|英寸|寸|吋|[\"”″])", re.IGNORECASE)
@@ -661,6 +707,8 @@ _ZH_X_BLOCK = re.compile(r"[吗么吧]|什么|怎么|怎样|多少|多久|多大
 _X_PRONOUN = re.compile(r"\b(?:its|it|their|his|her)\b|[它他她]", re.IGNORECASE)
 _EN_X_DET = re.compile(r"^(?:the|a|an|that|this)\s+", re.IGNORECASE)
 _EN_X_TAIL = re.compile(r"\s+(?:one|ones|version|model|variant|edition|option|size)$", re.IGNORECASE)
+# "那寄到香港呢": the destination is the value, the verb only repeats the previous question's.
+_ZH_MOTION = re.compile(r"^(?:寄到|寄去|寄往|送到|送去|发到|发往|运到|邮到|快递到)(?=\S)")
 _ZH_X_DET = re.compile(r"^(?:那款|这款|那个|这个|那种|这种)")
 _ZH_X_TAIL = re.compile(r"(?:的|版本|型号|款|版)$")
 _MAX_X_WORDS = 5
@@ -684,7 +732,7 @@ def contrast_followup(question: str) -> Contrast | None:
         m = _ZH_CONTRAST.match(question)
         if m is None or not (m.group("lead") or m.group("tail")):
             return None
-        raw = m.group("x").strip()
+        raw = _ZH_MOTION.sub("", m.group("x").strip()) or m.group("x").strip()
         if _ZH_X_BLOCK.search(raw) or len(_CJK.findall(raw)) > _MAX_X_CJK or _has_verb(raw):
             return None  # "觉得他怎么样", "还没呢": a clause, not a value
         core = _ZH_X_TAIL.sub("", _ZH_X_DET.sub("", raw)).strip() if not _STANDARD.match(raw) else raw
@@ -735,7 +783,14 @@ def _contrast_kind(core: str, raw: str) -> ContrastKind:
         return "standard"
     if _COMPARATIVE.match(core) or _COMPARATIVE.match(_ZH_X_TAIL.sub("", raw)):
         return "comparative"
-    for kind, pattern in (("storage", _STORAGE), ("size", _SIZE), ("colour", _COLOUR)):
+    for kind, pattern in (
+        ("storage", _STORAGE),
+        ("size", _SIZE),
+        ("colour", _COLOUR),
+        ("term", _TERM),
+        ("place", _PLACE),
+        ("category", _CATEGORY),
+    ):
         m = pattern.search(core)
         if m is not None and m.group().strip() and len(core) <= len(m.group()) + 2:
             return kind  # type: ignore[return-value]
@@ -799,7 +854,17 @@ def _with_variant(name: str, variant: str | None) -> str:
     return f"{name} {variant}"
 
 
-_SLOTS = {"storage": _STORAGE, "size": _SIZE, "colour": _COLOUR}
+# A place, a product category or a term ("两年", "24 期") replaces the previous question's value of its kind:
+# "寄到美国运费多少" + "那寄到香港呢", "手机延保一年多少钱" + "笔记本呢" + "两年的呢".
+_PLACE = re.compile("|".join(f"(?:{p})" for p in PLACES.values()), re.IGNORECASE)
+_CATEGORY = re.compile("|".join(f"(?:{p})" for p in CATEGORIES.values()), re.IGNORECASE)
+_TERM = re.compile(
+    r"(?<![\dA-Za-z.])(?:\d+|[一二两三四五六七八九十]+)\s?(?:个)?(?:年|个月|月|期)(?![\dA-Za-z])"
+    r"|(?<![\dA-Za-z.])\d+\s?-?(?:years?|months?|instal+ments?)\b",
+    re.IGNORECASE,
+)
+_NOUN_SLOTS = frozenset({"place", "category", "term"})
+_SLOTS = {"storage": _STORAGE, "size": _SIZE, "colour": _COLOUR, "place": _PLACE, "category": _CATEGORY, "term": _TERM}
 
 
 def substitute(previous: str, contrast: Contrast, question: str) -> tuple[str, str] | None:
@@ -819,6 +884,9 @@ def substitute(previous: str, contrast: Contrast, question: str) -> tuple[str, s
         old = _SLOTS[kind].search(prev)
         if old is not None:
             return put(*old.span(), value), f"replaced {old.group()!r} with {value!r}"
+        if kind in _NOUN_SLOTS:
+            kind = "plain"  # nothing of its kind to replace: a noun asked about the previous subject
+    if kind in _SLOTS:
         if subj is not None and span is not None:
             return put(span[1], span[1], value), f"added {value!r} to {subj.text!r}"
         return _join(prev, value) + tail, f"added {value!r}"
