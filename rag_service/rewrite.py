@@ -53,9 +53,11 @@ from rag_service.rewrite_rules import (
     entities,
     find_marker,
     has_determiner,
+    has_slot,
     has_subject,
     history_texts,
     is_fragment,
+    is_noun_slot,
     mentions,
     normalize,
     own_names,
@@ -85,8 +87,11 @@ class History:
     """The conversation as the rules see it (the summary and the recent rounds); entities are extracted
     once, on first use."""
 
-    def __init__(self, summary: str, rounds: Sequence[Round]) -> None:
+    def __init__(self, summary: str, rounds: Sequence[Round], view: MemoryView | None = None) -> None:
         self.summary, self.rounds = summary, rounds
+        # All the rounds memory holds (the rules look at `rounds`, the latest few; earlier questions are read
+        # against all of theirs).
+        self.view = view or MemoryView(summary, 0, tuple(rounds))
 
     @cached_property
     def texts(self) -> list[HistoryText]:
@@ -136,17 +141,17 @@ class Gate:
     def decide(self, question: str, view: MemoryView, product: str | None = None) -> Decision:
         """`product`: the product the conversation is about (`RuleRewriter.topic_product`), if any."""
         rounds = self.recent(view)
-        history = History(view.summary, rounds)
+        history = History(view.summary, rounds, view)
         if not rounds and not view.summary:
             return Decision("first", "first turn", history)
         contrast = contrast_followup(question)
         if contrast is not None:
             return Decision("dependent", f"contrast follow-up ({contrast.kind} {contrast.core!r})", history, contrast)
-        if product is not None and asks_about_product(question):
-            # "How long is the battery covered?" after a phone's price: its own words are the aspect, the
-            # product is the conversation's.
-            return Decision("dependent", f"asks about {product!r}", history, product=product)
         names = own_names(question)
+        if product is not None and asks_about_product(question) and all(history.knows(e) for e in names):
+            # "How long is the battery covered?" after a phone's price: its own words are the aspect, the
+            # product is the conversation's (unless it names something new: "ship to Singapore, how much?").
+            return Decision("dependent", f"asks about {product!r}", history, product=product)
         found = find_marker(question)
         marker = found.text if found is not None and not antecedent_inside(question, found, names) else None
         if found is None and has_determiner(question):
@@ -228,7 +233,7 @@ class RuleRewriter:
     def resolve(self, question: str, decision: Decision, action: str, why: str = "") -> RewriteResult:
         query, detail = "", ""
         if decision.contrast is not None:
-            previous = self.previous_query(decision.history)
+            previous = self.previous_query(decision.history, decision.contrast)
             read = substitute(previous, decision.contrast, question) if previous else None
             if read is not None:
                 query, detail = read
@@ -240,15 +245,35 @@ class RuleRewriter:
             query, detail = question, "rewrite would exceed max_query_chars"
         return RewriteResult(query, action, False, f"{why or decision.reason}; {detail}")
 
-    def previous_query(self, history: History) -> str:
+    def previous_query(self, history: History, contrast: Contrast | None = None) -> str:
         """The previous question as this rewriter made it standalone (its own previous question read the
-        same way), so a chain of contrast follow-ups keeps every value the user chose."""
-        if not history.rounds:
-            return ""
-        *earlier, last = history.rounds
-        if not last.user.content.strip():
-            return ""
-        return self.rewrite_now(last.user.content, MemoryView(history.summary, 0, tuple(earlier))).query
+        same way), so a chain of contrast follow-ups keeps every value the user chose. A place, category or
+        term is read against the latest of the last `history_rounds` questions that named one of its kind
+        ("那寄到香港呢" after "寄美国运费多少" and a question in between)."""
+        rounds = history.view.rounds
+        slot = contrast is not None and is_noun_slot(contrast.kind)
+        back = max(len(history.rounds), _SLOT_ROUNDS) if slot else len(history.rounds)
+        latest = ""
+        for i in range(len(rounds) - 1, max(-1, len(rounds) - 1 - back), -1):
+            result = self.previous_at(history.view, i)
+            if result is None:
+                continue
+            if not slot:
+                return result.query
+            assert contrast is not None
+            # The value the customer typed (or chose by an earlier contrast), not one the rules added.
+            typed = has_slot(rounds[i].user.content, contrast.kind) or result.detail.startswith("contrast")
+            if typed and has_slot(result.query, contrast.kind):
+                return result.query
+            latest = latest or result.query
+        return latest
+
+    def previous_at(self, view: MemoryView, i: int) -> RewriteResult | None:
+        """Round `i`'s question as rewritten against the rounds before it."""
+        asked = view.rounds[i].user.content
+        if not asked.strip():
+            return None
+        return self.rewrite_now(asked, MemoryView(view.summary, 0, view.rounds[:i]))
 
     def topic_product(self, view: MemoryView) -> str | None:
         """The product the conversation is about: the one in the latest question (as rewritten) that names
@@ -258,8 +283,7 @@ class RuleRewriter:
             asked = rounds[i].user.content
             if not asked.strip():
                 continue
-            earlier = MemoryView(view.summary, 0, rounds[:i])
-            result = self.rewrite_now(asked, earlier) if i else RewriteResult(asked, "skipped")
+            result = self.rewrite_now(asked, MemoryView(view.summary, 0, rounds[:i]))
             names = product_names(result.query)
             if names:
                 return names[0]
@@ -269,6 +293,8 @@ class RuleRewriter:
 
 
 _MEMO_SIZE = 512
+# How far back a place, category or term contrast looks for the question whose value it replaces.
+_SLOT_ROUNDS = 6
 
 
 class LLMRewriter:

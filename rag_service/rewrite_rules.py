@@ -619,7 +619,7 @@ def rule_rewrite(question: str, candidates: Sequence[Entity], names_only: bool =
 # --- the conversation's product ------------------------------------------------------------------------
 
 # What a customer asks about a product without naming it again ("How long is the battery covered?", "屏幕有坏点
-#能换新吗" after a question about a phone): its price, warranty, parts, specifications and condition.
+# 能换新吗" after a question about a phone): its price, warranty, parts, specifications and condition.
 PRODUCT_ASPECTS = frozenset(
     [
         "warranty",
@@ -648,7 +648,15 @@ PRODUCT_ASPECTS = frozenset(
 
 def product_names(text: str) -> list[str]:
     """Product names in the text (models with a number, an inner capital or a variant word), not ids."""
-    return [p.text for p in products(text) if not _ID_DIGITS.search(p.text)]
+    out: list[str] = []
+    for p in products(text):
+        words = p.text.split()
+        while len(words) > 1 and words[0].isalpha() and words[0].islower():
+            words.pop(0)  # "cracked Pixel 8": an adjective before the name
+        name = " ".join(words)
+        if re.search(r"[^\W\d_]", name) and not _ID_DIGITS.search(name) and name not in out:
+            out.append(name)
+    return out
 
 
 def asks_about_product(question: str) -> bool:
@@ -659,8 +667,18 @@ def asks_about_product(question: str) -> bool:
 # --- contrast follow-ups -----------------------------------------------------------------------------
 
 ContrastKind = Literal[
-    "storage", "size", "colour", "place", "category", "term", "variant", "standard", "comparative", "pronoun",
-    "named", "plain",
+    "storage",
+    "size",
+    "colour",
+    "place",
+    "category",
+    "term",
+    "variant",
+    "standard",
+    "comparative",
+    "pronoun",
+    "named",
+    "plain",
 ]
 
 _STORAGE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s*(?:GB|TB)(?![A-Za-z])", re.IGNORECASE)
@@ -818,7 +836,7 @@ def _join(left: str, right: str) -> str:
     """Two pieces with a space where Latin meets anything (Chinese pieces join directly)."""
     if not left or not right:
         return left + right
-    if _CJK.match(left[-1]) and _CJK.match(right[0]):
+    if (_CJK.match(left[-1]) and _CJK.match(right[0])) or right[0] in ",.:;?!，。：；？！":
         return left + right
     return f"{left} {right}"
 
@@ -865,6 +883,15 @@ _TERM = re.compile(
 )
 _NOUN_SLOTS = frozenset({"place", "category", "term"})
 _SLOTS = {"storage": _STORAGE, "size": _SIZE, "colour": _COLOUR, "place": _PLACE, "category": _CATEGORY, "term": _TERM}
+
+
+def has_slot(query: str, kind: str) -> bool:
+    pattern = _SLOTS.get(kind)
+    return pattern is not None and pattern.search(query) is not None
+
+
+def is_noun_slot(kind: str) -> bool:
+    return kind in _NOUN_SLOTS
 
 
 def substitute(previous: str, contrast: Contrast, question: str) -> tuple[str, str] | None:
