@@ -195,6 +195,12 @@ _NAMED_KINDS = {
 }
 
 
+@lru_cache(maxsize=4096)
+def places(text: str) -> frozenset[str]:
+    """The places named in the text (cached: the reranker asks it of the same chunks again and again)."""
+    return frozenset(key for key, pattern in _NAMED_KINDS["place"] if pattern.search(text))
+
+
 def attributes(text: str) -> dict[str, set[str]]:
     """Attribute values named in the text, normalised: {"storage": {"256gb"}, "screen": {"13"}, "place": {"us"}}."""
     out: dict[str, set[str]] = {}
