@@ -106,8 +106,8 @@ VALUE_PATTERNS: dict[Ask, re.Pattern[str]] = {
     Ask.PRICE: re.compile(rf"(?:[¥￥$]|RMB|CNY|USD|HK\$)\s?{_NUM}|{_NUM}\s?(?:元|块|万元|yuan\b|RMB\b|CNY\b)", re.I),
     Ask.DURATION: re.compile(
         rf"(?<!\d)(?!(?:19|20)\d\d\s?年)(?:{_NUM}|[一二两三四五六七八九十半]+)\s?(?:个)?(?:工作日|自然日|天|日内|小时|分钟|周|星期|个月|年)(?!\s?\d{{1,2}}\s?月)"
-        rf"|{_NUM}(?:\s?(?:to|-|–)\s?{_NUM})?\s?(?:business\s|working\s|calendar\s)?(?:days?|hours?|minutes?|weeks?|months?|years?)\b"
-        r"|\b(?:one|two|three|four|five|six|seven|ten|twelve|fifteen|thirty)\s(?:business\s|working\s)?(?:days?|hours?|weeks?|months?|years?)\b",
+        rf"|{_NUM}(?:\s?(?:to|-|–)\s?{_NUM})?[\s-]?(?:business\s|working\s|calendar\s)?(?:days?|hours?|minutes?|weeks?|months?|years?)\b"
+        r"|\b(?:one|two|three|four|five|six|seven|ten|twelve|fifteen|thirty)[\s-](?:business\s|working\s)?(?:days?|hours?|weeks?|months?|years?)\b",
         re.I,
     ),
     Ask.DATE: re.compile(
