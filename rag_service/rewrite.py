@@ -47,6 +47,7 @@ from rag_service.rewrite_rules import (
     HistoryText,
     antecedent_inside,
     asks_about_product,
+    asks_about_shipping,
     content_size,
     contrast_followup,
     definite_reference,
@@ -62,6 +63,7 @@ from rag_service.rewrite_rules import (
     normalize,
     own_names,
     personal_pronoun,
+    place_names,
     product_names,
     resolve,
     rule_rewrite,
@@ -138,8 +140,8 @@ class Gate:
         n = self.settings.history_rounds
         return view.rounds[-n:] if n > 0 else ()
 
-    def decide(self, question: str, view: MemoryView, product: str | None = None) -> Decision:
-        """`product`: the product the conversation is about (`RuleRewriter.topic_product`), if any."""
+    def decide(self, question: str, view: MemoryView, topic: Topic | None = None) -> Decision:
+        """`topic`: the product and place the conversation is about (`RuleRewriter.topic_product`)."""
         rounds = self.recent(view)
         history = History(view.summary, rounds, view)
         if not rounds and not view.summary:
@@ -148,10 +150,14 @@ class Gate:
         if contrast is not None:
             return Decision("dependent", f"contrast follow-up ({contrast.kind} {contrast.core!r})", history, contrast)
         names = own_names(question)
-        if product is not None and asks_about_product(question) and all(history.knows(e) for e in names):
+        if topic is not None and all(history.knows(e) for e in names):
             # "How long is the battery covered?" after a phone's price: its own words are the aspect, the
-            # product is the conversation's (unless it names something new: "ship to Singapore, how much?").
-            return Decision("dependent", f"asks about {product!r}", history, product=product)
+            # product is the conversation's (unless it names something new: "ship to Singapore, how much?");
+            # so is the place of a question about shipping there ("满多少包邮" after "寄到美国运费多少").
+            if topic.product is not None and asks_about_product(question):
+                return Decision("dependent", f"asks about {topic.product!r}", history, product=topic.product)
+            if topic.place is not None and asks_about_shipping(question):
+                return Decision("dependent", f"asks about shipping to {topic.place!r}", history, product=topic.place)
         found = find_marker(question)
         marker = found.text if found is not None and not antecedent_inside(question, found, names) else None
         if found is None and has_determiner(question):
@@ -275,21 +281,27 @@ class RuleRewriter:
             return None
         return self.rewrite_now(asked, MemoryView(view.summary, 0, view.rounds[:i]))
 
-    def topic_product(self, view: MemoryView) -> str | None:
-        """The product the conversation is about: the one in the latest question (as rewritten) that names
-        one, back to the latest topic switch or `history_rounds` rounds."""
+    def topic_product(self, view: MemoryView) -> Topic:
+        """What the conversation is about: the product and the place of the latest questions (as rewritten)
+        that name one, back to the latest topic switch or `history_rounds` rounds."""
         rounds = view.rounds
+        product = place = None
         for i in range(len(rounds) - 1, max(-1, len(rounds) - 1 - max(self.settings.history_rounds, 1)), -1):
             asked = rounds[i].user.content
             if not asked.strip():
                 continue
             result = self.rewrite_now(asked, MemoryView(view.summary, 0, rounds[:i]))
-            names = product_names(result.query)
-            if names:
-                return names[0]
-            if result.topic_switch:
-                return None
-        return None
+            product = product or next(iter(product_names(result.query)), None)
+            place = place or next(iter(place_names(result.query)), None)
+            if (product and place) or result.topic_switch:
+                break
+        return Topic(product, place)
+
+
+@dataclass(frozen=True, slots=True)
+class Topic:
+    product: str | None = None
+    place: str | None = None
 
 
 _MEMO_SIZE = 512

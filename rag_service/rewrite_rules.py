@@ -664,6 +664,19 @@ def asks_about_product(question: str) -> bool:
     return not product_names(question) and bool(concepts(question) & PRODUCT_ASPECTS)
 
 
+SHIPPING_ASPECTS = frozenset(["shipping", "shipping_fee", "customs", "international", "pickup"])
+
+
+def asks_about_shipping(question: str) -> bool:
+    """A question about shipping that names no place of its own ("满多少包邮", "Who pays the duties?")."""
+    return not place_names(question) and bool(concepts(question) & SHIPPING_ASPECTS)
+
+
+def place_names(text: str) -> list[str]:
+    """Countries, regions and cities named in the text, as written (not "us" the pronoun)."""
+    return [m.group() for m in _PLACE.finditer(text) if not (m.group().isascii() and m.group().islower())]
+
+
 # --- contrast follow-ups -----------------------------------------------------------------------------
 
 ContrastKind = Literal[
