@@ -26,6 +26,7 @@ class Ask(Enum):
     CONTACT = "contact"
     LOCATION = "location"
     PERCENT = "percent"
+    COUNT = "count"
     SPEC = "spec"
     HOWTO = "howto"
     YESNO = "yesno"
@@ -61,6 +62,15 @@ _ASK_PATTERNS: list[tuple[Ask, re.Pattern[str]]] = [
         Ask.DATE,
         re.compile(
             r"什么时候|何时|哪天|哪一天|几号|几点|日期|几月|\bwhen\b|\bwhat time\b|\bwhat date\b|\bwhich day\b", re.I
+        ),
+    ),
+    (
+        # "能改几次", "一单最多寄几台", "how many times": a number of times or of items.
+        Ask.COUNT,
+        re.compile(
+            r"几次|多少次|几台|几部|几件|几张|几单|多少台|多少件|多少部"
+            r"|\bhow many (?:times|phones|devices|items|units|laptops|orders|pieces|claims)\b|\bhow often\b",
+            re.I,
         ),
     ),
     (
@@ -124,6 +134,11 @@ VALUE_PATTERNS: dict[Ask, re.Pattern[str]] = {
         r"|\b\d+\s\w+\s(?:road|street|avenue|ave|blvd)\b",
         re.I,
     ),
+    Ask.COUNT: re.compile(
+        r"(?:\d+|[一二两三四五六七八九十])\s?(?:次|台|部|件|张|单|个)"
+        r"|\b\d+\s(?:times|phones|devices|items|units|laptops|orders|pieces|claims)\b|\b(?:once|twice)\b",
+        re.I,
+    ),
     Ask.PERCENT: re.compile(rf"{_NUM}\s?%|百分之[一二三四五六七八九十\d]+|[一二三四五六七八九\d](?:\.\d)?\s?折"),
     Ask.SPEC: re.compile(
         rf"{_NUM}\s?(?:mAh|GB|TB|MB|克|千克|公斤|kg|g\b|英寸|寸|inch(?:es)?|-inch|mm|毫米|Hz|W\b|瓦|核|万像素|像素|小时|hours?|nits|尼特)",
@@ -159,6 +174,9 @@ def shows(text: str, ask: Ask) -> bool:
         return _HOWTO_CUE.search(text) is not None
     if ask is Ask.YESNO:
         return _YESNO_CUE.search(text) is not None
+    if ask is Ask.DATE:
+        # "什么时候能收到" / "when will it arrive" is answered by a date or by a time limit ("7 个工作日内").
+        return has_value(text, ask) or has_value(text, Ask.DURATION)
     return has_value(text, ask)
 
 
@@ -229,8 +247,8 @@ def attribute_fit(question: dict[str, set[str]], sentence: dict[str, set[str]]) 
         got = sentence.get(kind)
         if not got:
             continue
-        # A place or product category named again is weaker evidence than the exact tier or size.
-        fit *= (1.5 if kind in _NAMED_KINDS else 2.5) if wanted & got else 0.15
+        # A product category named again is weaker evidence than the exact tier, size or place.
+        fit *= (1.5 if kind == "category" else 2.5) if wanted & got else 0.15
     return fit
 
 

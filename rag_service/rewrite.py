@@ -57,6 +57,7 @@ from rag_service.rewrite_rules import (
     has_slot,
     has_subject,
     history_texts,
+    is_chinese,
     is_fragment,
     is_noun_slot,
     mentions,
@@ -150,7 +151,9 @@ class Gate:
         if contrast is not None:
             return Decision("dependent", f"contrast follow-up ({contrast.kind} {contrast.core!r})", history, contrast)
         names = own_names(question)
-        if topic is not None and all(history.knows(e) for e in names):
+        # (A jieba name tag alone is no new subject: 包邮 and 续航 are tagged as names.)
+        new_names = [e for e in names if not history.knows(e) and (not is_chinese(e.text) or place_names(e.text))]
+        if topic is not None and not new_names:
             # "How long is the battery covered?" after a phone's price: its own words are the aspect, the
             # product is the conversation's (unless it names something new: "ship to Singapore, how much?");
             # so is the place of a question about shipping there ("满多少包邮" after "寄到美国运费多少").

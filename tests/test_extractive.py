@@ -10,7 +10,7 @@ import pytest
 from rag_core.text import language
 from rag_service.domain import Chunk, GenerationInput, MemoryView, Message, Round
 from rag_service.extractive import MARKER, ExtractiveGenerator, render_value
-from rag_service.facts import Ask, attributes, product_fit, products, question_asks, values
+from rag_service.facts import Ask, attributes, product_fit, products, question_asks, shows, values
 from rag_service.recall import is_recall, recall_answer
 from rag_service.rerank import rerank
 
@@ -232,3 +232,12 @@ async def test_a_sentence_listing_several_tiers_is_cut_to_the_one_asked_about() 
     )
     text = await answer("How many points does a gold member get?", chunks=[tiers])
     assert "1.5" in text and "1.2" not in text
+
+
+def test_count_questions_want_a_count_and_when_accepts_a_time_limit() -> None:
+    assert question_asks("发票抬头能改几次？")[0] is Ask.COUNT
+    assert question_asks("How many times can I swap it?")[0] is Ask.COUNT
+    assert values("每个订单最多可寄 3 台平板，抬头可修改 1 次。", Ask.COUNT) == ["3 台", "1 次"]
+    assert values("You can change it once.", Ask.COUNT) == ["once"]
+    assert shows("纸质发票在 5 个工作日内寄出。", Ask.DATE) and shows("Opens at 9:00.", Ask.DATE)
+    assert attributes("寄到日本") == {"place": {"jp"}}
