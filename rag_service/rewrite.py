@@ -39,6 +39,7 @@ import numpy as np
 
 from rag_core.embedding import Embedder, Vector
 from rag_core.settings import LLMEndpoint, RewriteSettings, Settings
+from rag_core.text import has_han as is_chinese
 from rag_service.domain import MemoryView, RewriteResult, Round
 from rag_service.llm import ChatClient, ChatMessages, UpstreamError
 from rag_service.rewrite_rules import (
@@ -57,7 +58,6 @@ from rag_service.rewrite_rules import (
     has_slot,
     has_subject,
     history_texts,
-    is_chinese,
     is_fragment,
     is_noun_slot,
     mentions,
