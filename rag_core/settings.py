@@ -81,11 +81,21 @@ class EmbeddingSettings(BaseModel):
 
 
 class QdrantSettings(BaseModel):
+    # Embedded (no `url`): "edge" is Qdrant Edge, Qdrant's engine in-process with HNSW and payload
+    # indexes, one shard per tenant under `path`/shards; "local" is qdrant-client's local mode (an exact
+    # scan per query), kept for folders made by earlier versions (`rag-ingest --push edge` copies one).
+    engine: Literal["edge", "local"] = "edge"
     path: str = "./data/qdrant"
+    # A Qdrant server (then `engine` is not used): `rag-ingest --push URL` copies an embedded index there.
     url: str | None = None
     api_key: str | None = None
     collection: str = "kb"
     timeout_s: float = 10.0
+    # HNSW graph of the dense vectors (Edge builds it at `rag-ingest`; a server in the background) and the
+    # candidates a search explores (recall@10 against exact search: bench/vector_store.py).
+    hnsw_m: int = Field(default=16, ge=4)
+    hnsw_ef_construct: int = Field(default=100, ge=4)
+    hnsw_ef: int | None = Field(default=128, ge=1)
 
 
 class TokenSettings(BaseModel):

@@ -1,0 +1,42 @@
+"""The chunk index: Qdrant Edge in-process by default, a Qdrant server when `qdrant.url` is set, or
+qdrant-client's local mode (`qdrant.engine: local`, for folders of earlier versions)."""
+
+from __future__ import annotations
+
+from rag_core.settings import QdrantSettings
+from rag_core.vectorstore.base import (
+    DENSE,
+    SPARSE,
+    TENANT_INFIX,
+    ChunkPoint,
+    IndexBusyError,
+    IndexSchemaError,
+    ScoredChunk,
+    VectorIndex,
+    collection_for,
+)
+
+__all__ = [
+    "DENSE",
+    "SPARSE",
+    "TENANT_INFIX",
+    "ChunkPoint",
+    "IndexBusyError",
+    "IndexSchemaError",
+    "ScoredChunk",
+    "VectorIndex",
+    "collection_for",
+    "open_index",
+]
+
+
+def open_index(settings: QdrantSettings, dim: int, embedder_name: str) -> VectorIndex:
+    """The index the settings name. Raises IndexBusyError at once when another process owns an embedded
+    index, and IndexSchemaError when an Edge shard was built for another embedder."""
+    if settings.url or settings.engine == "local":
+        from rag_core.vectorstore.qdrant import QdrantIndex
+
+        return QdrantIndex.open(settings, dim, embedder_name)
+    from rag_core.vectorstore.edge import EdgeIndex
+
+    return EdgeIndex(settings, dim, embedder_name)
