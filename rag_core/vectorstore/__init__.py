@@ -3,6 +3,8 @@ qdrant-client's local mode (`qdrant.engine: local`, for folders of earlier versi
 
 from __future__ import annotations
 
+import asyncio
+
 from rag_core.settings import QdrantSettings
 from rag_core.vectorstore.base import (
     DENSE,
@@ -14,6 +16,7 @@ from rag_core.vectorstore.base import (
     ScoredChunk,
     VectorIndex,
     collection_for,
+    copy_index,
 )
 
 __all__ = [
@@ -25,7 +28,9 @@ __all__ = [
     "IndexSchemaError",
     "ScoredChunk",
     "VectorIndex",
+    "check_free",
     "collection_for",
+    "copy_index",
     "open_index",
 ]
 
@@ -40,3 +45,19 @@ def open_index(settings: QdrantSettings, dim: int, embedder_name: str) -> Vector
     from rag_core.vectorstore.edge import EdgeIndex
 
     return EdgeIndex(settings, dim, embedder_name)
+
+
+def check_free(settings: QdrantSettings) -> None:
+    """Raises IndexBusyError when another process owns the embedded index the settings name (cheap: no
+    model, no schema; a server is never busy)."""
+    if settings.url:
+        return
+    if settings.engine == "local":
+        from rag_core.vectorstore.qdrant import open_client
+
+        client = open_client(settings)
+        asyncio.run(client.close())
+        return
+    from rag_core.vectorstore.edge import check_free as edge_free
+
+    edge_free(settings)

@@ -14,7 +14,7 @@ the event loop, so no caller holds the loop for either.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -133,3 +133,18 @@ class VectorIndex(Protocol):
 
     async def close(self) -> None: ...
 
+
+async def copy_index(
+    source: VectorIndex, target: VectorIndex, batch: int = 256, on_points: Callable[[str, int], None] | None = None
+) -> dict[str, int]:
+    """Every tenant's points of `source` upserted into `target` (same ids, vectors and payloads, so a
+    re-run or an interrupted run is safe to repeat); tenant -> points copied."""
+    copied: dict[str, int] = {}
+    for tenant in await source.tenants():
+        copied[tenant] = 0
+        async for points in source.export(tenant, batch):
+            await target.upsert(points, tenant)
+            copied[tenant] += len(points)
+            if on_points is not None:
+                on_points(tenant, len(points))
+    return copied

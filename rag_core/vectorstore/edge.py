@@ -205,9 +205,7 @@ class EdgeIndex:
         request: qe.QueryRequest
         if lang is not None:
             language = qe.Filter(must=[qe.FieldCondition(key="lang", match=qe.MatchValue(lang))])
-            request = qe.QueryRequest(
-                limit=limit, query=nearest, filter=language, with_payload=payload, params=params
-            )
+            request = qe.QueryRequest(limit=limit, query=nearest, filter=language, with_payload=payload, params=params)
         elif sparse is None or not sparse.indices:
             request = qe.QueryRequest(limit=limit, query=nearest, with_payload=payload, params=params)
         else:
@@ -216,10 +214,12 @@ class EdgeIndex:
                 prefetches=[
                     qe.Prefetch(limit=limit, query=nearest, params=params),
                     qe.Prefetch(
-                        limit=limit, query=qe.Query.Nearest(qe.SparseVector(sparse.indices, sparse.values), using=SPARSE)
+                        limit=limit,
+                        query=qe.Query.Nearest(qe.SparseVector(sparse.indices, sparse.values), using=SPARSE),
                     ),
                 ],
-                query=qe.Fusion.Rrf(k=rrf_k),
+                # The stubs type the Fusion variants as their own classes; the engine takes them as queries.
+                query=qe.Fusion.Rrf(k=rrf_k),  # type: ignore[arg-type]
                 with_payload=payload,
             )
         return [ScoredChunk(str(h.id), float(h.score), dict(h.payload or {})) for h in shard.query(request)]
@@ -264,7 +264,9 @@ class EdgeIndex:
         offset: Any = None
         while True:
             records, offset = shard.scroll(
-                qe.ScrollRequest(offset=offset, limit=SCROLL_PAGE, filter=where, with_payload=payload, with_vector=False)
+                qe.ScrollRequest(
+                    offset=offset, limit=SCROLL_PAGE, filter=where, with_payload=payload, with_vector=False
+                )
             )
             out.extend(records)
             if offset is None:
@@ -320,6 +322,18 @@ class EdgeIndex:
                 shard.flush()
                 shard.close()
             self._shards.clear()
+
+
+def check_free(settings: QdrantSettings) -> None:
+    """Raises IndexBusyError when another process holds the default tenant's shard."""
+    path = Path(settings.path) / "shards" / settings.collection
+    if not (path / META_FILE).exists():
+        return
+    try:
+        shard = qe.EdgeShard.load(str(path))
+    except Exception as exc:
+        raise _translate(exc, path, "", 0) from exc
+    shard.close()
 
 
 def _doc_filter(doc_id: str) -> qe.Filter:
