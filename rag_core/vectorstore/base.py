@@ -104,7 +104,13 @@ class VectorIndex(Protocol):
         ...
 
     async def pool(
-        self, dense: npt.NDArray[np.float32], sparse: SparseVec | None, limit: int, rrf_k: int, *, tenant: str | None
+        self,
+        dense: npt.NDArray[np.float32],
+        sparse: SparseVec | None,
+        limit: int,
+        rrf_k: int,
+        *,
+        tenant: str | None = None,
     ) -> list[tuple[str, float, str]]:
         """(id, score, language) of `tenant`'s top `limit` chunks, without their payloads."""
         ...

@@ -228,7 +228,13 @@ class EdgeIndex:
         return [ScoredChunk(str(h.id), float(h.score), dict(h.payload or {})) for h in shard.query(request)]
 
     async def pool(
-        self, dense: npt.NDArray[np.float32], sparse: SparseVec | None, limit: int, rrf_k: int, *, tenant: str | None
+        self,
+        dense: npt.NDArray[np.float32],
+        sparse: SparseVec | None,
+        limit: int,
+        rrf_k: int,
+        *,
+        tenant: str | None = None,
     ) -> list[tuple[str, float, str]]:
         hits = await self.search(dense, sparse, limit, rrf_k, tenant=tenant, payload=["lang"])
         return [(h.id, h.score, str(h.payload.get("lang", ""))) for h in hits]
