@@ -63,7 +63,9 @@ async def test_a_slow_index_holds_neither_health_checks_nor_streams(
     )  # type: ignore[arg-type]
     fake_llm.chunk_chars = 1
     fake_llm.set_responder(lambda req: "退货请在七天内申请。" * 50)
-    upstream = fake_llm.hold_streams(after=5)
+    # The upstream pauses mid-answer until the test lets it go (the service holds back a few characters
+    # before its first delta, so the pause comes well after that).
+    upstream = fake_llm.hold_streams(after=60)
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
