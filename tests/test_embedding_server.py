@@ -146,15 +146,16 @@ def stub_factory() -> Iterator[Any]:
 def test_batches_go_out_concurrently_and_in_order(stub_factory: Any) -> None:
     stub = stub_factory(hold=3)
     embedder = OpenAIEmbedder(
-        EmbeddingSettings(backend="openai", base_url=stub.url, model="m", batch_size=2, concurrency=3,
-                          passage_prefix="passage: ")  # fmt: skip
+        EmbeddingSettings(
+            backend="openai", base_url=stub.url, model="m", batch_size=2, concurrency=3, passage_prefix="passage: "
+        )
     )
     texts = ["a" * n for n in range(1, 7)]  # three batches of two, held until all three are in flight
     vectors = embedder.embed_passages(texts)
     lengths = [len("passage: ") + n for n in range(1, 7)]
-    expected = np.array([[n, 1.0, 0.0] for n in lengths]) / np.linalg.norm([[n, 1.0, 0.0] for n in lengths], axis=1)[
-        :, None
-    ]
+    expected = (
+        np.array([[n, 1.0, 0.0] for n in lengths]) / np.linalg.norm([[n, 1.0, 0.0] for n in lengths], axis=1)[:, None]
+    )
     np.testing.assert_allclose(vectors, expected, rtol=1e-6)
     assert {kind for _, kind in stub.inputs} == {"query", "passage"}
     embedder.close()
