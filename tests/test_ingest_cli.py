@@ -87,6 +87,36 @@ def test_bad_file_is_reported_and_skipped_and_the_rest_is_ingested(workdir: Path
     assert stored_chunks(workdir, "kb/good.md") > 1
 
 
+def test_a_local_mode_folder_is_refused_then_pushed_into_edge_shards(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder of an earlier version (local mode) is not served empty: Edge refuses it, and
+    `--push edge` copies every tenant into Edge shards beside it, where the same documents are found."""
+    monkeypatch.setenv("RAG_QDRANT__ENGINE", "local")
+    assert cli("kb/good.md").exit_code == 0
+    assert cli("kb/good.md", "--tenant", "acme").exit_code == 0
+    monkeypatch.setenv("RAG_QDRANT__ENGINE", "edge")
+    refused = cli("--stats")
+    assert refused.exit_code == 2 and "local-mode index" in refused.output, refused.output
+    monkeypatch.setenv("RAG_QDRANT__ENGINE", "local")
+    pushed = cli("--push", "edge")
+    assert pushed.exit_code == 0, pushed.output
+    assert "tenant (default)" in pushed.output and "tenant acme" in pushed.output
+    monkeypatch.setenv("RAG_QDRANT__ENGINE", "edge")
+    chunks = stored_chunks(workdir, "kb/good.md")
+    assert chunks > 1 and stored_chunks(workdir, "kb/good.md", "acme") == chunks
+    again = cli("kb/good.md")  # the same ids: nothing to re-embed
+    assert again.exit_code == 0 and "(unchanged)" in again.output, again.output
+    assert cli("--optimize").exit_code == 0
+
+
+def test_push_to_a_server_that_is_not_there_says_so(workdir: Path) -> None:
+    assert cli("kb/good.md").exit_code == 0
+    result = cli("--push", f"http://127.0.0.1:{free_port()}")
+    assert result.exit_code == 2 and "--push http://127.0.0.1:" in result.output, result.output
+    assert stored_chunks(workdir, "kb/good.md") > 1  # the embedded index is untouched
+
+
 def test_second_run_reports_unchanged(workdir: Path) -> None:
     assert cli("kb/good.md").exit_code == 0
     result = cli("kb/good.md")
