@@ -85,9 +85,10 @@ class EdgeIndex:
             exists = (path / META_FILE).exists()
             if not exists and not create:
                 return None
+            if exists:
+                self._check_meta(path)
             try:
                 if exists:
-                    self._check_meta(path)
                     shard = qe.EdgeShard.load(str(path), self._config())
                 else:
                     shard = qe.EdgeShard.create(str(path), self._config())
@@ -354,7 +355,7 @@ def _doc_filter(doc_id: str) -> qe.Filter:
 
 def _translate(exc: Exception, path: Path, embedder: str, dim: int) -> Exception:
     text = str(exc)
-    if "WouldBlock" in text or "lock" in text.lower():
+    if "WouldBlock" in text:  # the WAL's file lock, held by the owning process
         return IndexBusyError(
             f"the Qdrant Edge shard {path} is held by another process (probably a running rag-serve). "
             "Send the files to that server instead (rag-ingest --server http://HOST:PORT PATH...), stop it "
