@@ -149,5 +149,12 @@ class UserMemory:
             self._cache.pop(user_key, None)
         return len(facts)
 
-    def forget(self, user_key: str) -> None:
+    async def facts(self, user_key: str) -> Sequence[StoredFact]:
+        """The user's facts as stored, newest first."""
+        return await self.store.list_memories(user_key)
+
+    async def forget(self, user_key: str) -> int:
+        """Deletes the user's facts; how many there were."""
+        deleted = await self.store.delete_memories(user_key)
         self._cache.pop(user_key, None)
+        return deleted

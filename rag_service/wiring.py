@@ -1,4 +1,7 @@
-"""Builds the stages and clients named by the settings (the app factory's one place for choices)."""
+"""Builds the stages and clients named by the settings (the app factory's one place for choices).
+
+`Services` is everything the routes use, built once per app and handed to them through FastAPI's
+dependencies (rag_service.api.deps): nothing here is global."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from rag_core.tokens import TokenCounter, make_counter
 from rag_core.vectorstore import VectorIndex, open_index
 from rag_service.auth import ApiKeys, RateLimiter
 from rag_service.extractive import ExtractiveGenerator
+from rag_service.library import Library
 from rag_service.llm import ChatClient, Generator, LLMGenerator
 from rag_service.memory import make_memory
 from rag_service.metrics import Metrics
@@ -36,6 +40,9 @@ class Services:
     metrics: Metrics
     api_keys: ApiKeys
     rate_limiter: RateLimiter
+    library: Library
+    # None when user_memory.enabled is off.
+    user_memory: UserMemory | None = None
     clients: list[ChatClient] = field(default_factory=list)
 
     async def start(self) -> None:
@@ -114,6 +121,7 @@ def build_services(
     metrics = Metrics()
     archive = open_archive(settings)
     store = build_store(settings, counter, metrics, archive=archive)
+    user_memory = build_user_memory(settings, archive, counter, clients)
     if isinstance(embedder, CachedQueryEmbedder):
         embedder.observe = metrics.stage_seconds.labels("embed").observe
     stages = Stages(
@@ -126,20 +134,22 @@ def build_services(
         generator=build_generator(settings, clients),
         summarizer=build_summarizer(settings, counter, clients),
         metrics=metrics,
-        user_memory=build_user_memory(settings, archive, counter, clients),
+        user_memory=user_memory,
         fallback=ExtractiveGenerator(settings.prompt.extractive_sentences)
         if settings.llm.base_url and settings.llm.fallback_extractive
         else None,
     )
     return Services(
-        settings,
-        counter,
-        embedder,
-        index,
-        store,
-        ChatPipeline(stages),
-        metrics,
-        ApiKeys(settings.auth),
-        RateLimiter(settings.auth, settings.server.trusted_proxies, settings.redis.url),
-        clients,
+        settings=settings,
+        counter=counter,
+        embedder=embedder,
+        index=index,
+        store=store,
+        pipeline=ChatPipeline(stages),
+        metrics=metrics,
+        api_keys=ApiKeys(settings.auth),
+        rate_limiter=RateLimiter(settings.auth, settings.server.trusted_proxies, settings.redis.url),
+        library=Library(settings, index, embedder, counter),
+        user_memory=user_memory,
+        clients=clients,
     )
