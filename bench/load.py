@@ -96,7 +96,9 @@ class Stack:
             "RAG_CONFIG": str(ROOT / "configs" / "default.yaml"),
             "RAG_REDIS__URL": f"redis://127.0.0.1:{redis_port}/0",
             "RAG_DATABASE__URL": self.db_url,
-            # No Qdrant server here: every worker has an empty index of its own (queries are still embedded).
+            # No Qdrant server here: every worker has an empty local-mode index of its own in memory
+            # (queries are still embedded).
+            "RAG_QDRANT__ENGINE": "local",
             "RAG_QDRANT__PATH": a.qdrant_path,
             "RAG_TOKENS__CACHE_DIR": str(ROOT / "data" / "tiktoken"),
             "RAG_LLM__BASE_URL": f"http://127.0.0.1:{llm_port}/v1",

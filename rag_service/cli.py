@@ -39,7 +39,7 @@ def workers_problem(settings: Settings, workers: int) -> str | None:
     What one process owns cannot be shared by several: the in-process session store (and with it the
     session locks and rate-limit counts), a SQLite archive (one writer; several would queue on its file
     lock and the write-behind of each would time out) and an embedded Qdrant folder (locked by its
-    owner; the other workers would not start).
+    owner, an Edge shard by its writer; the other workers would not start).
     """
     if workers <= 1:
         return None
@@ -50,14 +50,16 @@ def workers_problem(settings: Settings, workers: int) -> str | None:
         needs.append("redis.url (RAG_REDIS__URL): sessions, their locks and rate limits shared by every worker")
     if make_url(settings.database.url).get_backend_name() == "sqlite":
         needs.append("database.url (RAG_DATABASE__URL) on PostgreSQL or MySQL: a SQLite archive has one writer process")
-    if not settings.qdrant.url and settings.qdrant.path != IN_MEMORY_INDEX:
+    in_memory = settings.qdrant.engine == "local" and settings.qdrant.path == IN_MEMORY_INDEX
+    if not settings.qdrant.url and not in_memory:
         needs.append("qdrant.url (RAG_QDRANT__URL), a Qdrant server: the embedded index folder is owned by one process")
     if not needs:
         return None
     return f"--workers {workers} needs " + "; ".join(needs) + ". Or run one worker (--workers 1)."
 
 
-# Every worker then has an index of its own in memory, empty at start: for load tests of the stores only.
+# With `qdrant.engine: local`, every worker then has an index of its own in memory, empty at start: for
+# load tests of the stores only.
 IN_MEMORY_INDEX = ":memory:"
 
 

@@ -11,7 +11,7 @@ from rag_core.embedding import CachedQueryEmbedder, Embedder, make_embedder
 from rag_core.lexical import warm_up
 from rag_core.settings import Settings
 from rag_core.tokens import TokenCounter, make_counter
-from rag_core.vectorstore import VectorIndex
+from rag_core.vectorstore import VectorIndex, open_index
 from rag_service.auth import ApiKeys, RateLimiter
 from rag_service.extractive import ExtractiveGenerator
 from rag_service.library import Library
@@ -57,7 +57,7 @@ class Services:
         await self.rate_limiter.close()
         if self.pipeline.s.user_memory is not None:
             await self.pipeline.s.user_memory.close()
-        self.index.close()
+        await self.index.close()
         self.metrics.close()
 
 
@@ -122,7 +122,7 @@ def build_services(
     """Clients may be handed in to share them (tests and benchmarks reuse one index across apps)."""
     counter = counter or make_counter(settings.tokens)
     embedder = embedder or make_embedder(settings.embedding)
-    index = index or VectorIndex.open(settings.qdrant, embedder.dim, embedder.name)
+    index = index or open_index(settings.qdrant, embedder.dim, embedder.name)
     warm_up()
     clients: list[ChatClient] = []
     metrics = Metrics()

@@ -48,6 +48,11 @@ PER_SESSION = 8  # the per-session rate limit of the served app, per minute
         ({}, ["redis.url", "database.url", "qdrant.url"]),
         ({"redis": {"url": "redis://r"}}, ["database.url", "qdrant.url"]),
         ({"redis": {"url": "redis://r"}, "database": {"url": "postgresql://h/db"}}, ["qdrant.url"]),
+        # An Edge shard folder has one writer, even at ":memory:" (a folder of that name).
+        (
+            {"redis": {"url": "redis://r"}, "database": {"url": "postgresql://h/db"}, "qdrant": {"path": ":memory:"}},
+            ["qdrant.url"],
+        ),
     ],
 )
 def test_several_workers_need_shared_stores(overrides: dict[str, Any], needs: list[str]) -> None:
@@ -56,7 +61,7 @@ def test_several_workers_need_shared_stores(overrides: dict[str, Any], needs: li
     assert [n for n in ("redis.url", "database.url", "qdrant.url") if n in problem] == needs
 
 
-@pytest.mark.parametrize("qdrant", [{"url": "http://qdrant:6333"}, {"path": ":memory:"}])
+@pytest.mark.parametrize("qdrant", [{"url": "http://qdrant:6333"}, {"engine": "local", "path": ":memory:"}])
 def test_shared_stores_may_have_several_workers(qdrant: dict[str, str]) -> None:
     settings = Settings(redis={"url": "redis://r"}, database={"url": "postgresql://h/db"}, qdrant=qdrant)
     assert workers_problem(settings, 4) is None
@@ -184,6 +189,7 @@ async def two_workers(tmp_path: Path, upstream: FakeLLM, tiktoken_dir: str) -> A
             "RAG_CONFIG": str(Path(__file__).resolve().parent.parent / "configs" / "default.yaml"),
             "RAG_REDIS__URL": redis_server.url,
             "RAG_DATABASE__URL": db_url,
+            "RAG_QDRANT__ENGINE": "local",
             "RAG_QDRANT__PATH": ":memory:",
             "RAG_TOKENS__CACHE_DIR": tiktoken_dir,
             "RAG_LLM__BASE_URL": upstream.base_url,
