@@ -292,7 +292,7 @@ class ChatPipeline:
         t_rw = time.perf_counter()
         query_tokens = self.s.counter.count(question_part(self.s.settings.prompt, question)) + self.overhead
         plan = self._budget(query_tokens, memory)
-        chunks = self._retrieve(rewrite.query, plan, memory.meta.tenant if tenant is None else tenant)
+        chunks = await self._retrieve(rewrite.query, plan, memory.meta.tenant if tenant is None else tenant)
         t_ret = time.perf_counter()
         prompt = self._prompt(question, query_tokens, memory, plan, chunks)
         t_prompt = time.perf_counter()
@@ -360,7 +360,7 @@ class ChatPipeline:
 
     # -- 4. retrieval -----------------------------------------------------------------------------
 
-    def _retrieve(self, query: str, plan: BudgetPlan, tenant: str) -> list[Chunk]:
+    async def _retrieve(self, query: str, plan: BudgetPlan, tenant: str) -> list[Chunk]:
         """The best chunks that fit the chunk budget. It and the rewrite gate run on the event loop, not in
         worker threads: the query embedding is C code that already spreads over the cores with its own
         OpenMP team, and the rest (Qdrant local, jieba) holds the GIL either way, so a thread hop buys no
@@ -368,7 +368,7 @@ class ChatPipeline:
         GIL with the background tasks; a turn took 38 ms instead of 26 (p50 over 5 interleaved runs,
         bench/profile_turn.py setup)."""
         cfg = self.s.settings
-        candidates = self.s.retriever.search(query, tenant=tenant)
+        candidates = await self.s.retriever.search(query, tenant=tenant)
         room = plan.chunk_budget - self.context_frame_tokens
         return fill_budget(candidates, room, cfg.retrieval.max_chunks, self._chunk_cost)
 

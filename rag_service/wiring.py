@@ -11,7 +11,7 @@ from rag_core.embedding import CachedQueryEmbedder, Embedder, make_embedder
 from rag_core.lexical import warm_up
 from rag_core.settings import Settings
 from rag_core.tokens import TokenCounter, make_counter
-from rag_core.vectorstore import VectorIndex
+from rag_core.vectorstore import VectorIndex, open_index
 from rag_service.auth import ApiKeys, RateLimiter
 from rag_service.extractive import ExtractiveGenerator
 from rag_service.library import Library
@@ -55,7 +55,7 @@ class Services:
             await client.close()
         await self.store.close()
         await self.rate_limiter.close()
-        self.index.close()
+        await self.index.close()
 
 
 def build_generator(settings: Settings, clients: list[ChatClient]) -> Generator:
@@ -115,7 +115,7 @@ def build_services(
     """Clients may be handed in to share them (tests and benchmarks reuse one index across apps)."""
     counter = counter or make_counter(settings.tokens)
     embedder = embedder or make_embedder(settings.embedding)
-    index = index or VectorIndex.open(settings.qdrant, embedder.dim, embedder.name)
+    index = index or open_index(settings.qdrant, embedder.dim, embedder.name)
     warm_up()
     clients: list[ChatClient] = []
     metrics = Metrics()

@@ -52,9 +52,9 @@ def retriever(kb_index: VectorIndex, embedder: Embedder) -> Retriever:
     return Retriever(kb_index, embedder, RetrievalSettings())
 
 
-def top3(retriever: Retriever, query: str) -> list[str]:
+async def top3(retriever: Retriever, query: str) -> list[str]:
     docs: list[str] = []
-    for chunk in retriever.search(query):
+    for chunk in await retriever.search(query):
         name = chunk.source.rsplit("/", 1)[-1]
         if name not in docs:
             docs.append(name)
@@ -64,15 +64,15 @@ def top3(retriever: Retriever, query: str) -> list[str]:
 # --- rule rewriting over the sample KB ------------------------------------------------------------
 
 
-def test_followups_retrieve_their_document_only_with_rewriting(retriever: Retriever, embedder: Embedder) -> None:
+async def test_followups_retrieve_their_document_only_with_rewriting(retriever: Retriever, embedder: Embedder) -> None:
     rules = RuleRewriter(RewriteSettings(mode="rule", topic_similarity=TOPIC_SIMILARITY), embedder)
     with_rewrite, without = [], []
     for turns, expected, _ in FOLLOWUPS:
         question = turns[-1]
         result = rules.rewrite_now(question, view(*turns[:-1]))
         assert result.action == "rule" and not result.topic_switch, (question, result)
-        with_rewrite.append(expected in top3(retriever, result.query))
-        without.append(expected in top3(retriever, question))
+        with_rewrite.append(expected in await top3(retriever, result.query))
+        without.append(expected in await top3(retriever, question))
     assert sum(with_rewrite) >= 10, with_rewrite
     assert sum(without) <= sum(with_rewrite) - 4, (with_rewrite, without)
 

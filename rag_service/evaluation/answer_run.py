@@ -35,7 +35,7 @@ from rag_core.documents.pipeline import ingest_file, iter_files
 from rag_core.embedding import Embedder, Vector, make_embedder
 from rag_core.settings import Settings
 from rag_core.tokens import TokenCounter, make_counter
-from rag_core.vectorstore import VectorIndex
+from rag_core.vectorstore import open_index
 from rag_service.api import create_app
 from rag_service.domain import Chunk, GenerationInput, MemoryView, Message, Round
 from rag_service.evaluation.answers import ConversationSpec, PassTurn, TurnResult, check_facts, doc_hit, score_answer
@@ -309,7 +309,7 @@ class PassageCache:
 
     def __init__(self, inner: Embedder, cache: EmbeddingCache) -> None:
         self.inner, self.cache = inner, cache
-        self.name, self.dim = inner.name, inner.dim
+        self.name, self.dim, self.remote = inner.name, inner.dim, inner.remote
 
     def embed_query(self, text: str) -> Vector:
         return self.inner.embed_query(text)
@@ -328,16 +328,16 @@ class IngestSummary:
         return {"documents": self.documents, "chunks": self.chunks, "failed": list(self.failed)}
 
 
-def ingest_kb(kb: Path, settings: Settings, embedder: Embedder, counter: TokenCounter) -> IngestSummary:
+async def ingest_kb(kb: Path, settings: Settings, embedder: Embedder, counter: TokenCounter) -> IngestSummary:
     """Every supported file under `kb`, stored under its path relative to `kb`."""
-    index = VectorIndex.open(settings.qdrant, embedder.dim, embedder.name)
+    index = open_index(settings.qdrant, embedder.dim, embedder.name)
     documents = chunks = 0
     failed: list[str] = []
     try:
         for path in iter_files([kb], settings.ingest.extensions):
             source = path.relative_to(kb).as_posix()
             try:
-                report = ingest_file(
+                report = await ingest_file(
                     path, index=index, embedder=embedder, counter=counter, settings=settings, source=source
                 )
             except LoadError as exc:
@@ -345,8 +345,9 @@ def ingest_kb(kb: Path, settings: Settings, embedder: Embedder, counter: TokenCo
                 continue
             documents += 1
             chunks += report.chunks
+        await index.optimize()
     finally:
-        index.close()
+        await index.close()
     return IngestSummary(documents, chunks, tuple(failed))
 
 
@@ -450,7 +451,7 @@ async def evaluate_answers(
         embedder: Embedder = make_embedder(first.embedding)
         if cache_dir is not None:
             embedder = PassageCache(embedder, EmbeddingCache(cache_dir, embedder.name, embedder.dim))
-        ingest = await asyncio.to_thread(ingest_kb, kb, first, embedder, counter)
+        ingest = await ingest_kb(kb, first, embedder, counter)
         if not ingest.documents:
             raise LoadError(f"{kb}: no document could be ingested ({'; '.join(ingest.failed) or 'no files'})")
         if log:
