@@ -290,33 +290,9 @@ class ChatPipeline:
         t_mem = time.perf_counter()
         rewrite = await self._rewrite(question, memory)
         t_rw = time.perf_counter()
-<<<<<<< HEAD
-
-        # 3. budget
-        query_tokens = s.counter.count(question_part(cfg.prompt, question)) + self.overhead
-        summary_tokens = meta.summary_tokens + self.overhead if view.summary else 0
-        plan = plan_budget(
-            cfg.budget,
-            system_tokens=system_tokens,
-            query_tokens=query_tokens,
-            view=view,
-            summary_message_tokens=summary_tokens,
-            overhead=self.overhead,
-        )
-
-        # 4. retrieval. It and the rewrite gate run on the event loop, not in worker threads: the query
-        # embedding is C code that already spreads over the cores with its own OpenMP team, and the rest
-        # (Qdrant local, jieba) holds the GIL either way, so a thread hop buys no parallelism. It did cost:
-        # each pool thread got its own spinning OpenMP team and contended for the GIL with the background
-        # tasks; a turn took 38 ms instead of 26 (p50 over 5 interleaved runs, bench/profile_turn.py setup).
-        candidates = await s.retriever.search(rewrite.query, tenant=meta.tenant if tenant is None else tenant)
-        chunk_room = plan.chunk_budget - self.context_frame_tokens
-        chunks = fill_budget(candidates, chunk_room, cfg.retrieval.max_chunks, self._chunk_cost)
-=======
         query_tokens = self.s.counter.count(question_part(self.s.settings.prompt, question)) + self.overhead
         plan = self._budget(query_tokens, memory)
-        chunks = self._retrieve(rewrite.query, plan, memory.meta.tenant if tenant is None else tenant)
->>>>>>> main
+        chunks = await self._retrieve(rewrite.query, plan, memory.meta.tenant if tenant is None else tenant)
         t_ret = time.perf_counter()
         prompt = self._prompt(question, query_tokens, memory, plan, chunks)
         t_prompt = time.perf_counter()
@@ -384,15 +360,15 @@ class ChatPipeline:
 
     # -- 4. retrieval -----------------------------------------------------------------------------
 
-    def _retrieve(self, query: str, plan: BudgetPlan, tenant: str) -> list[Chunk]:
+    async def _retrieve(self, query: str, plan: BudgetPlan, tenant: str) -> list[Chunk]:
         """The best chunks that fit the chunk budget. It and the rewrite gate run on the event loop, not in
         worker threads: the query embedding is C code that already spreads over the cores with its own
-        OpenMP team, and the rest (Qdrant local, jieba) holds the GIL either way, so a thread hop buys no
+        OpenMP team, and jieba holds the GIL either way (the index is awaited), so a thread hop buys no
         parallelism. It did cost: each pool thread got its own spinning OpenMP team and contended for the
         GIL with the background tasks; a turn took 38 ms instead of 26 (p50 over 5 interleaved runs,
         bench/profile_turn.py setup)."""
         cfg = self.s.settings
-        candidates = self.s.retriever.search(query, tenant=tenant)
+        candidates = await self.s.retriever.search(query, tenant=tenant)
         room = plan.chunk_budget - self.context_frame_tokens
         return fill_budget(candidates, room, cfg.retrieval.max_chunks, self._chunk_cost)
 
