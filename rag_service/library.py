@@ -27,7 +27,7 @@ class Library:
         return self._locks[(tenant, source)]
 
     async def ingest(self, path: Path, source: str, tenant: str, cancel: threading.Event) -> IngestReport:
-        """Parsing and embedding run in worker threads inside; `cancel` stops it at its next check."""
+        """Parsing and embedding run off the event loop inside the pipeline; `cancel` stops it at its next check."""
         return await ingest_file(
             path,
             index=self.index,

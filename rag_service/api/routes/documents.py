@@ -19,7 +19,7 @@ from rag_service.api.models import DocumentDeleted, DocumentIngested, DocumentLi
 router = APIRouter(prefix="/v1/documents", tags=["documents"])
 
 UPLOAD_BLOCK = 1 << 20
-# How long a cancelled upload's ingestion is waited for: it stops at its next check.
+# How long a cancelled upload's worker thread is waited for: it stops at its next check.
 UPLOAD_CANCEL_WAIT_S = 30.0
 T = TypeVar("T")
 
@@ -85,9 +85,9 @@ async def remove_document(doc_id: str, library: LibraryDep, principal: Librarian
 
 
 async def _unless_client_leaves(request: Request, work: Callable[[threading.Event], Awaitable[T]]) -> T:
-    """`work(cancel)` as a task of its own. If the client disconnects, or this request
-    is cancelled (the server stopping), `cancel` is set, which kills a PDF parser and stops indexing at
-    the next batch; the task is waited for (briefly) so the document's lock outlives its cleanup."""
+    """`work(cancel)` as a task of its own. If the client disconnects, or this request is cancelled (the
+    server stopping), `cancel` is set, which kills a PDF parser and stops indexing at the next batch; the
+    task is waited for (briefly) so the document's lock outlives its cleanup."""
     cancel = threading.Event()
     job = asyncio.ensure_future(work(cancel))
     gone = asyncio.ensure_future(_disconnected(request))
