@@ -365,7 +365,7 @@ class ChatPipeline:
     async def _retrieve(self, query: str, plan: BudgetPlan, tenant: str) -> list[Chunk]:
         """The best chunks that fit the chunk budget. It and the rewrite gate run on the event loop, not in
         worker threads: the query embedding is C code that already spreads over the cores with its own
-        OpenMP team, and the rest (Qdrant local, jieba) holds the GIL either way, so a thread hop buys no
+        OpenMP team, and jieba holds the GIL either way (the index is awaited), so a thread hop buys no
         parallelism. It did cost: each pool thread got its own spinning OpenMP team and contended for the
         GIL with the background tasks; a turn took 38 ms instead of 26 (p50 over 5 interleaved runs,
         bench/profile_turn.py setup)."""
