@@ -223,27 +223,43 @@ def dates(text: str, today: dt.date | None = None) -> list[str]:
 # -- enums --------------------------------------------------------------------------------------
 
 
+def _spaced(text: str) -> str:
+    """Lower case, full-width ASCII folded, runs of spaces as one: synonyms match across spacing
+    variants listed in the config ("12期", "12 期") while word boundaries stay visible."""
+    out = []
+    for ch in text.lower():
+        code = ord(ch)
+        if 0xFF01 <= code <= 0xFF5E:
+            ch = chr(code - 0xFEE0)
+        out.append(" " if ch.isspace() else ch)
+    return re.sub(r" +", " ", "".join(out))
+
+
+def _ascii_alnum(ch: str) -> bool:
+    return ch.isascii() and ch.isalnum()
+
+
 def enum_values(text: str, values: dict[str, list[str]]) -> list[str]:
     """Enum values whose name or a synonym occurs in the text, in order of occurrence; the longest
-    synonym wins where two overlap ("12期" is not "2期"), and a synonym starting or ending with a digit
-    must not continue a longer number."""
-    key = _key(text)
+    synonym wins where two overlap ("12期" is not "2期"), and a synonym must not start or end inside a
+    Latin word or a number ("3" is not in "M3", "a year" not in "ideal year")."""
+    low = _spaced(text)
     hits: list[tuple[int, int, str]] = []
     for value, synonyms in values.items():
-        for syn in {value, *synonyms}:
-            k = _key(syn)
+        # The value's own name counts too, unless it is a bare number ("12" in "Gen 12" is no period count).
+        for syn in {*synonyms, *(() if value.strip().isdigit() else (value,))}:
+            k = _spaced(syn).strip()
             if not k:
                 continue
-            start = key.find(k)
+            start = low.find(k)
             while start >= 0:
                 end = start + len(k)
-                before = key[start - 1] if start else ""
-                after = key[end] if end < len(key) else ""
-                digit_clash = (k[0].isdigit() and before.isdigit()) or (k[-1].isdigit() and after.isdigit())
-                word_clash = k[0].isascii() and k[0].isalpha() and before.isascii() and before.isalpha()
-                if not digit_clash and not word_clash:
+                before = low[start - 1] if start else ""
+                after = low[end] if end < len(low) else ""
+                clash = (_ascii_alnum(k[0]) and _ascii_alnum(before)) or (_ascii_alnum(k[-1]) and _ascii_alnum(after))
+                if not clash:
                     hits.append((start, end, value))
-                start = key.find(k, start + 1)
+                start = low.find(k, start + 1)
     hits.sort(key=lambda h: (h[0], -(h[1] - h[0])))
     out: list[tuple[int, str]] = []
     last_end = -1
@@ -259,6 +275,19 @@ def enum_values(text: str, values: dict[str, list[str]]) -> list[str]:
 _TITLE_TAIL = re.compile(
     r"\s*(?:[-–—|｜]\s*[^-–—|｜]*$)|\s*(?:商品详情|产品详情|详情页|product details?|specs?)\s*$", re.IGNORECASE
 )
+
+
+# Chinese brand names and the Latin ones customers write in English ("Xiaomi 15 Pro" is "小米 15 Pro").
+BRAND_ALIASES = {
+    "小米": "xiaomi",
+    "华为": "huawei",
+    "三星": "samsung",
+    "苹果": "apple",
+    "联想": "lenovo",
+    "荣耀": "honor",
+    "红米": "redmi",
+    "一加": "oneplus",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,9 +310,14 @@ class ProductCatalog:
             key = _key(name)
             names.setdefault(key, ProductName(name, key))
             # A Chinese brand prefix is often left out ("Galaxy S25 Ultra" for "三星 Galaxy S25 Ultra").
-            bare = re.sub(r"^[\u4e00-\u9fff]{2}\s+(?=[A-Za-z])", "", name)
+            bare = re.sub(r"^[\u4e00-\u9fff]{2}\s*(?=[A-Za-z0-9])", "", name)
             if bare != name:
-                names.setdefault(_key(bare), ProductName(name, _key(bare)))
+                brand = name[:2]
+                if bare[:1].isalpha():  # "Galaxy S25 Ultra": the model name alone says the product
+                    names.setdefault(_key(bare), ProductName(name, _key(bare)))
+                if brand in BRAND_ALIASES:
+                    alias = BRAND_ALIASES[brand] + _key(bare)
+                    names.setdefault(alias, ProductName(name, alias))
         self.names = sorted(names.values(), key=lambda p: -len(p.key))
 
     def find(self, text: str) -> list[str]:
@@ -309,21 +343,25 @@ class ProductCatalog:
         found = [n for _, n in out]
         if found:
             return found
-        # A product the catalog does not list is still a product ("Pixel 9").
-        return [p.text for p in products(text)]
+        # A product the catalog does not list is still a product ("Pixel 9"), an order number is not.
+        return [p.text for p in products(text) if not order_numbers(p.text) and not _ORDER_WORD.search(p.text)]
+
+
+_ORDER_WORD = re.compile(r"^(?:order|no|number)\b", re.IGNORECASE)
 
 
 # -- free text ----------------------------------------------------------------------------------
 
-_CLAUSES = re.compile(r"[^，。！？；,.!?;\n]+")
+# Clause ends; a comma or dot before a digit belongs to a date or a number ("February 3, 2025").
+_CLAUSE_END = re.compile(r"[，。！？；\n]|[,.!?;](?!\s?\d)")
 
 
 def text_value(text: str, cues: Sequence[str]) -> str | None:
     """The clause holding one of `cues` (the last such clause), trimmed."""
     last = None
     keyed = [c.lower() for c in cues]
-    for m in _CLAUSES.finditer(text):
-        clause = m.group().strip()
+    for part in _CLAUSE_END.split(text):
+        clause = part.strip()
         low = clause.lower()
         if clause and any(c in low for c in keyed):
             last = clause
