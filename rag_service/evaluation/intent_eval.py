@@ -215,6 +215,7 @@ def evaluate_switches(
     counter: TokenCounter,
     *,
     quantile: float,
+    strict_quantile: float,
     half: str | None = None,
     topic_similarity: float = RewriteSettings().topic_similarity,
     titles: Sequence[str] = (),
@@ -223,7 +224,8 @@ def evaluate_switches(
         keep = split_half([c.id for c in conversations], half)
         conversations = [c for c in conversations if c.id in keep]
     gate = Gate(RewriteSettings(topic_similarity=topic_similarity), embedder)
-    stage = IntentStage(IntentSettings(), catalog, embedder, counter, lambda tenant: titles, switch_quantile=quantile)
+    stage = IntentStage(IntentSettings(), catalog, embedder, counter, lambda tenant: titles, switch_quantile=quantile, strict_quantile=strict_quantile
+    )
     detector: SwitchDetector = stage.switch
     scores = {"gate": SwitchScores(), "detector": SwitchScores(), "tracker": SwitchScores()}
     mistakes: list[dict[str, Any]] = []
@@ -253,7 +255,9 @@ def evaluate_switches(
         "half": half,
         "conversations": len(conversations),
         "quantile": quantile,
+        "strict_quantile": strict_quantile,
         "switch_threshold": detector.threshold,
+        "strict_threshold": detector.strict,
         "intent_threshold": stage.recognizer.threshold,
         "scores": {k: v.as_dict() for k, v in scores.items()},
         "mistakes": mistakes,
@@ -276,7 +280,8 @@ def intents_table(report: IntentReport) -> str:
 def switches_table(result: dict[str, Any]) -> str:
     lines = [
         f"half {result['half'] or 'all'}: {result['conversations']} conversations; switch threshold "
-        f"{result['switch_threshold']:.4f} (quantile {result['quantile']}), intent threshold {result['intent_threshold']:.4f}",
+        f"{result['switch_threshold']:.4f} / strict {result['strict_threshold']:.4f} (quantiles {result['quantile']} / "
+        f"{result['strict_quantile']}), intent threshold {result['intent_threshold']:.4f}",
         "| detector | turns | switches | precision | recall | tp | fp | fn |",
         "|---|---|---|---|---|---|---|---|",
     ]

@@ -25,7 +25,12 @@ from rag_service.intents.config import IntentCatalog
 from rag_service.intents.llm_recognizer import BadReply, LLMRecognizer
 from rag_service.intents.recognize import IntentRecognizer
 from rag_service.intents.slots import ProductCatalog, SlotExtractor, language
-from rag_service.intents.switch import DEFAULT_QUANTILE, SwitchDetector, calibrate_threshold
+from rag_service.intents.switch import (
+    DEFAULT_QUANTILE,
+    DEFAULT_STRICT_QUANTILE,
+    SwitchDetector,
+    calibrate_threshold,
+)
 from rag_service.intents.task import Recognition, Step, TaskState, TaskTracker, state_line
 from rag_service.prompt import escape_data
 
@@ -92,11 +97,17 @@ class IntentStage:
         titles: Callable[[str], Sequence[str]] | None = None,
         llm: LLMRecognizer | None = None,
         switch_quantile: float = DEFAULT_QUANTILE,
+        strict_quantile: float = DEFAULT_STRICT_QUANTILE,
     ) -> None:
         self.settings, self.catalog, self.embedder, self.counter = settings, catalog, embedder, counter
         self.recognizer = IntentRecognizer(catalog, embedder, settings.threshold)
         groups = [i.examples for i in catalog.intents] + [catalog.knowledge_examples]
-        self.switch = SwitchDetector(embedder, calibrate_threshold(embedder, [g for g in groups if g], switch_quantile))
+        groups = [g for g in groups if g]
+        self.switch = SwitchDetector(
+            embedder,
+            calibrate_threshold(embedder, groups, switch_quantile),
+            calibrate_threshold(embedder, groups, strict_quantile),
+        )
         self.tracker = TaskTracker(catalog)
         self.llm = llm
         self._titles = titles

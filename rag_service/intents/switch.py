@@ -17,16 +17,27 @@ constant tuned for one model.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from rag_core.embedding import Embedder, Vector
-from rag_service.rewrite_rules import content_size, contrast_followup, entities, find_marker, is_fragment, topic_words
+from rag_service.facts import products
+from rag_service.intents.slots import order_numbers
+from rag_service.rewrite_rules import (
+    contrast_followup,
+    entities,
+    find_marker,
+    has_subject,
+    normalize,
+    topic_words,
+)
 
 # Chosen on half A of eval/intents/switches.jsonl (docs/intents.md reports half B).
-DEFAULT_QUANTILE = 0.75
+DEFAULT_QUANTILE = 0.9
+DEFAULT_STRICT_QUANTILE = 0.25
 RECENT_TURNS = 3
 
 
@@ -35,6 +46,9 @@ class SwitchDecision:
     switch: bool
     reason: str
     similarity: float | None = None
+    # The question refers back (a marker, a contrast, a shared word, too little of its own): nothing
+    # else may call it a switch either.
+    follows: bool = False
 
 
 def _cos(a: Vector, b: Vector) -> float:
@@ -60,9 +74,29 @@ def calibrate_threshold(embedder: Embedder, groups: Sequence[Sequence[str]], qua
     return float(np.quantile(cross, quantile))
 
 
+# Words customers use to announce a new subject ("对了，…", "By the way, …"): a switch unless the rest
+# of the question refers back.
+_ANNOUNCE = re.compile(
+    r"对了|顺便问|顺便说|另外问|另外[，,]|还有个问题|还有一个问题|换个话题|再问一下别的|题外话"
+    r"|\bby the way\b|\bbtw\b|\bseparately\b|\bon another note\b|\bdifferent question\b|\bunrelated\b"
+    r"|\banother question\b|^also[,:]\s|\balso, (?:can|do|is|are|how|what|where|when)\b",
+    re.IGNORECASE,
+)
+
+
+# Place and time references the rewriter's markers leave out ("Can I try it there?", "那边能自提吗").
+_BACK = re.compile(r"\b(?:there|then|that one|those|these)\b|那里|那边|这边|那儿|这儿|那家|这家|那时|到时", re.IGNORECASE)
+
+
 class SwitchDetector:
-    def __init__(self, embedder: Embedder, threshold: float, recent_turns: int = RECENT_TURNS) -> None:
+    """`threshold`: below it a question with a new name of its own has left the topic; `strict`: below it
+    any question with a subject of its own has (no name needed)."""
+
+    def __init__(
+        self, embedder: Embedder, threshold: float, strict: float | None = None, recent_turns: int = RECENT_TURNS
+    ) -> None:
         self.embedder, self.threshold, self.recent_turns = embedder, threshold, recent_turns
+        self.strict = threshold if strict is None else strict
 
     def decide(
         self,
@@ -76,18 +110,32 @@ class SwitchDetector:
             return SwitchDecision(False, "no earlier turn")
         marker = find_marker(question)
         if marker is not None:
-            return SwitchDecision(False, f"reference marker {marker.text!r}")
+            return SwitchDecision(False, f"reference marker {marker.text!r}", follows=True)
+        back = _BACK.search(question)
+        if back is not None:
+            return SwitchDecision(False, f"refers back with {back.group()!r}", follows=True)
         if contrast_followup(question) is not None:
-            return SwitchDecision(False, "contrast follow-up")
-        if content_size(question) <= 1 or is_fragment(question):
-            return SwitchDecision(False, "too little of its own (ellipsis)")
+            return SwitchDecision(False, "contrast follow-up", follows=True)
+        if _ANNOUNCE.search(question):
+            return SwitchDecision(True, "announces a new subject")
+        answers = [a for a in previous_answers if a.strip()][-self.recent_turns :]
+        context = [*recent, *answers]
         words = topic_words(entities(question))
-        context = [*recent, *[a for a in previous_answers if a.strip()][-self.recent_turns :]]
         shared = words & set().union(*(topic_words(entities(t)) for t in context))
         if shared:
-            return SwitchDecision(False, f"shares {sorted(shared)[0]!r}")
+            return SwitchDecision(False, f"shares {sorted(shared)[0]!r}", follows=True)
+        seen = normalize(" ".join(context))
+        new_names = [
+            p.text
+            for p in products(question)
+            if not order_numbers(p.text) and not p.text[:1].islower() and normalize(p.text) not in seen
+        ]
         q = vector if vector is not None else self.embedder.embed_query(question)
         sim = max(_cos(q, self.embedder.embed_query(p)) for p in recent)
-        if sim < self.threshold:
-            return SwitchDecision(True, f"similarity {sim:.3f} < {self.threshold:.3f}", sim)
-        return SwitchDecision(False, f"similarity {sim:.3f} >= {self.threshold:.3f}", sim)
+        if new_names and sim < self.threshold:
+            return SwitchDecision(True, f"new name {new_names[0]!r}, similarity {sim:.3f} < {self.threshold:.3f}", sim)
+        if not has_subject(question):
+            return SwitchDecision(False, f"no subject of its own, similarity {sim:.3f}", sim, follows=True)
+        if sim < self.strict:
+            return SwitchDecision(True, f"similarity {sim:.3f} < {self.strict:.3f}", sim)
+        return SwitchDecision(False, f"similarity {sim:.3f}", sim)

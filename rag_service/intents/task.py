@@ -130,7 +130,8 @@ class TaskTracker:
 
         if active is not None and not state.done:
             if candidate is not None and candidate != active.name and not active_slots:
-                return start(candidate, True, f"new intent {candidate}")
+                # Another intent replaces the task; its rounds stop being sent only on a real switch.
+                return start(candidate, switch, f"new intent {candidate}")
             if candidate == active.name or active_slots:
                 return self._continue(state, active, active_slots, "continues the task")
             if switch:
@@ -140,7 +141,7 @@ class TaskTracker:
             return Step(new, "answer", False, "question inside the task")
         if active is not None:  # done
             if candidate is not None and candidate != active.name:
-                return start(candidate, True, f"new intent {candidate}")
+                return start(candidate, switch, f"new intent {candidate}")
             changed = {k: v for k, v in active_slots.items() if state.slots.get(k) != v}
             if changed and candidate in (None, active.name):
                 return self._continue(state.model_copy(update={"done": False}), active, active_slots, "correction")
