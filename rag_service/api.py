@@ -103,6 +103,19 @@ class ChatResponse(BaseModel):
     rewritten_query: str
     sources: list[Source]
     receipt: dict[str, Any]
+    intent: str | None = Field(default=None, description="The active task's intent (intents configured)")
+    slots: dict[str, str] = Field(default_factory=dict, description="The task's filled slots")
+    missing: list[str] = Field(default_factory=list, description="Required slots still missing")
+    prompt_modules: list[str] = Field(default_factory=list, description="Per-intent prompt modules sent")
+    prompt_module_tokens: int = 0
+
+
+class TaskStateResponse(BaseModel):
+    intent: str | None
+    slots: dict[str, str]
+    missing: list[str]
+    task_started_at_round: int
+    done: bool
 
 
 async def get_services(request: Request) -> Services:
@@ -313,7 +326,11 @@ def _turn_json(result: TurnResult) -> dict[str, Any]:
         "rewritten_query": result.rewritten_query,
         "sources": sources_payload(result.sources, result.answer),
         "receipt": result.receipt,
+        **{k: result.receipt[k] for k in TASK_FIELDS if k in result.receipt},
     }
+
+
+TASK_FIELDS = ("intent", "slots", "missing", "prompt_modules", "prompt_module_tokens")
 
 
 def _add_routes(app: FastAPI) -> None:
@@ -368,6 +385,10 @@ def _add_routes(app: FastAPI) -> None:
                 {"role": m.role, "content": m.content, "tokens": m.tokens, "created_at": m.created_at} for m in messages
             ],
         }
+
+    @app.get("/v1/sessions/{session_id}/state", response_model=TaskStateResponse)
+    async def task_state(session_id: str, pipeline: PipelineDep, principal: ChatterDep) -> dict[str, Any]:
+        return await pipeline.task_state(_owned(principal, session_id))
 
     @app.get("/v1/sessions", response_model=SessionList)
     async def list_sessions(

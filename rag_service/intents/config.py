@@ -131,8 +131,8 @@ def load_catalog(files: list[str], actions: dict[str, str] | None = None) -> Int
             raise IntentConfigError(f"intent {intent.name!r} is defined twice")
         seen.add(intent.name)
     for intent_name, url in (actions or {}).items():
-        intent = next((i for i in intents if i.name == intent_name), None)
-        if intent is None:
+        target = next((i for i in intents if i.name == intent_name), None)
+        if target is None:
             raise IntentConfigError(f"intents.actions names {intent_name!r}, which no intent file defines")
-        intent.action = (intent.action or ActionSpec()).model_copy(update={"url": url})
+        target.action = (target.action or ActionSpec()).model_copy(update={"url": url})
     return IntentCatalog(intents=intents, knowledge_examples=knowledge)

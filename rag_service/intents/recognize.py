@@ -33,7 +33,8 @@ class IntentScore:
 def _unit(m: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     norms = np.linalg.norm(m, axis=-1, keepdims=True)
     norms[norms == 0] = 1.0
-    return (m / norms).astype(np.float32)
+    out: npt.NDArray[np.float32] = (m / norms).astype(np.float32)
+    return out
 
 
 class IntentRecognizer:
@@ -51,7 +52,9 @@ class IntentRecognizer:
         self.labels = labels
         self.classes = [*catalog.names, NONE]
         # Queries against queries: the examples are embedded the way a question is.
-        self.matrix = _unit(np.stack([embedder.embed_query(t) for t in texts])) if texts else np.zeros((0, 1))
+        self.matrix: npt.NDArray[np.float32] = (
+            _unit(np.stack([embedder.embed_query(t) for t in texts])) if texts else np.zeros((0, 1), dtype=np.float32)
+        )
         self._class_index = np.array([self.classes.index(label) for label in labels])
         self.calibrated = calibrate(self.matrix, self._class_index, len(self.classes))
         self.threshold = threshold if threshold is not None else self.calibrated

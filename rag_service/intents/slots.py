@@ -20,7 +20,7 @@ _CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
 def language(text: str) -> str:
-    """"zh" when the text holds Chinese characters, else "en"."""
+    """ "zh" when the text holds Chinese characters, else "en"."""
     return "zh" if _CJK.search(text) else "en"
 
 
@@ -78,7 +78,20 @@ def phones(text: str) -> list[str]:
 
 # -- dates --------------------------------------------------------------------------------------
 
-_ZH_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+_ZH_DIGITS = {
+    "零": 0,
+    "〇": 0,
+    "一": 1,
+    "二": 2,
+    "两": 2,
+    "三": 3,
+    "四": 4,
+    "五": 5,
+    "六": 6,
+    "七": 7,
+    "八": 8,
+    "九": 9,
+}
 
 
 def _zh_number(text: str) -> int | None:
@@ -206,7 +219,9 @@ def dates(text: str, today: dt.date | None = None) -> list[str]:
         elif m["unit"]:
             n = _zh_number(m["n"]) or 1
             unit = m["unit"]
-            add(m, _months_back(today, n) if "月" in unit else today - dt.timedelta(days=n * (1 if unit == "天" else 7)))
+            add(
+                m, _months_back(today, n) if "月" in unit else today - dt.timedelta(days=n * (1 if unit == "天" else 7))
+            )
         elif m["en_unit"]:
             n = int(m["en_n"]) if m["en_n"].isdigit() else _EN_NUMBERS[m["en_n"].lower()]
             unit = m["en_unit"].lower()

@@ -85,7 +85,9 @@ _ANNOUNCE = re.compile(
 
 
 # Place and time references the rewriter's markers leave out ("Can I try it there?", "那边能自提吗").
-_BACK = re.compile(r"\b(?:there|then|that one|those|these)\b|那里|那边|这边|那儿|这儿|那家|这家|那时|到时", re.IGNORECASE)
+_BACK = re.compile(
+    r"\b(?:there|then|that one|those|these)\b|那里|那边|这边|那儿|这儿|那家|这家|那时|到时", re.IGNORECASE
+)
 
 
 class SwitchDetector:
