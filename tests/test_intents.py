@@ -128,5 +128,7 @@ def test_llm_replies_are_validated() -> None:
         with pytest.raises(BadReply):
             parse_reply(bad, catalog, extractor)
     # A value the slot's type cannot read is dropped, not trusted.
-    _, slots, _ = parse_reply('{"intent": "order_status", "slots": {"order_no": "soon"}, "task": "new"}', catalog, extractor)
+    _, slots, _ = parse_reply(
+        '{"intent": "order_status", "slots": {"order_no": "soon"}, "task": "new"}', catalog, extractor
+    )
     assert slots == {}

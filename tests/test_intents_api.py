@@ -132,7 +132,9 @@ async def test_order_status_action_reply_reaches_the_prompt_and_a_failure_is_a_c
     assert action_server.calls == [{"intent": "order_status", "slots": {"order_no": "XC20250301000123"}}]
     assert done["mode"] == "llm" and done["receipt"]["task"]["action"]["ok"] is True
     prompt = "\n".join(_prompt_texts(_answer_requests(fake_llm)[-1]))
-    assert "SF7720250301" in prompt and "订单查询规则" in prompt  # the reply as context, the module in the system prompt
+    assert (
+        "SF7720250301" in prompt and "订单查询规则" in prompt
+    )  # the reply as context, the module in the system prompt
     assert (await _state(app, sid))["done"] is True
 
     action_server.status = 503
