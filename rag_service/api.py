@@ -48,7 +48,13 @@ from rag_service.pipeline import (
     stream_failure,
 )
 from rag_service.privacy import Masker
-from rag_service.store import SessionBusy, SessionCatalog, SessionNotFound, StoreUnavailable, new_session_id
+from rag_service.sessions.interface import (
+    SessionBusy,
+    SessionCatalog,
+    SessionNotFound,
+    StoreUnavailable,
+    new_session_id,
+)
 from rag_service.user_memory import UserMemory
 from rag_service.wiring import Services, build_services
 

@@ -14,9 +14,17 @@ from alembic.migration import MigrationContext
 from cryptography.fernet import Fernet
 
 from rag_core.settings import DatabaseSettings
-from rag_service.archive import VERSION_TABLE, Archive, ArchiveError, metadata, migrate, migrate_async, normalize_url
 from rag_service.domain import Message, Role, SessionMeta
-from rag_service.store import ArchiveWrite, new_session_id
+from rag_service.sessions.archive import (
+    VERSION_TABLE,
+    Archive,
+    ArchiveError,
+    metadata,
+    migrate,
+    migrate_async,
+    normalize_url,
+)
+from rag_service.sessions.interface import ArchiveWrite, new_session_id
 from tests.servers import DIALECTS, fresh_database
 
 KEY = Fernet.generate_key().decode()
@@ -64,7 +72,7 @@ async def test_migrations_apply_on_an_empty_database_and_are_idempotent(dialect:
         await migrate_async(url)  # again: nothing to do
         archive = Archive(url)
         try:
-            assert await scalar(archive, f"SELECT version_num FROM {VERSION_TABLE}") == "0001"
+            assert await scalar(archive, f"SELECT version_num FROM {VERSION_TABLE}") == "0002"
             async with archive.engine.connect() as conn:
                 tables = set(await conn.run_sync(lambda c: sa.inspect(c).get_table_names()))
                 # The migration and the models agree (what `alembic check` verifies).

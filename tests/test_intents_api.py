@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from rag_service.store import ArchivedStore, MemoryStore
+from rag_service.sessions.live_memory import MemoryStore
 from rag_service.testing.fake_llm import FakeLLM, default_responder
 from tests.conftest import AppClient
+from tests.stores import write_behind
 
 ROOT = Path(__file__).resolve().parent.parent
 INTENTS = {"files": [str(ROOT / "configs" / "intents" / "ecommerce.yaml")]}
@@ -185,8 +186,8 @@ async def test_state_is_restored_after_the_live_store_is_flushed(app_factory: Ca
     await app.ask(sid, "小米 15 Pro，2025年1月10日买的")
     before = await _state(app, sid)
     assert before["slots"] == {"product": "小米 15 Pro", "purchase_date": "2025-01-10"}
-    store = app.services.store
-    assert isinstance(store, ArchivedStore) and isinstance(store.live, MemoryStore)
+    store = write_behind(app.services.store)
+    assert isinstance(store.live, MemoryStore)
     await store.flush()
     store.live.clear()
     assert await _state(app, sid) == before
