@@ -235,3 +235,22 @@ async def test_without_intents_nothing_changes(app_factory: Callable[..., Any]) 
         "done": False,
     }
     assert (await app.http.get("/v1/sessions/nope/state")).status_code == 404
+
+
+async def test_state_survives_compression(app_factory: Callable[..., Any]) -> None:
+    app = await app_factory(
+        intents=INTENTS,
+        memory={"window_rounds": 1, "summary_threshold_tokens": 30, "summary_min_fold_rounds": 1},
+    )
+    sid = await app.new_session()
+    await app.ask(sid, "我要退货")
+    await app.ask(sid, "是一台 iPhone 16 Pro，屏幕有问题，质量问题")
+    await app.ask(sid, "退货的运费谁来出？")
+    await app.services.pipeline.drain()
+    meta, _, _ = await app.services.store.load(sid, lambda m: m.message_count)
+    assert meta.summary and meta.summarized > 0  # older rounds were folded into the summary
+    state = await _state(app, sid)
+    assert state["intent"] == "return_request" and state["missing"] == ["order_no"]
+    assert state["slots"] == {"product": "iPhone 16 Pro", "reason": "quality"}
+    reply = await app.ask(sid, "订单号 XC20250301000123")
+    assert reply["missing"] == [] and reply["slots"]["product"] == "iPhone 16 Pro"
