@@ -80,6 +80,10 @@ class Principal:
             raise Forbidden(f"{permission.value} needs an admin key; this is a {self.role.value} key")
         return self
 
+    def owns(self, session_id: str) -> bool:
+        """A tenant's sessions carry its name as id prefix."""
+        return not self.tenant or session_id.startswith(self.tenant + ":")
+
 
 ANONYMOUS = Principal(DEFAULT_TENANT, "anonymous", Role.OPEN)
 

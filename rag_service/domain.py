@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, Literal, NotRequired
+
+# typing_extensions' TypedDict: pydantic (the API's schema) needs it before Python 3.12.
+from typing_extensions import TypedDict
 
 Role = Literal["user", "assistant"]
 
@@ -96,8 +99,12 @@ class RewriteResult:
     detail: str = ""
 
 
-@dataclass(slots=True)
-class Receipt:
+class Receipt(TypedDict):
+    """What a turn sent and what it cost, part by part, built once when the turn is stored. Token counts
+    are of the messages as sent (per-message overhead included); the prompt parts add up to
+    `total_prompt_tokens`. A TypedDict, not a dataclass: it is the JSON the client reads, and the API's
+    schema documents it as is."""
+
     strategy: str
     system_tokens: int
     summary_tokens: int
@@ -110,14 +117,24 @@ class Receipt:
     context_window: int
     rounds_kept: int
     compressed: bool
-    compressed_tokens_before: int | None = None
-    compressed_tokens_after: int | None = None
-    rounds_dropped_for_budget: int = 0
-    rewrite: str = "none"
-    topic_switch: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {k: getattr(self, k) for k in self.__slots__ if k != "extra"}
-        out.update(self.extra)
-        return out
+    compressed_tokens_before: int | None
+    compressed_tokens_after: int | None
+    rounds_dropped_for_budget: int
+    # "skipped" | "called" | "fallback" | "rule" | "none"
+    rewrite: str
+    topic_switch: bool
+    # The user-facts message (0 without one); part of system_tokens.
+    profile_tokens: int
+    completion_tokens: int
+    cost_estimate: float
+    timings_ms: dict[str, float]
+    # Why the answer did not come from the configured generator ("upstream_error"); absent when it did.
+    fallback: NotRequired[str]
+    # With intents (rag_service.intents): the task after the turn, the prompt modules sent and their
+    # tokens (part of system_tokens), and the task's details (turn kind, new task, recognizer, action ...).
+    intent: NotRequired[str | None]
+    slots: NotRequired[dict[str, str]]
+    missing: NotRequired[list[str]]
+    prompt_modules: NotRequired[list[str]]
+    prompt_module_tokens: NotRequired[int]
+    task: NotRequired[dict[str, Any]]

@@ -1,10 +1,15 @@
 """The chat pipeline: the one place that runs the stages of a turn, in order.
 
 1 memory -> 1b intent -> 2 rewrite -> 3 budget -> 4 retrieval -> 5 prompt -> 6 generation -> 7 store -> 8 compression
-(8 runs after the answer is returned, off the request's critical path). 1b runs only with intents configured
-(rag_service.intents): it may start a new task (the earlier task's messages are then not sent), answer by
-itself (a question for a missing slot: no retrieval, no generation), add an action's reply as context, the
-active intent's prompt module and the task's state block.
+(8 runs after the answer is returned, off the request's critical path). 1b (`_intent`) runs only with intents
+configured (rag_service.intents): it may start a new task (the earlier task's messages are then not sent),
+answer by itself (a question for a missing slot: no rewrite, retrieval or generation), add an action's reply
+as context, the active intent's prompt module and the task's state block.
+
+A turn has one path, `ChatPipeline._turn`, which yields its events as they happen; a streamed turn is
+those events sent on, a plain one (`answer`) the same events collected. Each stage is a method named
+after it (`_memory`, `_rewrite`, `_budget`, `_retrieve`, `_prompt`, `_generate`, `_store`,
+`_schedule_compression`).
 """
 
 from __future__ import annotations
@@ -22,9 +27,8 @@ import anyio
 
 from rag_core.settings import Settings
 from rag_core.tokens import TokenCounter
-from rag_service.budget import plan_budget
-from rag_service.domain import Chunk, GenerationInput, MemoryView, Message, Receipt, RewriteResult, Round, SessionMeta
-from rag_service.extractive import sentences_of
+from rag_service.budget import BudgetPlan, plan_budget, round_cost
+from rag_service.domain import Chunk, GenerationInput, MemoryView, Message, Receipt, RewriteResult, SessionMeta
 from rag_service.guard import OutputGuard
 from rag_service.intents.stage import IntentStage, TaskTurn
 from rag_service.intents.task import TaskState
@@ -41,7 +45,7 @@ from rag_service.prompt import (
 )
 from rag_service.retrieval import Retriever, fill_budget
 from rag_service.rewrite import Rewriter
-from rag_service.sessions.interface import SessionNotFound, SessionStore, StoreUnavailable, SummaryUpdate
+from rag_service.sessions.interface import SessionNotFound, SessionStore, SummaryUpdate
 from rag_service.summary import Summarizer, pin_facts
 from rag_service.user_memory import UserMemory
 
@@ -79,30 +83,51 @@ class Stages:
     intents: IntentStage | None = None
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
+class TurnMemory:
+    """1. memory: what the turn starts from."""
+
+    meta: SessionMeta
+    loaded: list[Message]  # the stored messages from `offset` on (or the client's history)
+    offset: int
+    view: MemoryView  # what of them the prompt may use
+    profile: str  # the user-facts message, "" without facts
+    profile_tokens: int  # of that message, overhead included (0 without one)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnPrompt:
+    """5. prompt: the messages sent and their token count."""
+
+    messages: list[dict[str, Any]]
+    chunks: list[Chunk]  # those of the retrieved chunks that fit
+    system_tokens: int  # the system prompt and the user-facts message
+    query_tokens: int
+    context_tokens: int  # the final message besides the question: documents and their frame
+    total_tokens: int
+
+
+@dataclass(kw_only=True)
 class PreparedTurn:
+    """A turn after stages 1-5: what generation needs, and what storing it and its receipt need."""
+
     # None: a stateless turn (OpenAI-style request carrying its own history); nothing is stored.
     session_id: str | None
-    question: str
-    user_message: Message
+    question: Message  # the user's message, as it will be stored
+    memory: TurnMemory
     rewrite: RewriteResult
-    chunks: list[Chunk]
-    messages: list[dict[str, Any]]
-    receipt: Receipt
-    meta: SessionMeta
-    loaded: list[Message]
-    offset: int
+    plan: BudgetPlan
+    prompt: TurnPrompt
     started: float
     timings: dict[str, float] = field(default_factory=dict)
-    view: MemoryView | None = None
     # Why the answer did not come from the configured generator ("upstream_error"), if it did not.
     fallback: str | None = None
+    # 1b. intent: the task's turn (None without intents or without a session).
     task: TaskTurn | None = None
-    state_tokens: int = 0
 
     @property
     def generation(self) -> GenerationInput:
-        return GenerationInput(self.question, self.rewrite.query, self.chunks, self.view)
+        return GenerationInput(self.question.content, self.rewrite.query, self.prompt.chunks, self.memory.view)
 
 
 @dataclass(frozen=True)
@@ -111,7 +136,34 @@ class TurnResult:
     mode: str
     rewritten_query: str
     sources: list[Chunk]
-    receipt: dict[str, Any]
+    receipt: Receipt
+
+
+# -- a turn's events, in the order they come ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Rewritten:
+    query: str
+
+
+@dataclass(frozen=True, slots=True)
+class Retrieved:
+    chunks: list[Chunk]
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    result: TurnResult
+
+
+TurnEvent = Rewritten | Retrieved | Delta | Done
+TurnEvents = AsyncGenerator[TurnEvent, None]
 
 
 INTENT_MODE = "intent"
@@ -166,76 +218,72 @@ class ChatPipeline:
         history: Sequence[Message] | None = None,
         tenant: str | None = None,
     ) -> TurnResult:
-        """One turn. With a session, its stored conversation is the memory and the turn is stored; with
-        `session_id` None the turn is stateless: `history` (the client's own) is the memory and nothing is
-        stored. `tenant`, when given, must own the session (another tenant's session is reported as
-        unknown)."""
-        async with self._session_lock(session_id):
-            turn = await self._prepare(session_id, question, history, tenant)
-            async with self._keep_question_on_failure(turn):
-                t0 = time.perf_counter()
-                text = self.guard.clean("".join([piece async for piece in self._generate(turn, streamed=False)]))
-                turn.timings["generate"] = time.perf_counter() - t0
-            return await self._finish(turn, text, streamed=False)
+        """One turn, answered whole: the turn's events collected. With a session, its stored conversation
+        is the memory and the turn is stored; with `session_id` None the turn is stateless: `history` (the
+        client's own) is the memory and nothing is stored. `tenant`, when given, must own the session
+        (another tenant's session is reported as unknown)."""
+        done: Done | None = None
+        # Run to the end (not just to Done): the turn leaves its session lock after its last event.
+        async for event in self._turn(session_id, question, history, tenant, streamed=False):
+            if isinstance(event, Done):
+                done = event
+        assert done is not None, "a turn that does not raise ends with Done"
+        return done.result
 
-    async def stream(
+    def stream(
         self,
         session_id: str | None,
         question: str,
         *,
         history: Sequence[Message] | None = None,
         tenant: str | None = None,
-    ) -> AsyncIterator[tuple[str, Any]]:
-        """Events: ("rewrite", str), ("sources", [Chunk]), ("delta", str)..., ("done", TurnResult)."""
-        async with self._session_lock(session_id):
-            turn = await self._prepare(session_id, question, history, tenant)
-            yield "rewrite", turn.rewrite.query
-            yield "sources", turn.chunks
-            async with self._keep_question_on_failure(turn):
-                t0 = time.perf_counter()
-                guard = self.guard.stream()
-                async for piece in self._generate(turn, streamed=True):
-                    # An upstream whose answer is already buffered never suspends this loop, so the client's
-                    # disconnect (and its cancellation) could only land after the whole answer was stored.
-                    await anyio.lowlevel.checkpoint()
-                    if safe := guard.feed(piece):
-                        yield "delta", safe
-                if rest := guard.finish():
-                    yield "delta", rest
-                turn.timings["generate"] = time.perf_counter() - t0
-            yield "done", await self._finish(turn, guard.answer, streamed=True)
+    ) -> TurnEvents:
+        """The same turn as `answer`, as events: Rewritten, Retrieved, Delta..., Done."""
+        return self._turn(session_id, question, history, tenant, streamed=True)
 
-    async def _generate(self, turn: PreparedTurn, streamed: bool) -> AsyncIterator[str]:
-        """6. generation: the answer's pieces (one piece when not streamed). When the LLM upstream fails
-        after its retries and before any text went out, the customer gets the extractive answer instead
-        of an error page (`llm.fallback_extractive`); the receipt says so."""
-        if turn.task is not None and turn.task.reply is not None:
-            yield turn.task.reply  # decided by the intent stage: a slot question, or a failed action's answer
-            return
-        generator = self.s.generator
-        emitted = False
+    async def has_session(self, session_id: str) -> bool:
+        """Whether the store knows the session (live, or restorable from the archive)."""
         try:
-            if streamed:
-                async for piece in generator.stream(turn.messages, turn.generation):
-                    emitted = True
-                    yield piece
-            else:
-                yield await generator.complete(turn.messages, turn.generation)
-        except UpstreamError as exc:
-            if emitted or self.s.fallback is None:
-                raise
-            self.s.metrics.upstream_errors.labels("generate").inc()
-            log.warning("answering extractively, the LLM upstream failed: %s", exc)
-            turn.fallback = "upstream_error"
-            async for piece in self.s.fallback.stream(turn.messages, turn.generation):
-                yield piece
+            await self.s.store.messages(session_id)
+        except SessionNotFound:
+            return False
+        return True
 
     async def drain(self) -> None:
         """Wait for background compressions (tests, shutdown)."""
         while self._background:
             await asyncio.gather(*list(self._background), return_exceptions=True)
 
-    # -- stages -----------------------------------------------------------------------------------
+    # -- the turn ---------------------------------------------------------------------------------
+
+    async def _turn(
+        self,
+        session_id: str | None,
+        question: str,
+        history: Sequence[Message] | None,
+        tenant: str | None,
+        streamed: bool,
+    ) -> TurnEvents:
+        """The one path of a turn, plain or streamed: stages 1-5, then 6 piece by piece through the output
+        guard, then 7 (which schedules 8). Only `streamed` differs: how the upstream is asked (6) and the
+        metrics' label."""
+        async with self._session_lock(session_id):
+            turn = await self._prepare(session_id, question, history, tenant)
+            yield Rewritten(turn.rewrite.query)
+            yield Retrieved(turn.prompt.chunks)
+            async with self._keep_question_on_failure(turn):
+                t0 = time.perf_counter()
+                guard = self.guard.stream()
+                async for piece in self._generate(turn, streamed):
+                    # An upstream whose answer is already buffered never suspends this loop, so the client's
+                    # disconnect (and its cancellation) could only land after the whole answer was stored.
+                    await anyio.lowlevel.checkpoint()
+                    if safe := guard.feed(piece):
+                        yield Delta(safe)
+                if rest := guard.finish():
+                    yield Delta(rest)
+                turn.timings["generate"] = time.perf_counter() - t0
+            yield Done(await self._store(turn, guard.answer, streamed))
 
     def _session_lock(self, session_id: str | None) -> AbstractAsyncContextManager[Any]:
         return self.s.store.lock(session_id) if session_id is not None else nullcontext()
@@ -243,114 +291,32 @@ class ChatPipeline:
     async def _prepare(
         self, session_id: str | None, question: str, history: Sequence[Message] | None, tenant: str | None
     ) -> PreparedTurn:
-        cfg, s = self.s.settings, self.s
+        """Stages 1-5, timed one by one."""
         if session_id is not None and history is not None:
             # Compression plans index the list the turn was built from; over a client's list they would
             # be applied to the stored session at the wrong offsets.
             raise ValueError("a turn uses a session's stored history or a client history, not both")
         started = time.perf_counter()
-        question_tokens = s.counter.count(question)
-        if question_tokens > cfg.budget.query_allowance:
-            raise QuestionTooLong(
-                f"the question has {question_tokens} tokens; the limit is budget.query_allowance = {cfg.budget.query_allowance}"
-            )
-        user_message = Message("user", question, question_tokens, time.time())
-
-        # 1. memory
-        if session_id is not None:
-            meta, loaded, offset = await s.store.load(session_id, s.memory.load_from)
-            if tenant is not None and meta.tenant != tenant:
-                raise SessionNotFound(session_id)
-        else:
-            loaded, offset = list(history or ()), 0
-            meta = SessionMeta(session_id or "", time.time(), message_count=len(loaded))
-        task: TaskTurn | None = None
-        state = TaskState.from_json(meta.task) if s.intents is not None and session_id is not None else None
-        view = self._view(meta, loaded, offset, state.start_message if state is not None else 0)
-        profile, profile_tokens = "", 0
-        if s.user_memory is not None and meta.user:
-            profile, profile_tokens = await s.user_memory.profile(UserMemory.key(meta.tenant, meta.user))
-        system_tokens = self.system_tokens + (profile_tokens + self.overhead if profile else 0)
+        user_message = self._question(question)
+        memory = await self._memory(session_id, history, tenant)
         t_mem = time.perf_counter()
-
-        # 1b. intent: the task moves on; a new task leaves the earlier one's messages out
-        state_tokens = 0
-        if s.intents is not None and state is not None:
-            task = await s.intents.run(question, state, view.rounds, meta.message_count, meta.tenant)
-            if task.step.new_task:
-                view = self._view(meta, loaded, offset, task.start_message)
-            if task.state_block:
-                state_tokens = s.counter.count(task.state_block) + self.overhead
-            system_tokens += task.module_tokens + state_tokens
+        memory, task = await self._intent(question, memory) if session_id is not None else (memory, None)
         t_int = time.perf_counter()
-
-        # 2. rewrite (not for a turn the intent stage answers itself)
         if task is not None and task.reply is not None:
             rewrite = RewriteResult(question, "skipped", detail=f"intent stage: {task.step.action}")
         else:
-            rewrite = await s.rewriter.rewrite(question, view)
+            rewrite = await self._rewrite(question, memory)
         t_rw = time.perf_counter()
-
-        # 3. budget
-        query_tokens = s.counter.count(question_part(cfg.prompt, question)) + self.overhead
-        summary_tokens = meta.summary_tokens + self.overhead if view.summary else 0
-        plan = plan_budget(
-            cfg.budget,
-            system_tokens=system_tokens,
-            query_tokens=query_tokens,
-            view=view,
-            summary_message_tokens=summary_tokens,
-            overhead=self.overhead,
-        )
-
-        # 4. retrieval. It and the rewrite gate run on the event loop, not in worker threads: the query
-        # embedding is C code that already spreads over the cores with its own OpenMP team, and the rest
-        # (Qdrant local, jieba) holds the GIL either way, so a thread hop buys no parallelism. It did cost:
-        # each pool thread got its own spinning OpenMP team and contended for the GIL with the background
-        # tasks; a turn took 38 ms instead of 26 (p50 over 5 interleaved runs, bench/profile_turn.py setup).
-        chunk_room = plan.chunk_budget - self.context_frame_tokens
+        query_tokens = self.s.counter.count(question_part(self.s.settings.prompt, question)) + self.overhead
+        plan = self._budget(query_tokens, memory, task)
         if task is not None and task.reply is not None:
-            chunks = []  # the turn asks for a slot (or reports a failed action): nothing to look up
+            chunks: list[Chunk] = []  # the turn asks for a slot (or reports a failed action): nothing to look up
         else:
-            candidates = s.retriever.search(rewrite.query, tenant=meta.tenant if tenant is None else tenant)
-            context = task.context if task is not None else []
-            room = chunk_room - sum(self._chunk_cost(c) for c in context)
-            chunks = [*context, *fill_budget(candidates, room, cfg.retrieval.max_chunks, self._chunk_cost)]
+            tenant_ = memory.meta.tenant if tenant is None else tenant
+            chunks = self._retrieve(rewrite.query, plan, tenant_, task.context if task is not None else [])
         t_ret = time.perf_counter()
-
-        # 5. prompt: the window guard makes "prompt + reserve <= context window" exact, not estimated.
-        while True:
-            system_prompt = self.system_prompt + (task.system_suffix if task is not None else "")
-            messages = build_messages(cfg.prompt, system_prompt, profile, plan.summary, plan.rounds, chunks, question)
-            if task is not None and task.state_block:
-                messages.insert(len(messages) - 1, {"role": "user", "content": task.state_block})
-            final_tokens = s.counter.count(messages[-1]["content"]) + self.overhead
-            total = system_tokens + plan.summary_tokens + plan.history_tokens + final_tokens
-            if total + cfg.budget.generation_reserve <= cfg.budget.context_window or not chunks:
-                break
-            chunks = chunks[:-1]
+        prompt = self._prompt(question, query_tokens, memory, plan, chunks, task)
         t_prompt = time.perf_counter()
-
-        receipt = Receipt(
-            strategy=s.memory.name,
-            system_tokens=system_tokens,
-            summary_tokens=plan.summary_tokens,
-            history_tokens=plan.history_tokens,
-            query_tokens=query_tokens,
-            context_tokens=final_tokens - query_tokens,
-            chunk_budget=plan.chunk_budget,
-            generation_reserve=cfg.budget.generation_reserve,
-            total_prompt_tokens=total,
-            context_window=cfg.budget.context_window,
-            rounds_kept=len(plan.rounds),
-            compressed=bool(plan.summary),
-            compressed_tokens_before=meta.summarized_source_tokens if plan.summary else None,
-            compressed_tokens_after=plan.summary_tokens if plan.summary else None,
-            rounds_dropped_for_budget=plan.rounds_dropped,
-            rewrite=rewrite.action,
-            topic_switch=rewrite.topic_switch,
-            extra={"profile_tokens": profile_tokens + self.overhead if profile else 0},
-        )
         timings = {
             "memory": t_mem - started,
             **({"intent": t_int - t_mem} if task is not None else {}),
@@ -359,32 +325,111 @@ class ChatPipeline:
             "prompt": t_prompt - t_ret,
         }
         return PreparedTurn(
-            session_id,
-            question,
-            user_message,
-            rewrite,
-            chunks,
-            messages,
-            receipt,
-            meta,
-            loaded,
-            offset,
-            started,
-            timings,
-            view=view,
+            session_id=session_id,
+            question=user_message,
+            memory=memory,
+            rewrite=rewrite,
+            plan=plan,
+            prompt=prompt,
+            started=started,
+            timings=timings,
             task=task,
-            state_tokens=state_tokens,
         )
 
-    def _view(self, meta: SessionMeta, loaded: list[Message], offset: int, start: int) -> MemoryView:
-        """The memory the prompt may use: the messages of the current task (from `start`) only. A summary
-        that folds nothing after `start` is the earlier task's and is left out too."""
+    def _question(self, question: str) -> Message:
+        limit = self.s.settings.budget.query_allowance
+        tokens = self.s.counter.count(question)
+        if tokens > limit:
+            raise QuestionTooLong(f"the question has {tokens} tokens; the limit is budget.query_allowance = {limit}")
+        return Message("user", question, tokens, time.time())
+
+    # -- 1. memory --------------------------------------------------------------------------------
+
+    async def _memory(
+        self, session_id: str | None, history: Sequence[Message] | None, tenant: str | None
+    ) -> TurnMemory:
+        s = self.s
+        if session_id is not None:
+            meta, loaded, offset = await s.store.load(session_id, s.memory.load_from)
+            if tenant is not None and meta.tenant != tenant:
+                raise SessionNotFound(session_id)
+        else:
+            loaded, offset = list(history or ()), 0
+            meta = SessionMeta("", time.time(), message_count=len(loaded))
+        view = s.memory.select(meta, loaded, offset)
+        view = dataclasses.replace(view, rounds=sendable_rounds(view.rounds, s.counter.count))
+        profile, profile_tokens = "", 0
+        if s.user_memory is not None and meta.user:
+            profile, tokens = await s.user_memory.profile(UserMemory.key(meta.tenant, meta.user))
+            profile_tokens = tokens + self.overhead if profile else 0
+        return TurnMemory(meta, loaded, offset, view, profile, profile_tokens)
+
+    # -- 1b. intent -------------------------------------------------------------------------------
+
+    async def _intent(self, question: str, memory: TurnMemory) -> tuple[TurnMemory, TaskTurn | None]:
+        """The task moves on. The memory offered is the current task's: a new task leaves the earlier
+        messages (and a summary folding only them) out."""
+        if self.s.intents is None:
+            return memory, None
+        meta = memory.meta
+        state = TaskState.from_json(meta.task)
+        if state.start_message > 0:
+            memory = self._task_memory(memory, state.start_message)
+        task = await self.s.intents.run(question, state, memory.view.rounds, meta.message_count, meta.tenant)
+        if task.step.new_task:
+            memory = self._task_memory(memory, task.start_message)
+        if task.state_block:
+            task.state_tokens = self.s.counter.count(task.state_block) + self.overhead
+        return memory, task
+
+    def _task_memory(self, memory: TurnMemory, start: int) -> TurnMemory:
+        meta, loaded, offset = memory.meta, memory.loaded, memory.offset
         if start > offset:
             loaded, offset = loaded[start - offset :], start
-        if start > 0 and meta.summarized <= start and meta.summary:
+        if meta.summarized <= start and meta.summary:
             meta = dataclasses.replace(meta, summary="", summary_tokens=0)
         view = self.s.memory.select(meta, loaded, offset)
-        return dataclasses.replace(view, rounds=sendable_rounds(view.rounds, self.s.counter.count))
+        view = dataclasses.replace(view, rounds=sendable_rounds(view.rounds, self.s.counter.count))
+        return dataclasses.replace(memory, view=view)
+
+    async def task_state(self, session_id: str) -> dict[str, Any]:
+        """The session's task: intent, slots, missing slots, the round it started at, done (all empty
+        without intents, or before any task)."""
+        meta, _, _ = await self.s.store.load(session_id, lambda m: m.message_count)
+        return TaskState.from_json(meta.task).public()
+
+    # -- 2. rewrite -------------------------------------------------------------------------------
+
+    async def _rewrite(self, question: str, memory: TurnMemory) -> RewriteResult:
+        return await self.s.rewriter.rewrite(question, memory.view)
+
+    # -- 3. budget --------------------------------------------------------------------------------
+
+    def _budget(self, query_tokens: int, memory: TurnMemory, task: TaskTurn | None) -> BudgetPlan:
+        extra = task.module_tokens + task.state_tokens if task is not None else 0
+        return plan_budget(
+            self.s.settings.budget,
+            system_tokens=self.system_tokens + memory.profile_tokens + extra,
+            query_tokens=query_tokens,
+            view=memory.view,
+            summary_message_tokens=memory.meta.summary_tokens + self.overhead if memory.view.summary else 0,
+            overhead=self.overhead,
+        )
+
+    # -- 4. retrieval -----------------------------------------------------------------------------
+
+    def _retrieve(self, query: str, plan: BudgetPlan, tenant: str, context: Sequence[Chunk] = ()) -> list[Chunk]:
+        """The best chunks that fit the chunk budget. It and the rewrite gate run on the event loop, not in
+        worker threads: the query embedding is C code that already spreads over the cores with its own
+        OpenMP team, and the rest (Qdrant local, jieba) holds the GIL either way, so a thread hop buys no
+        parallelism. It did cost: each pool thread got its own spinning OpenMP team and contended for the
+        GIL with the background tasks; a turn took 38 ms instead of 26 (p50 over 5 interleaved runs,
+        bench/profile_turn.py setup)."""
+        cfg = self.s.settings
+        candidates = self.s.retriever.search(query, tenant=tenant)
+        # An intent action's reply comes first and counts against the same budget.
+        room = plan.chunk_budget - self.context_frame_tokens - sum(self._chunk_cost(c) for c in context)
+        return [*context, *fill_budget(candidates, room, cfg.retrieval.max_chunks, self._chunk_cost)]
 
     def _chunk_cost(self, chunk: Chunk) -> int:
         # +1 for the newline that joins blocks. The wrapper depends only on the document, so its count is
@@ -397,7 +442,71 @@ class ChatPipeline:
                 self._wrapper_tokens.clear()
         return chunk.token_count + wrapper + 1
 
-    async def _finish(self, turn: PreparedTurn, text: str, streamed: bool) -> TurnResult:
+    # -- 5. prompt --------------------------------------------------------------------------------
+
+    def _prompt(
+        self,
+        question: str,
+        query_tokens: int,
+        memory: TurnMemory,
+        plan: BudgetPlan,
+        chunks: list[Chunk],
+        task: TaskTurn | None = None,
+    ) -> TurnPrompt:
+        """The messages; the window guard makes "prompt + reserve <= context window" exact, not estimated.
+        With a task: the active intent's module ends the system prompt, its state block precedes the
+        final message (both counted in `system_tokens`)."""
+        cfg, count = self.s.settings, self.s.counter.count
+        system_tokens = self.system_tokens + memory.profile_tokens
+        system_prompt = self.system_prompt
+        if task is not None:
+            system_tokens += task.module_tokens + task.state_tokens
+            system_prompt += task.system_suffix
+        while True:
+            messages = build_messages(
+                cfg.prompt, system_prompt, memory.profile, plan.summary, plan.rounds, chunks, question
+            )
+            if task is not None and task.state_block:
+                messages.insert(len(messages) - 1, {"role": "user", "content": task.state_block})
+            final_tokens = count(messages[-1]["content"]) + self.overhead
+            total = system_tokens + plan.summary_tokens + plan.history_tokens + final_tokens
+            if total + cfg.budget.generation_reserve <= cfg.budget.context_window or not chunks:
+                break
+            chunks = chunks[:-1]
+        return TurnPrompt(messages, chunks, system_tokens, query_tokens, final_tokens - query_tokens, total)
+
+    # -- 6. generation ----------------------------------------------------------------------------
+
+    async def _generate(self, turn: PreparedTurn, streamed: bool) -> AsyncIterator[str]:
+        """The answer's pieces. A plain turn asks the upstream for the whole answer in one reply (one JSON
+        body, cheaper than a stream of events), a streamed turn for its pieces. When the LLM upstream fails
+        after its retries and before any text went out, the customer gets the extractive answer instead of
+        an error page (`llm.fallback_extractive`); the receipt says so."""
+        if turn.task is not None and turn.task.reply is not None:
+            yield turn.task.reply  # decided by the intent stage: a slot question, or a failed action's answer
+            return
+        generator = self.s.generator
+        emitted = False
+        try:
+            if streamed:
+                async for piece in generator.stream(turn.prompt.messages, turn.generation):
+                    emitted = True
+                    yield piece
+            else:
+                yield await generator.complete(turn.prompt.messages, turn.generation)
+        except UpstreamError as exc:
+            if emitted or self.s.fallback is None:
+                raise
+            self.s.metrics.upstream_errors.labels("generate").inc()
+            log.warning("answering extractively, the LLM upstream failed: %s", exc)
+            turn.fallback = "upstream_error"
+            async for piece in self.s.fallback.stream(turn.prompt.messages, turn.generation):
+                yield piece
+
+    # -- 7. store ---------------------------------------------------------------------------------
+
+    async def _store(self, turn: PreparedTurn, text: str, streamed: bool) -> TurnResult:
+        """Stores the round (and schedules 8), then the receipt and the metrics of the turn."""
         s = self.s
         t0 = time.perf_counter()
         answer = Message("assistant", text, s.counter.count(text), time.time())
@@ -405,7 +514,7 @@ class ChatPipeline:
         if task is not None and s.intents is not None:
             task.state = s.intents.finish(task, answered=True)
         if turn.session_id is not None:
-            count = await s.store.append(turn.session_id, [turn.user_message, answer])
+            count = await s.store.append(turn.session_id, [turn.question, answer])
             if task is not None:
                 await s.store.set_task(turn.session_id, task.state.to_json())
                 if task.step.new_task:
@@ -415,43 +524,73 @@ class ChatPipeline:
             self._schedule_compression(turn, answer, count)
             self._schedule_learning(turn, answer, count)
         turn.timings["store"] = time.perf_counter() - t0
-        receipt = turn.receipt.to_dict()
-        receipt["completion_tokens"] = answer.tokens
-        cost = (receipt["total_prompt_tokens"] * self._price[0] + answer.tokens * self._price[1]) / 1000
-        receipt["cost_estimate"] = round(cost, 8)
-        receipt["timings_ms"] = {k: round(v * 1000, 3) for k, v in turn.timings.items()}
         mode = s.fallback.mode if turn.fallback and s.fallback is not None else s.generator.mode
-        if task is not None:
-            receipt.update(task.receipt(turn.state_tokens))
-            if task.reply is not None:
-                mode = INTENT_MODE
+        if task is not None and task.reply is not None:
+            mode = INTENT_MODE
+        receipt = self._receipt(turn, answer)
+        s.metrics.observe_turn(mode, streamed, turn.timings, receipt, receipt["cost_estimate"])
+        return TurnResult(text, mode, turn.rewrite.query, turn.prompt.chunks, receipt)
+
+    def _receipt(self, turn: PreparedTurn, answer: Message) -> Receipt:
+        budget, plan, prompt, meta = self.s.settings.budget, turn.plan, turn.prompt, turn.memory.meta
+        cost = (prompt.total_tokens * self._price[0] + answer.tokens * self._price[1]) / 1000
+        receipt = Receipt(
+            strategy=self.s.memory.name,
+            system_tokens=prompt.system_tokens,
+            summary_tokens=plan.summary_tokens,
+            history_tokens=plan.history_tokens,
+            query_tokens=prompt.query_tokens,
+            context_tokens=prompt.context_tokens,
+            chunk_budget=plan.chunk_budget,
+            generation_reserve=budget.generation_reserve,
+            total_prompt_tokens=prompt.total_tokens,
+            context_window=budget.context_window,
+            rounds_kept=len(plan.rounds),
+            compressed=bool(plan.summary),
+            compressed_tokens_before=meta.summarized_source_tokens if plan.summary else None,
+            compressed_tokens_after=plan.summary_tokens if plan.summary else None,
+            rounds_dropped_for_budget=plan.rounds_dropped,
+            rewrite=turn.rewrite.action,
+            topic_switch=turn.rewrite.topic_switch,
+            profile_tokens=turn.memory.profile_tokens,
+            completion_tokens=answer.tokens,
+            cost_estimate=round(cost, 8),
+            timings_ms={k: round(v * 1000, 3) for k, v in turn.timings.items()},
+        )
         if turn.fallback:
             receipt["fallback"] = turn.fallback
-        s.metrics.observe_turn(mode, streamed, turn.timings, receipt, cost)
-        return TurnResult(text, mode, turn.rewrite.query, turn.chunks, receipt)
+        if turn.task is not None:
+            part = turn.task.receipt()
+            receipt["intent"] = part["intent"]
+            receipt["slots"] = part["slots"]
+            receipt["missing"] = part["missing"]
+            receipt["prompt_modules"] = part["prompt_modules"]
+            receipt["prompt_module_tokens"] = part["prompt_module_tokens"]
+            receipt["task"] = part["task"]
+        return receipt
 
     # -- 8. compression -------------------------------------------------------------------------
 
     def _schedule_compression(self, turn: PreparedTurn, answer: Message, count: int) -> None:
         if turn.session_id is None or turn.session_id in self._compressing:
             return
-        meta = turn.meta
+        meta = turn.memory.meta
         if self._folded_upto.get(turn.session_id, -1) > meta.summarized:
             return
         self._folded_upto.pop(turn.session_id, None)
         meta.message_count = count
-        messages = [*turn.loaded, turn.user_message, answer]
-        plan = self.s.memory.compression_due(meta, messages, turn.offset, turn.rewrite.topic_switch)
+        messages = [*turn.memory.loaded, turn.question, answer]
+        plan = self.s.memory.compression_due(meta, messages, turn.memory.offset, turn.rewrite.topic_switch)
         if plan is None:
             return
         self._compressing.add(turn.session_id)
         self._background_task(self._compress(turn.session_id, meta.summary, plan))
 
     def _schedule_learning(self, turn: PreparedTurn, answer: Message, count: int) -> None:
-        um, meta = self.s.user_memory, turn.meta
+        um, meta = self.s.user_memory, turn.memory.meta
         if um is None or not meta.user or turn.session_id is None or not um.due(count // 2):
             return
-        recent = [*turn.loaded, turn.user_message, answer][-2 * um.settings.every_turns :]
+        recent = [*turn.memory.loaded, turn.question, answer][-2 * um.settings.every_turns :]
         self._background_task(self._learn(UserMemory.key(meta.tenant, meta.user), turn.session_id, recent))
 
     async def _learn(self, user_key: str, session_id: str, messages: Sequence[Message]) -> None:
@@ -460,12 +599,6 @@ class ChatPipeline:
             await self.s.user_memory.learn(user_key, session_id, messages)
         except Exception as exc:
             log.warning("user-memory extraction failed; the conversation itself is stored: %s", exc)
-
-    async def task_state(self, session_id: str) -> dict[str, Any]:
-        """The session's task: intent, slots, missing slots, the round it started at, done (all empty
-        without intents, or before any task)."""
-        meta, _, _ = await self.s.store.load(session_id, lambda m: m.message_count)
-        return TaskState.from_json(meta.task).public()
 
     async def end_session(self, session_id: str, tenant: str | None = None) -> bool:
         """Learn from the rounds since the last extraction, then remove the session from every store."""
@@ -496,7 +629,7 @@ class ChatPipeline:
                 summary=text,
                 summary_tokens=s.counter.count(summary_message(cfg.prompt, text)),
                 summarized=plan.upto,
-                source_tokens=sum(_round_tokens(r, self.overhead) for r in plan.rounds),
+                source_tokens=sum(round_cost(r, self.overhead) for r in plan.rounds),
             )
             t0 = time.perf_counter()
             if await s.store.update_summary(session_id, update):
@@ -519,10 +652,6 @@ class ChatPipeline:
         return _KeepQuestion(self.s.store, turn, self.s.metrics)
 
 
-def _round_tokens(r: Round, overhead: int) -> int:
-    return r.tokens + 2 * overhead
-
-
 class _KeepQuestion:
     """If generation fails or the client goes away, the question is still stored (without an answer)."""
 
@@ -541,62 +670,4 @@ class _KeepQuestion:
             return
         # Shielded: a cancelled request (client gone mid-stream) must still finish this write.
         with anyio.CancelScope(shield=True):
-            await self.store.append(self.turn.session_id, [self.turn.user_message])
-
-
-TurnEvents = AsyncGenerator[tuple[str, Any], None]
-
-
-async def prime(events: TurnEvents) -> list[tuple[str, Any]]:
-    """Run a turn's event stream up to its first generated piece.
-
-    HTTP layers call this before they answer, so an unknown or busy session or a failing upstream still
-    becomes a proper 4xx/502 instead of a stream that breaks after a 200.
-    """
-    head: list[tuple[str, Any]] = []
-    try:
-        async for event in events:
-            head.append(event)
-            if event[0] in ("delta", "done"):
-                break
-    except BaseException:
-        await events.aclose()
-        raise
-    return head
-
-
-def stream_failure(exc: Exception) -> tuple[int, str]:
-    """The HTTP status and message of a turn that failed after its stream began (reported in-band)."""
-    if isinstance(exc, UpstreamError):
-        return 502, str(exc)
-    if isinstance(exc, StoreUnavailable):
-        return 503, str(exc)
-    log.error("a streamed turn failed", exc_info=exc)
-    return 500, "internal error"
-
-
-def sources_payload(chunks: Sequence[Chunk], answer: str | None = None) -> list[dict[str, Any]]:
-    """One entry per document, best first: its best score, how many chunks were used, their text, and the
-    sentences used — those the answer quotes when it quotes any (the extractive answer does), else the
-    chunks' text. The same document six times is noise to a reader."""
-    groups: dict[str, list[Chunk]] = {}
-    for c in chunks:
-        groups.setdefault(c.doc_id, []).append(c)
-    out: list[dict[str, Any]] = []
-    for doc_chunks in groups.values():
-        first = doc_chunks[0]
-        sentences = [x.text for x in sentences_of(doc_chunks)]
-        quoted = [x for x in sentences if answer and x in answer]
-        used = quoted or list(dict.fromkeys(c.text for c in doc_chunks))
-        out.append(
-            {
-                "doc_id": first.doc_id,
-                "source": first.source,
-                "title": first.title,
-                "text": "\n".join(dict.fromkeys(c.text for c in doc_chunks)),
-                "sentences": used,
-                "chunks": len(doc_chunks),
-                "score": round(max(c.score for c in doc_chunks), 6),
-            }
-        )
-    return sorted(out, key=lambda e: -float(e["score"]))
+            await self.store.append(self.turn.session_id, [self.turn.question])

@@ -1,4 +1,7 @@
-"""Builds the stages and clients named by the settings (the app factory's one place for choices)."""
+"""Builds the stages and clients named by the settings (the app factory's one place for choices).
+
+`Services` is everything the routes use, built once per app and handed to them through FastAPI's
+dependencies (rag_service.api.deps): nothing here is global."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from rag_core.vectorstore import VectorIndex
 from rag_service.auth import ApiKeys, RateLimiter
 from rag_service.extractive import ExtractiveGenerator
 from rag_service.intents.stage import IntentStage
+from rag_service.library import Library
 from rag_service.llm import ChatClient, Generator, LLMGenerator
 from rag_service.memory import make_memory
 from rag_service.metrics import Metrics
@@ -37,6 +41,9 @@ class Services:
     metrics: Metrics
     api_keys: ApiKeys
     rate_limiter: RateLimiter
+    library: Library
+    # None when user_memory.enabled is off.
+    user_memory: UserMemory | None = None
     clients: list[ChatClient] = field(default_factory=list)
 
     async def start(self) -> None:
@@ -112,12 +119,11 @@ def build_intents(
     catalog = load_catalog(cfg.files, cfg.actions)
     endpoint = settings.intent_endpoint()
     explicit = cfg.llm.model_fields_set if cfg.llm else set()
-    endpoint = endpoint.model_copy(
-        update={k: v for k, v in {"temperature": 0.0, "timeout_s": 5.0, "max_tokens": 256}.items() if k not in explicit}
-    )
-    llm = None
+    defaults = {"temperature": 0.0, "timeout_s": 5.0, "max_tokens": 256}
+    endpoint = endpoint.model_copy(update={k: v for k, v in defaults.items() if k not in explicit})
     if cfg.recognizer == "llm" and not endpoint.base_url:
         raise ValueError("intents.recognizer is llm but no LLM endpoint is configured (llm.base_url / intents.llm)")
+    llm = None
     if cfg.recognizer != "offline" and endpoint.base_url:
         client = ChatClient(endpoint)
         clients.append(client)
@@ -145,6 +151,7 @@ def build_services(
     metrics = Metrics()
     archive = open_archive(settings)
     store = build_store(settings, counter, metrics, archive=archive)
+    user_memory = build_user_memory(settings, archive, counter, clients)
     if isinstance(embedder, CachedQueryEmbedder):
         embedder.observe = metrics.stage_seconds.labels("embed").observe
     stages = Stages(
@@ -157,21 +164,23 @@ def build_services(
         generator=build_generator(settings, clients),
         summarizer=build_summarizer(settings, counter, clients),
         metrics=metrics,
-        user_memory=build_user_memory(settings, archive, counter, clients),
+        user_memory=user_memory,
         fallback=ExtractiveGenerator(settings.prompt.extractive_sentences)
         if settings.llm.base_url and settings.llm.fallback_extractive
         else None,
         intents=build_intents(settings, embedder, index, counter, clients),
     )
     return Services(
-        settings,
-        counter,
-        embedder,
-        index,
-        store,
-        ChatPipeline(stages),
-        metrics,
-        ApiKeys(settings.auth),
-        RateLimiter(settings.auth, settings.server.trusted_proxies, settings.redis.url),
-        clients,
+        settings=settings,
+        counter=counter,
+        embedder=embedder,
+        index=index,
+        store=store,
+        pipeline=ChatPipeline(stages),
+        metrics=metrics,
+        api_keys=ApiKeys(settings.auth),
+        rate_limiter=RateLimiter(settings.auth, settings.server.trusted_proxies, settings.redis.url),
+        library=Library(settings, index, embedder, counter),
+        user_memory=user_memory,
+        clients=clients,
     )

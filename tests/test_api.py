@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from rag_service.pipeline import Delta, Done, Retrieved, Rewritten
 from rag_service.testing.fake_llm import FakeLLM, Fault
 from tests.conftest import KB, AppClient
 
@@ -246,3 +247,39 @@ async def test_oversized_upload_is_413(app_factory: Any) -> None:
     resp = await app.http.post("/v1/documents", files={"file": ("big.txt", b"a" * 20_000)})
     assert resp.status_code == 413
     assert "max_upload_mb" in resp.json()["detail"]
+
+
+async def test_openapi_schema_documents_every_json_response(app_factory: Any) -> None:
+    app: AppClient = await app_factory()
+    schema = (await app.http.get("/openapi.json")).json()
+    for path, item in schema["paths"].items():
+        for method, operation in item.items():
+            success = next(code for code in operation["responses"] if code.startswith("2"))
+            if success == "204":
+                continue  # no body
+            body = operation["responses"][success]["content"]["application/json"]["schema"]
+            assert "$ref" in body, (method, path, body)
+    receipt = schema["components"]["schemas"]["Receipt"]
+    assert {"total_prompt_tokens", "completion_tokens", "timings_ms", "fallback"} <= set(receipt["properties"])
+    assert "fallback" not in receipt["required"] and "total_prompt_tokens" in receipt["required"]
+    chat = schema["paths"]["/v1/sessions/{session_id}/chat"]["post"]["responses"]["200"]["content"]
+    assert "text/event-stream" in chat
+
+
+async def test_a_plain_answer_is_the_streamed_turn_collected(app_factory: Any) -> None:
+    app: AppClient = await app_factory()
+    pipeline = app.services.pipeline
+    question = "iPhone 16 Pro 256GB 多少钱？"
+    plain = await pipeline.answer(None, question)
+    events = [event async for event in pipeline.stream(None, question)]
+    assert [type(e) for e in events[:2]] == [Rewritten, Retrieved] and isinstance(events[-1], Done)
+    streamed = events[-1].result
+    assert "".join(e.text for e in events if isinstance(e, Delta)) == streamed.answer == plain.answer
+    assert "8999" in plain.answer and plain.sources == streamed.sources
+    timings = {"timings_ms"}
+    assert {k: v for k, v in plain.receipt.items() if k not in timings} == {
+        k: v for k, v in streamed.receipt.items() if k not in timings
+    }
+    metrics = (await app.http.get("/metrics")).text
+    assert 'rag_turns_total{mode="extractive",streamed="false"} 1.0' in metrics
+    assert 'rag_turns_total{mode="extractive",streamed="true"} 1.0' in metrics

@@ -407,6 +407,6 @@ CHANNELS = {
 
 async def stored_facts(app: AppClient, user: str) -> list[str]:
     """The user's facts as stored (reading them over HTTP needs an admin key; this checks what is kept)."""
-    um = app.services.pipeline.s.user_memory
+    um = app.services.user_memory
     assert um is not None
-    return [f.fact for f in await um.store.list_memories(UserMemory.key("", user))]
+    return [f.fact for f in await um.facts(UserMemory.key("", user))]

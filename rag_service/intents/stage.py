@@ -58,8 +58,10 @@ class TaskTurn:
     previous_task: str | None = None
     action: ActionResult | None = None
     seconds: float = 0.0
+    # The state block's tokens as sent (set by the pipeline, which counts messages).
+    state_tokens: int = 0
 
-    def receipt(self, state_tokens: int) -> dict[str, Any]:
+    def receipt(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "intent": self.state.intent,
             "slots": dict(self.state.slots),
@@ -75,7 +77,7 @@ class TaskTurn:
                 "recognizer": self.recognition.source,
                 "reason": self.step.reason,
                 "score": round(self.recognition.candidate.score, 4),
-                "state_tokens": state_tokens,
+                "state_tokens": self.state_tokens,
                 "filled": dict(self.step.filled),
                 "corrected": list(self.step.corrected),
             },

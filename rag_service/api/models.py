@@ -1,0 +1,252 @@
+"""The API's request and response bodies, so that the OpenAPI schema documents every route's JSON."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rag_service.domain import Chunk, Receipt
+from rag_service.extractive import sentences_of
+from rag_service.pipeline import TurnResult
+
+# -- sessions and chat ----------------------------------------------------------------------------------
+
+
+class CreateSession(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    user: str = Field(default="", max_length=128, pattern=r"^[A-Za-z0-9_.@-]*$")
+
+
+class SessionCreated(BaseModel):
+    session_id: str
+
+
+class StoredMessage(BaseModel):
+    role: Literal["user", "assistant"]
+    content: str
+    tokens: int = Field(description="Tokens of the content (without the per-message overhead)")
+    created_at: float
+
+
+class MessageList(BaseModel):
+    session_id: str
+    messages: list[StoredMessage]
+
+
+class SessionSummary(BaseModel):
+    session_id: str
+    user: str
+    created_at: float
+    updated_at: float
+
+
+class SessionList(BaseModel):
+    sessions: list[SessionSummary]
+    limit: int
+    offset: int
+
+
+class ChatRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    question: str = Field(min_length=1, description="The user's question, in any language.")
+    stream: bool = False
+
+
+class Source(BaseModel):
+    """One document the answer drew on (grouped: a document appears once)."""
+
+    doc_id: str
+    source: str
+    title: str
+    text: str = Field(description="The text of the document's chunks in the prompt")
+    sentences: list[str]
+    chunks: int = Field(description="How many of the document's chunks were in the prompt")
+    score: float = Field(description="The best retrieval score among those chunks")
+
+
+def sources(chunks: Sequence[Chunk], answer: str | None = None) -> list[dict[str, Any]]:
+    """One `Source` per document, best first: its best score, how many chunks were used, their text, and
+    the sentences used — those the answer quotes when it quotes any (the extractive answer does), else
+    the chunks' text. The same document six times is noise to a reader."""
+    groups: dict[str, list[Chunk]] = {}
+    for c in chunks:
+        groups.setdefault(c.doc_id, []).append(c)
+    out: list[dict[str, Any]] = []
+    for doc_chunks in groups.values():
+        first = doc_chunks[0]
+        sentences = [x.text for x in sentences_of(doc_chunks)]
+        quoted = [x for x in sentences if answer and x in answer]
+        used = quoted or list(dict.fromkeys(c.text for c in doc_chunks))
+        out.append(
+            {
+                "doc_id": first.doc_id,
+                "source": first.source,
+                "title": first.title,
+                "text": "\n".join(dict.fromkeys(c.text for c in doc_chunks)),
+                "sentences": used,
+                "chunks": len(doc_chunks),
+                "score": round(max(c.score for c in doc_chunks), 6),
+            }
+        )
+    return sorted(out, key=lambda e: -float(e["score"]))
+
+
+class ChatResponse(BaseModel):
+    """A turn's answer; also the `done` event of a streamed turn."""
+
+    answer: str
+    mode: str = Field(description='"llm" or "extractive"')
+    rewritten_query: str = Field(description="The query retrieval used")
+    sources: list[Source]
+    receipt: Receipt = Field(description="What the turn sent, part by part, in tokens, and what it cost")
+    intent: str | None = Field(default=None, description="The active task's intent (with intents configured)")
+    slots: dict[str, str] = Field(default_factory=dict, description="The task's filled slots")
+    missing: list[str] = Field(default_factory=list, description="Required slots still missing")
+    prompt_modules: list[str] = Field(default_factory=list, description="Per-intent prompt modules sent")
+    prompt_module_tokens: int = 0
+
+
+class TaskStateResponse(BaseModel):
+    """The session's task (docs/intents.md); empty without intents."""
+
+    intent: str | None
+    slots: dict[str, str]
+    missing: list[str]
+    task_started_at_round: int
+    done: bool
+
+
+TASK_FIELDS = ("intent", "slots", "missing", "prompt_modules", "prompt_module_tokens")
+
+
+def turn_json(result: TurnResult) -> dict[str, Any]:
+    """A `ChatResponse` as plain JSON data (the streamed `done` event, and the body of a plain turn)."""
+    return {
+        "answer": result.answer,
+        "mode": result.mode,
+        "rewritten_query": result.rewritten_query,
+        "sources": sources(result.sources, result.answer),
+        "receipt": result.receipt,
+        **{k: result.receipt[k] for k in TASK_FIELDS if k in result.receipt},  # type: ignore[literal-required]
+    }
+
+
+# -- users ----------------------------------------------------------------------------------------------
+
+
+class UserFact(BaseModel):
+    id: int
+    fact: str
+    source_session: str | None
+    updated_at: float
+
+
+class UserMemories(BaseModel):
+    user_id: str
+    memories: list[UserFact]
+
+
+class MemoriesDeleted(BaseModel):
+    user_id: str
+    deleted: int
+
+
+# -- documents ------------------------------------------------------------------------------------------
+
+
+class DocumentIngested(BaseModel):
+    tenant: str
+    doc_id: str
+    source: str
+    title: str
+    chunks: int
+    upserted: int
+    deleted: int
+    unchanged: bool = Field(description="The document was indexed already with this content")
+
+
+class DocumentInfo(BaseModel):
+    doc_id: str
+    source: str | None
+    title: str | None
+    chunks: int
+
+
+class DocumentList(BaseModel):
+    tenant: str
+    documents: list[DocumentInfo]
+
+
+class DocumentDeleted(BaseModel):
+    doc_id: str
+    deleted: int = Field(description="Chunks removed")
+
+
+# -- health ---------------------------------------------------------------------------------------------
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class Readiness(BaseModel):
+    status: Literal["ready", "not ready"]
+    checks: dict[str, str] = Field(description='"ok" or the error, by part (qdrant, store, archive)')
+
+
+# -- OpenAI-compatible ----------------------------------------------------------------------------------
+
+
+class ChatMessageIn(BaseModel):
+    # OpenAI clients send fields this service has no use for (name, tool_call_id, refusal ...).
+    model_config = ConfigDict(extra="allow")
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[dict[str, Any]] | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+
+
+class ChatCompletionRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    model: str = Field(default="rag-service", max_length=256)
+    messages: list[ChatMessageIn] = Field(min_length=1, max_length=1000)
+    stream: bool = False
+    user: str | None = Field(default=None, max_length=256)
+
+
+class AssistantMessage(BaseModel):
+    role: Literal["assistant"]
+    content: str
+
+
+class CompletionChoice(BaseModel):
+    index: int
+    message: AssistantMessage
+    finish_reason: Literal["stop"]
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class RagExtra(BaseModel):
+    """What this service adds to OpenAI's reply."""
+
+    history: Literal["session", "request"] = Field(description="Whose history was the memory")
+    mode: str
+    rewritten_query: str
+    sources: list[Source]
+    receipt: Receipt
+
+
+class ChatCompletion(BaseModel):
+    id: str
+    object: Literal["chat.completion"]
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    usage: Usage
+    rag: RagExtra

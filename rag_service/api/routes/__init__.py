@@ -1,0 +1,1 @@
+"""One router per resource; `rag_service.api.app` includes them all."""
