@@ -104,7 +104,10 @@ def ingest(qdrant: Path, tiktoken_dir: Path, force: bool) -> int:
         shutil.rmtree(qdrant)
     if not (qdrant / "collection" / "kb").exists():
         log(f"ingesting examples/kb into {qdrant.relative_to(ROOT)}")
-        env = runner_env(tiktoken_dir) | {"RAG_QDRANT__PATH": str(qdrant), "RAG_QDRANT__COLLECTION": "kb"}
+        # Local mode, the one index format the frameworks' runners read too: every system searches the same.
+        env = runner_env(tiktoken_dir) | {
+            "RAG_QDRANT__PATH": str(qdrant), "RAG_QDRANT__COLLECTION": "kb", "RAG_QDRANT__ENGINE": "local"
+        }  # fmt: skip
         subprocess.run(
             [str(ROOT / ".venv" / "bin" / "rag-ingest"), "examples/kb"],
             cwd=ROOT,

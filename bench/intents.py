@@ -36,7 +36,7 @@ from rag_core.documents.pipeline import ingest_file, iter_files  # noqa: E402
 from rag_core.embedding import CachedQueryEmbedder, make_embedder  # noqa: E402
 from rag_core.settings import Settings  # noqa: E402
 from rag_core.tokens import make_counter  # noqa: E402
-from rag_core.vectorstore import VectorIndex  # noqa: E402
+from rag_core.vectorstore import open_index  # noqa: E402
 from rag_service.domain import SessionMeta  # noqa: E402
 from rag_service.evaluation.intent_eval import evaluate_intents, kb_titles, load_switches, load_utterances  # noqa: E402
 from rag_service.intents.task import TaskState  # noqa: E402
@@ -60,9 +60,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     )
     counter = make_counter(settings.tokens)
     embedder = make_embedder(settings.embedding)
-    index = VectorIndex.open(settings.qdrant, embedder.dim, embedder.name)
+    index = open_index(settings.qdrant, embedder.dim, embedder.name)
     for path in iter_files([KB], settings.ingest.extensions):
-        ingest_file(path, index=index, embedder=embedder, counter=counter, settings=settings, source=path.name)
+        await ingest_file(path, index=index, embedder=embedder, counter=counter, settings=settings, source=path.name)
     services = build_services(settings, counter=counter, embedder=embedder, index=index)
     await services.start()
     pipeline, stage = services.pipeline, services.pipeline.s.intents

@@ -38,7 +38,7 @@ from rag_core.documents.pipeline import ingest_file, iter_files  # noqa: E402
 from rag_core.embedding import Embedder, make_embedder  # noqa: E402
 from rag_core.settings import Settings  # noqa: E402
 from rag_core.tokens import TokenCounter, make_counter  # noqa: E402
-from rag_core.vectorstore import VectorIndex  # noqa: E402
+from rag_core.vectorstore import VectorIndex, open_index  # noqa: E402
 from rag_service.domain import SessionMeta  # noqa: E402
 from rag_service.testing.fake_llm import FakeLLM, message_text  # noqa: E402
 from rag_service.wiring import Services, build_services  # noqa: E402
@@ -147,7 +147,7 @@ class Bench:
         self.base = self.settings()
         self.counter: TokenCounter = make_counter(self.base.tokens)
         self.embedder: Embedder = make_embedder(self.base.embedding)
-        self.index = VectorIndex.open(self.base.qdrant, self.embedder.dim, self.embedder.name)
+        self.index: VectorIndex = open_index(self.base.qdrant, self.embedder.dim, self.embedder.name)
 
     def settings(self, rewrite: str = "none", **memory: Any) -> Settings:
         self._apps += 1
@@ -161,10 +161,10 @@ class Bench:
         }
         return Settings(**overrides)
 
-    def ingest(self) -> int:
+    async def ingest(self) -> int:
         chunks = 0
         for path in iter_files([KB], self.base.ingest.extensions):
-            report = ingest_file(
+            report = await ingest_file(
                 path,
                 index=self.index,
                 embedder=self.embedder,
@@ -376,14 +376,14 @@ async def main_async(args: argparse.Namespace) -> int:
         bench = Bench(work, fake)
         try:
             t0 = time.perf_counter()
-            chunks = bench.ingest()
+            chunks = await bench.ingest()
             print(f"ingested examples/kb: {chunks} chunks in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
             rows = await token_curves(bench, args.turns, args.rewrite)
             result = await overhead(bench, args.overhead_turns, args.reps, args.rewrite)
             if args.compare_rewrite and args.compare_rewrite != args.rewrite:
                 result["compare"] = await overhead(bench, args.overhead_turns, args.reps, args.compare_rewrite)
         finally:
-            bench.index.close()
+            await bench.index.close()
     write_csv(rows, out / "memory_tokens.csv")
     b = bench.base.budget
     plot(rows, out / "memory_tokens.png", b.context_window, b.total_budget)

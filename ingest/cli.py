@@ -3,25 +3,29 @@
     rag-ingest PATH...            ingest files and directories (idempotent: unchanged files cost nothing)
     rag-ingest --delete PATH...   remove those documents
     rag-ingest --stats            documents and chunks in the index
+    rag-ingest --push URL         copy the embedded index to a Qdrant server (then set qdrant.url to it)
+    rag-ingest --push edge        copy a local-mode folder (qdrant.engine: local) into Edge shards beside it
+    rag-ingest --optimize         build the embedded index's HNSW graphs now (every ingest run does it too)
 
-Documents belong to a tenant (`--tenant`, default: the default tenant of open mode). Qdrant's local mode
-lets one process open its folder at a time. When a running rag-serve holds it, the files go to that
-server's HTTP API instead (`--server`, default: the configured host and port); the server then puts them
+Documents belong to a tenant (`--tenant`, default: the default tenant of open mode). An embedded index
+(Qdrant Edge shards, or local mode's folder) has one owner process at a time. When a running rag-serve
+holds it, the files go to that server's HTTP API instead (`--server`, default: the configured host and port); the server then puts them
 in the tenant of the API key sent (`--api-key` or RAG_API_KEY, an admin key when the server has keys).
 Exit status: 0 success, 1 some file failed or a document to delete was not found, 2 nothing could run.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import mimetypes
 import os
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any, Protocol, TypeVar
 
 import httpx
 import typer
@@ -35,9 +39,9 @@ from rich.table import Table
 from rag_core.documents.loaders import LoadError, check_file, supported_extensions
 from rag_core.documents.pipeline import IngestReport, delete_document, doc_id_for, ingest_file, iter_files, source_for
 from rag_core.embedding import make_embedder
-from rag_core.settings import DEFAULT_TENANT, TENANT_NAME, Settings
+from rag_core.settings import DEFAULT_TENANT, TENANT_NAME, QdrantSettings, Settings
 from rag_core.tokens import make_counter
-from rag_core.vectorstore import IndexBusyError, IndexSchemaError, VectorIndex, open_client
+from rag_core.vectorstore import IndexBusyError, IndexSchemaError, VectorIndex, check_free, copy_index, open_index
 
 EXIT_FAILED = 1
 EXIT_UNUSABLE = 2
@@ -47,6 +51,7 @@ _WILDCARD_HOSTS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
 _ERROR_DETAIL_CHARS = 300
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None)
+T = TypeVar("T")
 
 
 class BackendError(Exception):
@@ -66,6 +71,10 @@ class Backend(Protocol):
         """The tenant the documents go to (raises BackendError when it is not the one asked for)."""
         ...
 
+    def finish(self) -> None:
+        """After a run that changed documents: build what the index builds (Edge: its HNSW graphs)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -80,36 +89,80 @@ class _Outcome:
 
 
 class LocalBackend:
-    """Works on the Qdrant index directly; settings, embedder, counter and index are built once."""
+    """Works on the index directly (embedded, or a Qdrant server at qdrant.url); settings, embedder,
+    counter and index are built once. The index is async: its calls run on one event loop of this
+    backend's own, kept for the whole run (a server client's connections belong to it)."""
 
     def __init__(self, settings: Settings, tenant: str = DEFAULT_TENANT) -> None:
-        client = open_client(settings.qdrant)  # raises IndexBusyError before any model is loaded
+        self._runner = asyncio.Runner()
+        self._settings, self._tenant = settings, tenant
         try:
+            check_free(settings.qdrant)  # a busy index says so before any model is loaded
             self._embedder = make_embedder(settings.embedding)
             self._counter = make_counter(settings.tokens)
-            self._index = VectorIndex(client, settings.qdrant.collection, self._embedder.dim, self._embedder.name)
+            self._index = open_index(settings.qdrant, self._embedder.dim, self._embedder.name)
         except BaseException:
-            client.close()
+            self._runner.close()
             raise
-        self._settings, self._tenant = settings, tenant
+
+    def _run(self, work: Awaitable[T]) -> T:
+        async def wrapped() -> T:
+            return await work
+
+        return self._runner.run(wrapped())
 
     def ingest(self, path: Path, source: str, on_chunks: Callable[[int], None]) -> IngestReport:
-        return ingest_file(
+        return self._run(ingest_file(
             path, index=self._index, embedder=self._embedder, counter=self._counter, settings=self._settings,
             source=source, tenant=self._tenant, on_chunks=on_chunks,
-        )  # fmt: skip
+        ))  # fmt: skip
 
     def delete(self, source: str) -> int | None:
-        return delete_document(self._index, doc_id_for(source, self._tenant), self._tenant)
+        return self._run(delete_document(self._index, doc_id_for(source, self._tenant), self._tenant))
 
     def documents(self) -> dict[str, dict[str, Any]]:
-        return self._index.documents(self._tenant)
+        return self._run(self._index.documents(self._tenant))
 
     def tenant(self) -> str:
         return self._tenant
 
+    def finish(self) -> None:
+        self._run(self._index.optimize())
+
+    def push(self, target: str, on_points: Callable[[str, int], None]) -> dict[str, int]:
+        """Every tenant's points into the Qdrant server at `target`, or (`edge`) into Edge shards in this
+        local-mode index's folder."""
+        q = self._settings.qdrant
+        if target == "edge":
+            if q.url or q.engine != "local":
+                raise BackendError("--push edge copies a local-mode folder: set qdrant.engine: local (and no url)")
+            from rag_core.vectorstore.edge import EdgeIndex
+
+            into: VectorIndex = EdgeIndex(
+                q.model_copy(update={"engine": "edge"}), self._embedder.dim, self._embedder.name,
+                beside_local_mode=True,
+            )  # fmt: skip
+        else:
+            into = open_index(
+                QdrantSettings(url=target, api_key=q.api_key, collection=q.collection, timeout_s=q.timeout_s),
+                self._embedder.dim, self._embedder.name,
+            )  # fmt: skip
+
+        async def copy() -> dict[str, int]:
+            try:
+                copied = await copy_index(self._index, into, self._settings.ingest.upsert_batch, on_points)
+                await into.optimize()
+                return copied
+            finally:
+                await into.close()
+
+        return self._run(copy())
+
     def close(self) -> None:
-        self._index.close()
+        try:
+            self._run(self._index.close())
+        finally:
+            self._runner.close()
 
 
 class RemoteBackend:
@@ -166,6 +219,9 @@ class RemoteBackend:
         if not isinstance(listed, list):
             raise BackendError(f"--stats: unexpected answer from the server at {self._url}")
         return {str(d.get("doc_id")): d for d in listed if isinstance(d, dict)}
+
+    def finish(self) -> None:
+        """The server owns the index; its shards are indexed by the next `rag-ingest` run that owns them."""
 
     def close(self) -> None:
         self._http.close()
@@ -410,6 +466,18 @@ def run(
         str | None,
         typer.Option("--api-key", envvar="RAG_API_KEY", help="Key sent to the server (an admin key when it has keys)."),
     ] = None,
+    push: Annotated[
+        str | None,
+        typer.Option(
+            "--push",
+            metavar="URL|edge",
+            help="Copy every tenant's points to the Qdrant server at URL (then set qdrant.url to it), or "
+            "'edge': a local-mode folder into Edge shards beside it.",
+        ),
+    ] = None,
+    optimize: Annotated[
+        bool, typer.Option("--optimize", help="Build the embedded index's HNSW graphs now (ingest runs do).")
+    ] = False,
 ) -> None:
     """Ingest PATH... (files, or directories searched recursively) into the knowledge-base index.
 
@@ -418,8 +486,8 @@ def run(
     the work goes to it over HTTP. Exit status: 0 ok, 1 some file failed, 2 nothing could run.
     """
     out, err = Console(highlight=False), Console(stderr=True, highlight=False)
-    if not paths and not stats:
-        err.print("Nothing to do: give PATH... (with --delete to remove), or --stats.")
+    if not paths and not stats and push is None and not optimize:
+        err.print("Nothing to do: give PATH... (with --delete to remove), --stats, --push or --optimize.")
         raise typer.Exit(EXIT_UNUSABLE)
     try:
         settings = load_settings(config)
@@ -430,6 +498,10 @@ def run(
         err.print(f"--tenant {tenant!r}: a tenant name must match {TENANT_NAME}", markup=False)
         raise typer.Exit(EXIT_UNUSABLE)
     extensions = supported_extensions(settings.ingest)
+    if push is not None or optimize:
+        _maintain(settings, push, out, err)
+        if not paths and not stats:
+            return
     backend = open_backend(settings, server, err, tenant=tenant, api_key=api_key)
     try:
         ok = _run(backend, paths or [], delete=delete, stats=stats, extensions=extensions, out=out)
@@ -458,9 +530,44 @@ def _run(
         outcomes = missing + _ingest_all(backend, files, out)
         _summary(out, outcomes)
         ok = all(o.report is not None for o in outcomes)
+        if any(o.report is not None and not o.report.unchanged for o in outcomes):
+            backend.finish()
     if stats:
         _print_stats(backend, out)
     return ok
+
+
+def _maintain(settings: Settings, push: str | None, out: Console, err: Console) -> None:
+    """--push and --optimize: work on the whole index, so this process must own it."""
+    try:
+        backend = LocalBackend(settings)
+    except IndexBusyError as busy:
+        err.print(f"{busy}\n(--push and --optimize need the index to themselves: stop rag-serve first.)",
+                  markup=False, soft_wrap=True)  # fmt: skip
+        raise typer.Exit(EXIT_UNUSABLE) from None
+    except IndexSchemaError as exc:
+        err.print(str(exc), markup=False, soft_wrap=True)
+        raise typer.Exit(EXIT_UNUSABLE) from None
+    try:
+        if push is not None:
+            with _progress(out) as progress:
+                task = progress.add_task("points", total=None)
+                copied = backend.push(push, lambda _tenant, n: progress.advance(task, n))
+            for name, n in copied.items():
+                out.print(f"[green]✓[/] tenant {escape(name or '(default)')}: {n} points pushed to {escape(push)}")
+            if push != "edge":
+                out.print(f"Now point the service at it: qdrant.url: {escape(push)} (RAG_QDRANT__URL={escape(push)}).")
+        else:
+            backend.finish()
+            out.print("[green]✓[/] index optimized")
+    except BackendError as exc:
+        err.print(str(exc), markup=False, soft_wrap=True)
+        raise typer.Exit(EXIT_UNUSABLE) from None
+    except Exception as exc:  # the server refusing, or gone: say so, not a traceback
+        err.print(f"--push {push}: {type(exc).__name__}: {exc}", markup=False, soft_wrap=True)
+        raise typer.Exit(EXIT_UNUSABLE) from None
+    finally:
+        backend.close()
 
 
 def main() -> None:

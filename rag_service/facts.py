@@ -27,6 +27,7 @@ class Ask(Enum):
     CONTACT = "contact"
     LOCATION = "location"
     PERCENT = "percent"
+    COUNT = "count"
     SPEC = "spec"
     HOWTO = "howto"
     YESNO = "yesno"
@@ -62,6 +63,15 @@ _ASK_PATTERNS: list[tuple[Ask, re.Pattern[str]]] = [
         Ask.DATE,
         re.compile(
             r"什么时候|何时|哪天|哪一天|几号|几点|日期|几月|\bwhen\b|\bwhat time\b|\bwhat date\b|\bwhich day\b", re.I
+        ),
+    ),
+    (
+        # "能改几次", "一单最多寄几台", "how many times": a number of times or of items.
+        Ask.COUNT,
+        re.compile(
+            r"几次|多少次|几台|几部|几件|几张|几单|多少台|多少件|多少部"
+            r"|\bhow many (?:times|phones|devices|items|units|laptops|orders|pieces|claims)\b|\bhow often\b",
+            re.I,
         ),
     ),
     (
@@ -107,8 +117,8 @@ VALUE_PATTERNS: dict[Ask, re.Pattern[str]] = {
     Ask.PRICE: re.compile(rf"(?:[¥￥$]|RMB|CNY|USD|HK\$)\s?{_NUM}|{_NUM}\s?(?:元|块|万元|yuan\b|RMB\b|CNY\b)", re.I),
     Ask.DURATION: re.compile(
         rf"(?<!\d)(?!(?:19|20)\d\d\s?年)(?:{_NUM}|[一二两三四五六七八九十半]+)\s?(?:个)?(?:工作日|自然日|天|日内|小时|分钟|周|星期|个月|年)(?!\s?\d{{1,2}}\s?月)"
-        rf"|{_NUM}(?:\s?(?:to|-|–)\s?{_NUM})?\s?(?:business\s|working\s|calendar\s)?(?:days?|hours?|minutes?|weeks?|months?|years?)\b"
-        r"|\b(?:one|two|three|four|five|six|seven|ten|twelve|fifteen|thirty)\s(?:business\s|working\s)?(?:days?|hours?|weeks?|months?|years?)\b",
+        rf"|{_NUM}(?:\s?(?:to|-|–)\s?{_NUM})?[\s-]?(?:business\s|working\s|calendar\s)?(?:days?|hours?|minutes?|weeks?|months?|years?)\b"
+        r"|\b(?:one|two|three|four|five|six|seven|ten|twelve|fifteen|thirty)[\s-](?:business\s|working\s)?(?:days?|hours?|weeks?|months?|years?)\b",
         re.I,
     ),
     Ask.DATE: re.compile(
@@ -123,6 +133,11 @@ VALUE_PATTERNS: dict[Ask, re.Pattern[str]] = {
     Ask.LOCATION: re.compile(
         rf"{HAN_CLASS}{{1,12}}(?:路|街|大道|道)\s?\d+\s?号|\d+\s?号|{HAN_CLASS}{{2,12}}(?:大厦|广场|中心|商场|大楼)|\d+\s?(?:楼|层)"
         r"|\b\d+\s\w+\s(?:road|street|avenue|ave|blvd)\b",
+        re.I,
+    ),
+    Ask.COUNT: re.compile(
+        r"(?:\d+|[一二两三四五六七八九十])\s?(?:次|台|部|件|张|单|个)"
+        r"|\b\d+\s(?:times|phones|devices|items|units|laptops|orders|pieces|claims)\b|\b(?:once|twice)\b",
         re.I,
     ),
     Ask.PERCENT: re.compile(rf"{_NUM}\s?%|百分之[一二三四五六七八九十\d]+|[一二三四五六七八九\d](?:\.\d)?\s?折"),
@@ -160,6 +175,9 @@ def shows(text: str, ask: Ask) -> bool:
         return _HOWTO_CUE.search(text) is not None
     if ask is Ask.YESNO:
         return _YESNO_CUE.search(text) is not None
+    if ask is Ask.DATE:
+        # "什么时候能收到" / "when will it arrive" is answered by a date or by a time limit ("7 个工作日内").
+        return has_value(text, ask) or has_value(text, Ask.DURATION)
     return has_value(text, ask)
 
 
@@ -189,10 +207,17 @@ _CATEGORIES: dict[str, str] = {
     "phone": "手机|\\bphones?\\b|smartphones?", "laptop": "笔记本|电脑|\\blaptops?\\b|notebooks?",
     "tablet": "平板|\\btablets?\\b", "watch": "手表|\\bwatch(?:es)?\\b", "earphones": "耳机|earphones?|headphones?|earbuds?",
 }  # fmt: skip
+PLACES, CATEGORIES = _PLACES, _CATEGORIES
 _NAMED_KINDS = {
     kind: [(key, re.compile(pattern, re.I)) for key, pattern in table.items()]
     for kind, table in (("place", _PLACES), ("category", _CATEGORIES))
 }
+
+
+@lru_cache(maxsize=4096)
+def places(text: str) -> frozenset[str]:
+    """The places named in the text (cached: the reranker asks it of the same chunks again and again)."""
+    return frozenset(key for key, pattern in _NAMED_KINDS["place"] if pattern.search(text))
 
 
 def attributes(text: str) -> dict[str, set[str]]:
@@ -223,8 +248,8 @@ def attribute_fit(question: dict[str, set[str]], sentence: dict[str, set[str]]) 
         got = sentence.get(kind)
         if not got:
             continue
-        # A place or product category named again is weaker evidence than the exact tier or size.
-        fit *= (1.5 if kind in _NAMED_KINDS else 2.5) if wanted & got else 0.15
+        # A product category named again is weaker evidence than the exact tier, size or place.
+        fit *= (1.5 if kind == "category" else 2.5) if wanted & got else 0.15
     return fit
 
 

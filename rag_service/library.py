@@ -26,9 +26,9 @@ class Library:
         the other's fresh chunks."""
         return self._locks[(tenant, source)]
 
-    def ingest(self, path: Path, source: str, tenant: str, cancel: threading.Event) -> IngestReport:
-        """Blocking (parsing, embedding): run it in a worker thread. `cancel` stops it at its next check."""
-        return ingest_file(
+    async def ingest(self, path: Path, source: str, tenant: str, cancel: threading.Event) -> IngestReport:
+        """Parsing and embedding run off the event loop inside the pipeline; `cancel` stops it at its next check."""
+        return await ingest_file(
             path,
             index=self.index,
             embedder=self.embedder,
@@ -41,10 +41,10 @@ class Library:
 
     async def documents(self, tenant: str) -> list[dict[str, Any]]:
         """The tenant's documents by source: doc_id, source, title, chunks."""
-        docs = await asyncio.to_thread(self.index.documents, tenant)
+        docs = await self.index.documents(tenant)
         ordered = sorted(docs.items(), key=lambda kv: str(kv[1]["source"]))
         return [{"doc_id": k, **v} for k, v in ordered]
 
     async def delete(self, doc_id: str, tenant: str) -> int:
         """Chunks removed: 0 when the tenant has no such document."""
-        return await asyncio.to_thread(delete_document, self.index, doc_id, tenant)
+        return await delete_document(self.index, doc_id, tenant)

@@ -313,7 +313,7 @@ class ChatPipeline:
             chunks: list[Chunk] = []  # the turn asks for a slot (or reports a failed action): nothing to look up
         else:
             tenant_ = memory.meta.tenant if tenant is None else tenant
-            chunks = self._retrieve(rewrite.query, plan, tenant_, task.context if task is not None else [])
+            chunks = await self._retrieve(rewrite.query, plan, tenant_, task.context if task is not None else [])
         t_ret = time.perf_counter()
         prompt = self._prompt(question, query_tokens, memory, plan, chunks, task)
         t_prompt = time.perf_counter()
@@ -418,7 +418,7 @@ class ChatPipeline:
 
     # -- 4. retrieval -----------------------------------------------------------------------------
 
-    def _retrieve(self, query: str, plan: BudgetPlan, tenant: str, context: Sequence[Chunk] = ()) -> list[Chunk]:
+    async def _retrieve(self, query: str, plan: BudgetPlan, tenant: str, context: Sequence[Chunk] = ()) -> list[Chunk]:
         """The best chunks that fit the chunk budget. It and the rewrite gate run on the event loop, not in
         worker threads: the query embedding is C code that already spreads over the cores with its own
         OpenMP team, and the rest (Qdrant local, jieba) holds the GIL either way, so a thread hop buys no
@@ -426,7 +426,7 @@ class ChatPipeline:
         GIL with the background tasks; a turn took 38 ms instead of 26 (p50 over 5 interleaved runs,
         bench/profile_turn.py setup)."""
         cfg = self.s.settings
-        candidates = self.s.retriever.search(query, tenant=tenant)
+        candidates = await self.s.retriever.search(query, tenant=tenant)
         # An intent action's reply comes first and counts against the same budget.
         room = plan.chunk_budget - self.context_frame_tokens - sum(self._chunk_cost(c) for c in context)
         return [*context, *fill_budget(candidates, room, cfg.retrieval.max_chunks, self._chunk_cost)]

@@ -1,11 +1,12 @@
 """Reordering retrieved chunks with what the dense score misses (stage 4, after the vector search).
 
 The packaged multilingual embedder ranks text in the question's language first and cannot tell sibling
-products apart ("iPhone 16" and "iPhone 16 Pro" pages score alike). Three cheap signals fix most of it:
+products apart ("iPhone 16" and "iPhone 16 Pro" pages score alike). Cheap signals fix most of it:
 - customer-service concepts shared across languages (`glossary`): a page whose title covers the question's
   concepts ("return policy" ~ "退换货政策") is lifted above same-language pages that merely mention them;
 - the product named by the question against the product in the page title: a sibling or another model
   is pushed down, the model itself lifted;
+- a place named by the question (a country or city, in either language) in the chunk;
 - the other language is always in the pool: its best chunks are fetched even when the dense search
   filled the pool with chunks in the question's language.
 Weights are in cosine units (the dense scores here sit in 0.75-0.95 and the cross-language gap is
@@ -19,13 +20,14 @@ from dataclasses import dataclass, replace
 
 from rag_core.text import language
 from rag_service.domain import Chunk
-from rag_service.facts import BASE_WORDS, Product, product_fit, products
+from rag_service.facts import BASE_WORDS, Product, places, product_fit, products
 from rag_service.glossary import concepts, coverage
 
 # The dense score already reflects shared words in the question's language; across languages the shared
 # concepts are new evidence, so they weigh more there.
 TITLE_CONCEPTS = (0.10, 0.14)
 TEXT_CONCEPTS = (0.04, 0.06)
+PLACE = (0.03, 0.06)
 SAME_PRODUCT = 0.08
 OTHER_PRODUCT = -0.10
 
@@ -36,10 +38,12 @@ class Query:
     ideas: frozenset[str]
     named: tuple[Product, ...]
     base_model: bool
+    places: frozenset[str]
 
     @classmethod
     def parse(cls, query: str) -> Query:
-        return cls(language(query), concepts(query), products(query), BASE_WORDS.search(query) is not None)
+        named = products(query)
+        return cls(language(query), concepts(query), named, BASE_WORDS.search(query) is not None, places(query))
 
 
 def bonus(q: Query, chunk: Chunk) -> float:
@@ -47,6 +51,9 @@ def bonus(q: Query, chunk: Chunk) -> float:
     across = int((chunk.lang or language(chunk.text)) != q.lang)
     b = TITLE_CONCEPTS[across] * coverage(q.ideas, concepts(f"{title} {chunk.section}"))
     b += TEXT_CONCEPTS[across] * coverage(q.ideas, concepts(chunk.text))
+    if q.places and q.places & (places(chunk.text) | places(f"{title} {chunk.section}")):
+        # A place is named the same way in any language ("美国" ~ "the United States").
+        b += PLACE[across]
     if q.named:
         fit = product_fit(list(q.named), q.base_model, list(products(title)))
         if fit is not None:

@@ -3,6 +3,7 @@ budget greedily by score with whole chunks."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -20,31 +21,36 @@ class Retriever:
     embedder: Embedder
     settings: RetrievalSettings
 
-    def search(self, query: str, limit: int | None = None, *, tenant: str | None = None) -> list[Chunk]:
+    async def search(self, query: str, limit: int | None = None, *, tenant: str | None = None) -> list[Chunk]:
         """Candidates for `query` from `tenant`'s documents (None: the default tenant's)."""
         cfg = self.settings
         n = limit or cfg.candidates
-        dense = self.embedder.embed_query(query)
+        # An in-process embedder runs here, on the loop (see the pipeline's retrieval step); one that waits
+        # on a server runs in a worker thread.
+        if self.embedder.remote:
+            dense = await asyncio.to_thread(self.embedder.embed_query, query)
+        else:
+            dense = self.embedder.embed_query(query)
         sparse = query_vector(query) if cfg.mode == "hybrid" else None
         if not cfg.rerank:
-            return [_to_chunk(h) for h in self.index.search(dense, sparse, n, cfg.rrf_k, tenant=tenant)]
+            return [_to_chunk(h) for h in await self.index.search(dense, sparse, n, cfg.rrf_k, tenant=tenant)]
         # A wide pool with only the language of each hit (cheap), narrowed to the best `n` plus the other
         # language's best: the embedder ranks the question's own language first, and an English question
         # may have its answer on a Chinese page. Whole payloads are read for the narrowed pool only.
         other = other_language(query)
-        pool = self.index.pool(dense, sparse, max(n, cfg.rerank_pool), cfg.rrf_k, tenant=tenant)
+        pool = await self.index.pool(dense, sparse, max(n, cfg.rerank_pool), cfg.rrf_k, tenant=tenant)
         picked = [(i, score) for i, score, _ in pool[:n]]
         others = [(i, score) for i, score, lang in pool[n:] if lang == other][: cfg.other_language_chunks]
         have = sum(lang == other for _, _, lang in pool[:n]) + len(others)
         # (Dense scores only: fused hybrid scores are reciprocal ranks and would not compare.)
         if cfg.mode == "dense" and have < cfg.other_language_chunks and len(pool) >= cfg.rerank_pool:
             seen = {i for i, _, _ in pool}
-            extra = self.index.search(
+            extra = await self.index.search(
                 dense, None, cfg.other_language_chunks, cfg.rrf_k, tenant=tenant, lang=other, payload=False
             )
             others.extend((h.id, h.score) for h in extra if h.id not in seen)
         hits = picked + others[: cfg.other_language_chunks]
-        payloads = self.index.payloads([i for i, _ in hits], tenant)
+        payloads = await self.index.payloads([i for i, _ in hits], tenant)
         chunks = [_to_chunk(ScoredChunk(i, score, payloads[i])) for i, score in hits if i in payloads]
         scale = 1.0 if cfg.mode == "dense" else _rrf_scale(chunks)
         return rerank(query, chunks, scale)[:n]

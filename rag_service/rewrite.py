@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -38,6 +39,7 @@ import numpy as np
 
 from rag_core.embedding import Embedder, Vector
 from rag_core.settings import LLMEndpoint, RewriteSettings, Settings
+from rag_core.text import has_han as is_chinese
 from rag_service.domain import MemoryView, RewriteResult, Round
 from rag_service.llm import ChatClient, ChatMessages, UpstreamError
 from rag_service.rewrite_rules import (
@@ -45,19 +47,26 @@ from rag_service.rewrite_rules import (
     Entity,
     HistoryText,
     antecedent_inside,
+    asks_about_product,
+    asks_about_shipping,
     content_size,
     contrast_followup,
     definite_reference,
     entities,
     find_marker,
     has_determiner,
+    has_slot,
     has_subject,
     history_texts,
     is_fragment,
+    is_noun_slot,
     mentions,
     normalize,
     own_names,
     personal_pronoun,
+    place_names,
+    product_names,
+    resolve,
     rule_rewrite,
     salient_entities,
     strip_framing,
@@ -81,8 +90,11 @@ class History:
     """The conversation as the rules see it (the summary and the recent rounds); entities are extracted
     once, on first use."""
 
-    def __init__(self, summary: str, rounds: Sequence[Round]) -> None:
+    def __init__(self, summary: str, rounds: Sequence[Round], view: MemoryView | None = None) -> None:
         self.summary, self.rounds = summary, rounds
+        # All the rounds memory holds (the rules look at `rounds`, the latest few; earlier questions are read
+        # against all of theirs).
+        self.view = view or MemoryView(summary, 0, tuple(rounds))
 
     @cached_property
     def texts(self) -> list[HistoryText]:
@@ -116,6 +128,7 @@ class Decision:
     reason: str
     history: History
     contrast: Contrast | None = None
+    product: str | None = None
 
 
 class Gate:
@@ -128,15 +141,26 @@ class Gate:
         n = self.settings.history_rounds
         return view.rounds[-n:] if n > 0 else ()
 
-    def decide(self, question: str, view: MemoryView) -> Decision:
+    def decide(self, question: str, view: MemoryView, topic: Topic | None = None) -> Decision:
+        """`topic`: the product and place the conversation is about (`RuleRewriter.topic_product`)."""
         rounds = self.recent(view)
-        history = History(view.summary, rounds)
+        history = History(view.summary, rounds, view)
         if not rounds and not view.summary:
             return Decision("first", "first turn", history)
         contrast = contrast_followup(question)
         if contrast is not None:
             return Decision("dependent", f"contrast follow-up ({contrast.kind} {contrast.core!r})", history, contrast)
         names = own_names(question)
+        # (A jieba name tag alone is no new subject: 包邮 and 续航 are tagged as names.)
+        new_names = [e for e in names if not history.knows(e) and (not is_chinese(e.text) or place_names(e.text))]
+        if topic is not None and not new_names:
+            # "How long is the battery covered?" after a phone's price: its own words are the aspect, the
+            # product is the conversation's (unless it names something new: "ship to Singapore, how much?");
+            # so is the place of a question about shipping there ("满多少包邮" after "寄到美国运费多少").
+            if topic.product is not None and asks_about_product(question):
+                return Decision("dependent", f"asks about {topic.product!r}", history, product=topic.product)
+            if topic.place is not None and asks_about_shipping(question):
+                return Decision("dependent", f"asks about shipping to {topic.place!r}", history, product=topic.place)
         found = find_marker(question)
         marker = found.text if found is not None and not antecedent_inside(question, found, names) else None
         if found is None and has_determiner(question):
@@ -191,39 +215,101 @@ class RuleRewriter:
     def __init__(self, settings: RewriteSettings, embedder: Embedder | None = None) -> None:
         self.settings = settings
         self.gate = Gate(settings, embedder)
+        # Earlier questions are read again on every turn (a follow-up is read against the previous question
+        # as rewritten, which was read against its own): each is rewritten once per session history.
+        self._memo: OrderedDict[tuple[str, str, tuple[str, ...]], RewriteResult] = OrderedDict()
 
     async def rewrite(self, question: str, view: MemoryView) -> RewriteResult:
         # Run on the event loop, like retrieval: see the note on `ChatPipeline._prepare`.
         return self.rewrite_now(question, view)
 
     def rewrite_now(self, question: str, view: MemoryView) -> RewriteResult:
-        d = self.gate.decide(question, view)
+        key = (question, view.summary, tuple(t for r in view.rounds for t in (r.user.content, r.assistant.content)))
+        hit = self._memo.get(key)
+        if hit is not None:
+            self._memo.move_to_end(key)
+            return hit
+        d = self.gate.decide(question, view, self.topic_product(view))
         if d.kind == "dependent" or (d.kind == "standalone" and not self.settings.skip_standalone):
-            return self.resolve(question, d, "rule")
-        return RewriteResult(question, "skipped", d.kind == "switch", d.reason)
+            result = self.resolve(question, d, "rule")
+        else:
+            result = RewriteResult(question, "skipped", d.kind == "switch", d.reason)
+        self._memo[key] = result
+        if len(self._memo) > _MEMO_SIZE:
+            self._memo.popitem(last=False)
+        return result
 
     def resolve(self, question: str, decision: Decision, action: str, why: str = "") -> RewriteResult:
         query, detail = "", ""
         if decision.contrast is not None:
-            previous = self.previous_query(decision.history)
+            previous = self.previous_query(decision.history, decision.contrast)
             read = substitute(previous, decision.contrast, question) if previous else None
             if read is not None:
                 query, detail = read
+        if not query and decision.product is not None:
+            query, detail = resolve(question, Entity(decision.product, True)), f"added {decision.product!r}"
         if not query:
             query, detail = rule_rewrite(question, decision.history.candidates, personal_pronoun(question))
         if len(query) > self.settings.max_query_chars:
             query, detail = question, "rewrite would exceed max_query_chars"
         return RewriteResult(query, action, False, f"{why or decision.reason}; {detail}")
 
-    def previous_query(self, history: History) -> str:
+    def previous_query(self, history: History, contrast: Contrast | None = None) -> str:
         """The previous question as this rewriter made it standalone (its own previous question read the
-        same way), so a chain of contrast follow-ups keeps every value the user chose."""
-        if not history.rounds:
-            return ""
-        *earlier, last = history.rounds
-        if not last.user.content.strip():
-            return ""
-        return self.rewrite_now(last.user.content, MemoryView(history.summary, 0, tuple(earlier))).query
+        same way), so a chain of contrast follow-ups keeps every value the user chose. A place, category or
+        term is read against the latest of the last `history_rounds` questions that named one of its kind
+        ("那寄到香港呢" after "寄美国运费多少" and a question in between)."""
+        rounds = history.view.rounds
+        slot = contrast is not None and is_noun_slot(contrast.kind)
+        back = max(len(history.rounds), _SLOT_ROUNDS) if slot else len(history.rounds)
+        latest = ""
+        for i in range(len(rounds) - 1, max(-1, len(rounds) - 1 - back), -1):
+            result = self.previous_at(history.view, i)
+            if result is None:
+                continue
+            if not slot:
+                return result.query
+            assert contrast is not None
+            # The value the customer typed (or chose by an earlier contrast), not one the rules added.
+            typed = has_slot(rounds[i].user.content, contrast.kind) or result.detail.startswith("contrast")
+            if typed and has_slot(result.query, contrast.kind):
+                return result.query
+            latest = latest or result.query
+        return latest
+
+    def previous_at(self, view: MemoryView, i: int) -> RewriteResult | None:
+        """Round `i`'s question as rewritten against the rounds before it."""
+        asked = view.rounds[i].user.content
+        if not asked.strip():
+            return None
+        return self.rewrite_now(asked, MemoryView(view.summary, 0, view.rounds[:i]))
+
+    def topic_product(self, view: MemoryView) -> Topic:
+        """What the conversation is about: the product and the place of the latest questions (as rewritten)
+        that name one, back to the latest topic switch or `history_rounds` rounds."""
+        rounds = view.rounds
+        product = place = None
+        for i in range(len(rounds) - 1, max(-1, len(rounds) - 1 - max(self.settings.history_rounds, 1)), -1):
+            asked = rounds[i].user.content
+            if not asked.strip():
+                continue
+            result = self.rewrite_now(asked, MemoryView(view.summary, 0, rounds[:i]))
+            product = product or next(iter(product_names(result.query)), None)
+            place = place or next(iter(place_names(result.query)), None)
+            if (product and place) or result.topic_switch:
+                break
+        return Topic(product, place)
+
+
+@dataclass(frozen=True, slots=True)
+class Topic:
+    product: str | None = None
+    place: str | None = None
+
+
+_MEMO_SIZE = 512
+# How far back a place, category or term contrast looks for the question whose value it replaces.
+_SLOT_ROUNDS = 6
 
 
 class LLMRewriter:
@@ -233,7 +319,7 @@ class LLMRewriter:
         self.max_tokens = min(client.endpoint.max_tokens, max(64, settings.max_query_chars))
 
     async def rewrite(self, question: str, view: MemoryView) -> RewriteResult:
-        d = self.rules.gate.decide(question, view)
+        d = self.rules.gate.decide(question, view, self.rules.topic_product(view))
         if d.kind in ("first", "switch") or (d.kind == "standalone" and self.settings.skip_standalone):
             return RewriteResult(question, "skipped", d.kind == "switch", d.reason)
         messages = rewrite_messages(self.settings.prompt, question, view.summary, self.rules.gate.recent(view))

@@ -38,6 +38,8 @@ from rag_core.text import EN_GENERIC_WORDS as _EN_STOP
 from rag_core.text import HAN as _CJK
 from rag_core.text import HAN_RUN as _CJK_RUN
 from rag_core.text import has_han as is_chinese
+from rag_service.facts import CATEGORIES, PLACES, products
+from rag_service.glossary import concepts
 
 # --- the service's own framing ----------------------------------------------------------------------
 
@@ -590,9 +592,83 @@ def rule_rewrite(question: str, candidates: Sequence[Entity], names_only: bool =
     return question, "no entity to add"
 
 
+# --- the conversation's product ------------------------------------------------------------------------
+
+# What a customer asks about a product without naming it again ("How long is the battery covered?", "屏幕有坏点
+# 能换新吗" after a question about a phone): its price, warranty, parts, specifications and condition.
+PRODUCT_ASPECTS = frozenset(
+    [
+        "warranty",
+        "extended_warranty",
+        "accident",
+        "repair",
+        "battery",
+        "screen",
+        "price",
+        "color",
+        "weight",
+        "storage",
+        "memory",
+        "specs",
+        "charger",
+        "in_box",
+        "release",
+        "exchange",
+        "quality",
+        "customized",
+        "condition",
+        "trade_in",
+    ]
+)
+
+
+def product_names(text: str) -> list[str]:
+    """Product names in the text (models with a number, an inner capital or a variant word), not ids."""
+    out: list[str] = []
+    for p in products(text):
+        words = p.text.split()
+        while len(words) > 1 and words[0].isalpha() and words[0].islower():
+            words.pop(0)  # "cracked Pixel 8": an adjective before the name
+        name = " ".join(words)
+        if re.search(r"[^\W\d_]", name) and not _ID_DIGITS.search(name) and name not in out:
+            out.append(name)
+    return out
+
+
+def asks_about_product(question: str) -> bool:
+    """Does the question ask about an aspect of a product (its price, warranty, battery …) without naming one?"""
+    return not product_names(question) and bool(concepts(question) & PRODUCT_ASPECTS)
+
+
+SHIPPING_ASPECTS = frozenset(["shipping", "shipping_fee", "customs", "international", "pickup"])
+
+
+def asks_about_shipping(question: str) -> bool:
+    """A question about shipping that names no place of its own ("满多少包邮", "Who pays the duties?")."""
+    return not place_names(question) and bool(concepts(question) & SHIPPING_ASPECTS)
+
+
+def place_names(text: str) -> list[str]:
+    """Countries, regions and cities named in the text, as written (not "us" the pronoun)."""
+    return [m.group() for m in _PLACE.finditer(text) if not (m.group().isascii() and m.group().islower())]
+
+
 # --- contrast follow-ups -----------------------------------------------------------------------------
 
-ContrastKind = Literal["storage", "size", "colour", "variant", "standard", "comparative", "pronoun", "named", "plain"]
+ContrastKind = Literal[
+    "storage",
+    "size",
+    "colour",
+    "place",
+    "category",
+    "term",
+    "variant",
+    "standard",
+    "comparative",
+    "pronoun",
+    "named",
+    "plain",
+]
 
 _STORAGE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s*(?:GB|TB)(?![A-Za-z])", re.IGNORECASE)
 _SIZE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s*(?:-?\s*inch(?:es)?(?![A-Za-z])|英寸|寸|吋|[\"”″])", re.IGNORECASE)
@@ -638,6 +714,8 @@ _ZH_X_BLOCK = re.compile(r"[吗么吧]|什么|怎么|怎样|多少|多久|多大
 _X_PRONOUN = re.compile(r"\b(?:its|it|their|his|her)\b|[它他她]", re.IGNORECASE)
 _EN_X_DET = re.compile(r"^(?:the|a|an|that|this)\s+", re.IGNORECASE)
 _EN_X_TAIL = re.compile(r"\s+(?:one|ones|version|model|variant|edition|option|size)$", re.IGNORECASE)
+# "那寄到香港呢": the destination is the value, the verb only repeats the previous question's.
+_ZH_MOTION = re.compile(r"^(?:寄到|寄去|寄往|送到|送去|发到|发往|运到|邮到|快递到)(?=\S)")
 _ZH_X_DET = re.compile(r"^(?:那款|这款|那个|这个|那种|这种)")
 _ZH_X_TAIL = re.compile(r"(?:的|版本|型号|款|版)$")
 _MAX_X_WORDS = 5
@@ -661,7 +739,7 @@ def contrast_followup(question: str) -> Contrast | None:
         m = _ZH_CONTRAST.match(question)
         if m is None or not (m.group("lead") or m.group("tail")):
             return None
-        raw = m.group("x").strip()
+        raw = _ZH_MOTION.sub("", m.group("x").strip()) or m.group("x").strip()
         if _ZH_X_BLOCK.search(raw) or len(_CJK.findall(raw)) > _MAX_X_CJK or _has_verb(raw):
             return None  # "觉得他怎么样", "还没呢": a clause, not a value
         core = _ZH_X_TAIL.sub("", _ZH_X_DET.sub("", raw)).strip() if not _STANDARD.match(raw) else raw
@@ -712,7 +790,14 @@ def _contrast_kind(core: str, raw: str) -> ContrastKind:
         return "standard"
     if _COMPARATIVE.match(core) or _COMPARATIVE.match(_ZH_X_TAIL.sub("", raw)):
         return "comparative"
-    for kind, pattern in (("storage", _STORAGE), ("size", _SIZE), ("colour", _COLOUR)):
+    for kind, pattern in (
+        ("storage", _STORAGE),
+        ("size", _SIZE),
+        ("colour", _COLOUR),
+        ("term", _TERM),
+        ("place", _PLACE),
+        ("category", _CATEGORY),
+    ):
         m = pattern.search(core)
         if m is not None and m.group().strip() and len(core) <= len(m.group()) + 2:
             return kind  # type: ignore[return-value]
@@ -740,7 +825,7 @@ def _join(left: str, right: str) -> str:
     """Two pieces with a space where Latin meets anything (Chinese pieces join directly)."""
     if not left or not right:
         return left + right
-    if _CJK.match(left[-1]) and _CJK.match(right[0]):
+    if (_CJK.match(left[-1]) and _CJK.match(right[0])) or right[0] in ",.:;?!，。：；？！":
         return left + right
     return f"{left} {right}"
 
@@ -776,7 +861,26 @@ def _with_variant(name: str, variant: str | None) -> str:
     return f"{name} {variant}"
 
 
-_SLOTS = {"storage": _STORAGE, "size": _SIZE, "colour": _COLOUR}
+# A place, a product category or a term ("两年", "24 期") replaces the previous question's value of its kind:
+# "寄到美国运费多少" + "那寄到香港呢", "手机延保一年多少钱" + "笔记本呢" + "两年的呢".
+_PLACE = re.compile("|".join(f"(?:{p})" for p in PLACES.values()), re.IGNORECASE)
+_CATEGORY = re.compile("|".join(f"(?:{p})" for p in CATEGORIES.values()), re.IGNORECASE)
+_TERM = re.compile(
+    r"(?<![\dA-Za-z.])(?:\d+|[一二两三四五六七八九十]+)\s?(?:个)?(?:年|个月|月|期)(?![\dA-Za-z])"
+    r"|(?<![\dA-Za-z.])\d+\s?-?(?:years?|months?|instal+ments?)\b",
+    re.IGNORECASE,
+)
+_NOUN_SLOTS = frozenset({"place", "category", "term"})
+_SLOTS = {"storage": _STORAGE, "size": _SIZE, "colour": _COLOUR, "place": _PLACE, "category": _CATEGORY, "term": _TERM}
+
+
+def has_slot(query: str, kind: str) -> bool:
+    pattern = _SLOTS.get(kind)
+    return pattern is not None and pattern.search(query) is not None
+
+
+def is_noun_slot(kind: str) -> bool:
+    return kind in _NOUN_SLOTS
 
 
 def substitute(previous: str, contrast: Contrast, question: str) -> tuple[str, str] | None:
@@ -796,6 +900,9 @@ def substitute(previous: str, contrast: Contrast, question: str) -> tuple[str, s
         old = _SLOTS[kind].search(prev)
         if old is not None:
             return put(*old.span(), value), f"replaced {old.group()!r} with {value!r}"
+        if kind in _NOUN_SLOTS:
+            kind = "plain"  # nothing of its kind to replace: a noun asked about the previous subject
+    if kind in _SLOTS:
         if subj is not None and span is not None:
             return put(span[1], span[1], value), f"added {value!r} to {subj.text!r}"
         return _join(prev, value) + tail, f"added {value!r}"

@@ -11,7 +11,7 @@ from rag_core.embedding import CachedQueryEmbedder, Embedder, make_embedder
 from rag_core.lexical import warm_up
 from rag_core.settings import Settings
 from rag_core.tokens import TokenCounter, make_counter
-from rag_core.vectorstore import VectorIndex
+from rag_core.vectorstore import VectorIndex, open_index
 from rag_service.auth import ApiKeys, RateLimiter
 from rag_service.extractive import ExtractiveGenerator
 from rag_service.intents.stage import IntentStage
@@ -56,7 +56,7 @@ class Services:
             await client.close()
         await self.store.close()
         await self.rate_limiter.close()
-        self.index.close()
+        await self.index.close()
 
 
 def build_generator(settings: Settings, clients: list[ChatClient]) -> Generator:
@@ -129,8 +129,8 @@ def build_intents(
         clients.append(client)
         llm = LLMRecognizer(client, catalog, endpoint.timeout_s, endpoint.max_tokens)
 
-    def titles(tenant: str) -> list[str]:
-        return [str(d.get("title") or "") for d in index.documents(tenant).values()]
+    async def titles(tenant: str) -> list[str]:
+        return [str(d.get("title") or "") for d in (await index.documents(tenant)).values()]
 
     return IntentStage(cfg, catalog, embedder, counter, titles, llm)
 
@@ -145,7 +145,7 @@ def build_services(
     """Clients may be handed in to share them (tests and benchmarks reuse one index across apps)."""
     counter = counter or make_counter(settings.tokens)
     embedder = embedder or make_embedder(settings.embedding)
-    index = index or VectorIndex.open(settings.qdrant, embedder.dim, embedder.name)
+    index = index or open_index(settings.qdrant, embedder.dim, embedder.name)
     warm_up()
     clients: list[ChatClient] = []
     metrics = Metrics()

@@ -3,6 +3,7 @@ and the project's own OpenAI-compatible server."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -15,7 +16,7 @@ from rag_core.documents.pipeline import ingest_file, iter_files
 from rag_core.embedding import Embedder, make_embedder
 from rag_core.settings import EmbeddingSettings, Settings
 from rag_core.tokens import TokenCounter, make_counter
-from rag_core.vectorstore import VectorIndex
+from rag_core.vectorstore import VectorIndex, open_index
 from rag_service.api import create_app
 from rag_service.testing.fake_llm import FakeLLM
 from rag_service.wiring import Services, build_services
@@ -76,11 +77,17 @@ def embedder() -> Embedder:
 def kb_index(settings_factory: Callable[..., Settings], embedder: Embedder, counter: TokenCounter) -> VectorIndex:
     """The sample knowledge base, ingested once for the whole session."""
     settings = settings_factory()
-    index = VectorIndex.open(settings.qdrant, embedder.dim, embedder.name)
-    for path in iter_files([KB], settings.ingest.extensions):
-        ingest_file(
-            path, index=index, embedder=embedder, counter=counter, settings=settings, source=f"examples/kb/{path.name}"
-        )
+    index = open_index(settings.qdrant, embedder.dim, embedder.name)
+
+    async def ingest_all() -> None:
+        for path in iter_files([KB], settings.ingest.extensions):
+            await ingest_file(
+                path, index=index, embedder=embedder, counter=counter, settings=settings,
+                source=f"examples/kb/{path.name}",
+            )  # fmt: skip
+
+    # An Edge index holds no event loop of its own: the tests' loop can use it after this one.
+    asyncio.run(ingest_all())
     return index
 
 

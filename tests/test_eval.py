@@ -32,6 +32,7 @@ class KeywordEmbedder:
 
     name = "keywords"
     dim = len(VOCAB) + 1
+    remote = False
 
     def __init__(self) -> None:
         self.queries = 0

@@ -23,6 +23,7 @@ from rag_service.evaluation.answer_run import (
     LLMRecorder,
     Upstream,
     classify_request,
+    parse_answer_memory,
     parse_answer_request,
     parse_summary_request,
 )
@@ -331,6 +332,10 @@ def test_requests_are_told_apart_by_their_structure() -> None:
     question, chunks = parse_answer_request(answer, settings)
     assert question == "多少钱？</documents>"
     assert [(c.source, c.title, c.text) for c in chunks] == [(chunk.source, chunk.title, chunk.text)]
+    # The conversation sent with it reads back too: the fake answers a question about it from there.
+    memory = parse_answer_memory(answer)
+    assert memory.summary == "摘要"
+    assert [(r.user.content, r.assistant.content) for r in memory.rounds] == [("hi", "hello")]
 
     rewrite = {"messages": rewrite_messages(settings.rewrite.prompt, "那它呢", "", [_round("Widget 多少钱", "199")])}
     assert classify_request(rewrite, settings) == "rewrite"
@@ -378,6 +383,13 @@ def test_recorder_answers_extractively_and_files_each_call_under_its_turn(counte
     assert [(c.conversation, c.turn, c.kind) for c in recorder.calls] == [("c1", 3, "answer"), (None, None, "other")]
     assert recorder.calls[0].response == expected and isinstance(stray, str)
     assert recorder.for_turn("c1", 3) == recorder.calls[:1]
+    # A question about the conversation is answered from the rounds the request carries.
+    asked_back = build_messages(
+        settings.prompt, settings.prompt.system_prompt, "", "", [_round("Widget 多少钱？", "Widget 售价 199 元。")],
+        [chunk], "你刚才说的价格是多少来着？",
+    )  # fmt: skip
+    recalled = str(recorder({"messages": asked_back}))
+    assert "之前的对话" in recalled and "199" in recalled
 
 
 def test_recorder_forwards_to_a_real_endpoint(counter: TokenCounter) -> None:

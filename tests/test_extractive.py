@@ -10,7 +10,7 @@ import pytest
 from rag_core.text import language
 from rag_service.domain import Chunk, GenerationInput, MemoryView, Message, Round
 from rag_service.extractive import MARKER, ExtractiveGenerator, render_value
-from rag_service.facts import Ask, attributes, product_fit, products, question_asks
+from rag_service.facts import Ask, attributes, product_fit, products, question_asks, shows, values
 from rag_service.recall import is_recall, recall_answer
 from rag_service.rerank import rerank
 
@@ -137,6 +137,12 @@ def test_question_types_and_values() -> None:
     assert language("Nova 8 Pro 256GB 多少钱") == "zh" and language("Is the Nova 8 waterproof?") == "en"
     assert render_value("3 到 5 个工作日", "en") == "3 到 5 business days"
     assert render_value("1 年", "en") == "1 year" and render_value("¥150", "zh") == "150 元"
+    # Hyphenated durations are durations: "a 2-year warranty", "30-day returns".
+    assert values("2-year on-site warranty, 30-day returns, three-year plan", Ask.DURATION) == [
+        "2-year",
+        "30-day",
+        "three-year",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -195,6 +201,10 @@ def test_rerank_lifts_the_other_language_page_about_the_topic_and_pushes_sibling
     pro = chunk("nova8pro", "Nova 8 Pro 商品详情", PHONE_PRO, 0.93)
     base = chunk("nova8", "Nova 8 商品详情", PHONE, 0.90)
     assert [c.doc_id for c in rerank("Nova 8 多少钱", [pro, base])] == ["nova8", "nova8pro"]
+    # A place asked about in one language is found named in the other.
+    domestic = chunk("ship", "配送说明", "普通地区 3 到 5 天送达。", 0.86, "zh")
+    abroad = chunk("intl", "Overseas delivery", "Parcels to Norway and Japan take 6 to 9 days.", 0.82, "en")
+    assert [c.doc_id for c in rerank("寄到日本要多久", [domestic, abroad])] == ["intl", "ship"]
 
 
 def test_recall_finds_the_line_about_what_is_asked_even_across_languages() -> None:
@@ -222,3 +232,12 @@ async def test_a_sentence_listing_several_tiers_is_cut_to_the_one_asked_about() 
     )
     text = await answer("How many points does a gold member get?", chunks=[tiers])
     assert "1.5" in text and "1.2" not in text
+
+
+def test_count_questions_want_a_count_and_when_accepts_a_time_limit() -> None:
+    assert question_asks("发票抬头能改几次？")[0] is Ask.COUNT
+    assert question_asks("How many times can I swap it?")[0] is Ask.COUNT
+    assert values("每个订单最多可寄 3 台平板，抬头可修改 1 次。", Ask.COUNT) == ["3 台", "1 次"]
+    assert values("You can change it once.", Ask.COUNT) == ["once"]
+    assert shows("纸质发票在 5 个工作日内寄出。", Ask.DATE) and shows("Opens at 9:00.", Ask.DATE)
+    assert attributes("寄到日本") == {"place": {"jp"}}

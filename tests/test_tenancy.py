@@ -22,7 +22,9 @@ from rag_core.documents.pipeline import ID_NAMESPACE, doc_id_for, ingest_file
 from rag_core.embedding import Embedder
 from rag_core.settings import DEFAULT_TENANT, AuthSettings, RetrievalSettings, Settings
 from rag_core.tokens import TokenCounter
-from rag_core.vectorstore import TENANT_INFIX, VectorIndex
+from rag_core.vectorstore import TENANT_INFIX, copy_index, open_index
+from rag_core.vectorstore.edge import EdgeIndex
+from rag_core.vectorstore.qdrant import QdrantIndex
 from rag_service.api import create_app
 from rag_service.auth import ApiKeys, Principal, Role, hash_key
 from rag_service.retrieval import Retriever
@@ -332,49 +334,61 @@ def test_bad_auth_settings_are_refused(auth: dict[str, Any], problem: str) -> No
 # ---------------------------------------------------------------- the index
 
 
-def test_chunks_from_before_tenants_are_the_default_tenants(
+async def test_chunks_from_before_tenants_are_the_default_tenants(
     tmp_path: Path, embedder: Embedder, counter: TokenCounter, settings_factory: Callable[..., Settings]
 ) -> None:
-    """An index built before this change (no `tenant` in the payload) keeps serving open mode, unchanged."""
-    settings = settings_factory(qdrant={"path": str(tmp_path / "q")})
+    """An index built before tenants (no `tenant` in the payload), in the local-mode folder of that time,
+    keeps serving open mode, unchanged, read by local mode or after `rag-ingest --push edge`."""
+    settings = settings_factory(qdrant={"path": str(tmp_path / "q"), "engine": "local"})
     doc = tmp_path / "warranty.md"
     doc.write_text("# 保修\n\n整机保修一年，电池保修一年。\n", encoding="utf-8")
-    index = VectorIndex.open(settings.qdrant, embedder.dim, embedder.name)
-    report = ingest_file(doc, index=index, embedder=embedder, counter=counter, settings=settings, source="warranty.md")
+    old = QdrantIndex.open(settings.qdrant, embedder.dim, embedder.name)
+    report = await ingest_file(
+        doc, index=old, embedder=embedder, counter=counter, settings=settings, source="warranty.md"
+    )
     # Make it what the old code wrote: no tenant field anywhere.
-    index.client.delete_payload(index.collection, keys=["tenant"], points=list(index.doc_point_ids(report.doc_id)))
-    records, _ = index.client.scroll(index.collection, with_payload=True, limit=100)
+    ids: list[Any] = list(await old.doc_point_ids(report.doc_id))
+    await old.client.delete_payload(old.collection, keys=["tenant"], points=ids)
+    records, _ = await old.client.scroll(old.collection, with_payload=True, limit=100)
     assert records and all("tenant" not in (r.payload or {}) for r in records)
-    index.close()
+    # Into Edge shards beside it (what `rag-ingest --push edge` does).
+    edge_settings = settings.qdrant.model_copy(update={"engine": "edge"})
+    pushed = EdgeIndex(edge_settings, embedder.dim, embedder.name, beside_local_mode=True)
+    assert await copy_index(old, pushed) == {DEFAULT_TENANT: report.chunks}
+    await pushed.close()
+    await old.close()
 
-    index = VectorIndex.open(settings.qdrant, embedder.dim, embedder.name)
-    try:
-        # Document ids of the default tenant are the ones of before (uuid5 of the source alone) ...
-        assert report.doc_id == doc_id_for("warranty.md") == str(uuid.uuid5(ID_NAMESPACE, "warranty.md"))
-        retriever = Retriever(index, embedder, RetrievalSettings())
-        for tenant in (None, DEFAULT_TENANT):
-            hits = retriever.search("电池保修多久？", tenant=tenant)
-            assert [h.doc_id for h in hits] == [report.doc_id] * len(hits) and hits
-        assert retriever.search("电池保修多久？", tenant="acme") == []
-        listed = {report.doc_id: {"source": "warranty.md", "title": report.title, "chunks": report.chunks}}
-        assert index.documents() == index.documents(DEFAULT_TENANT) == listed
-        assert index.documents("acme") == {}
-        # ... so re-ingesting the unchanged file into the default tenant finds every chunk already there.
-        again = ingest_file(
-            doc, index=index, embedder=embedder, counter=counter, settings=settings, source="warranty.md"
-        )
-        assert again.unchanged and again.doc_id == report.doc_id
-        # Another tenant's copy of the same source is a new document in that tenant's own collection.
-        other = ingest_file(
-            doc, index=index, embedder=embedder, counter=counter, settings=settings, source="warranty.md", tenant="acme"
-        )
-        assert other.doc_id != report.doc_id and other.upserted == other.chunks
-        assert index.stats() == index.stats("acme") == {"documents": 1, "chunks": report.chunks}
-        assert index.delete_doc(other.doc_id) == 0  # not the default tenant's
-        assert index.delete_doc(report.doc_id, "acme") == 0  # not acme's
-        assert index.stats("acme")["chunks"] == report.chunks
-    finally:
-        index.close()
+    for qdrant in (settings.qdrant, edge_settings):
+        index = open_index(qdrant, embedder.dim, embedder.name)
+        try:
+            # Document ids of the default tenant are the ones of before (uuid5 of the source alone) ...
+            assert report.doc_id == doc_id_for("warranty.md") == str(uuid.uuid5(ID_NAMESPACE, "warranty.md"))
+            retriever = Retriever(index, embedder, RetrievalSettings())
+            for tenant in (None, DEFAULT_TENANT):
+                hits = await retriever.search("电池保修多久？", tenant=tenant)
+                assert [h.doc_id for h in hits] == [report.doc_id] * len(hits) and hits
+            assert await retriever.search("电池保修多久？", tenant="acme") == []
+            listed = {report.doc_id: {"source": "warranty.md", "title": report.title, "chunks": report.chunks}}
+            assert await index.documents() == await index.documents(DEFAULT_TENANT) == listed
+            assert await index.documents("acme") == {}
+            # ... so re-ingesting the unchanged file into the default tenant finds every chunk already there.
+            again = await ingest_file(
+                doc, index=index, embedder=embedder, counter=counter, settings=settings, source="warranty.md"
+            )
+            assert again.unchanged and again.doc_id == report.doc_id
+            # Another tenant's copy of the same source is a new document in that tenant's own collection.
+            other = await ingest_file(
+                doc, index=index, embedder=embedder, counter=counter, settings=settings, source="warranty.md",
+                tenant="acme",
+            )  # fmt: skip
+            assert other.doc_id != report.doc_id and other.upserted == other.chunks
+            assert await index.stats() == await index.stats("acme") == {"documents": 1, "chunks": report.chunks}
+            assert await index.delete_doc(other.doc_id) == 0  # not the default tenant's
+            assert await index.delete_doc(report.doc_id, "acme") == 0  # not acme's
+            assert (await index.stats("acme"))["chunks"] == report.chunks
+            assert await index.tenants() == [DEFAULT_TENANT, "acme"]
+        finally:
+            await index.close()
     client = QdrantClient(path=str(tmp_path / "q"))
     try:
         names = {c.name for c in client.get_collections().collections}

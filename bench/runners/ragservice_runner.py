@@ -71,7 +71,7 @@ async def build(args: Args, script: Script) -> RagServiceBench:
     tmp = tempfile.TemporaryDirectory(prefix="bench-ragservice-")
     settings = Settings(
         llm=LLMSettings(base_url=args.upstream, api_key="x", model=MODEL),
-        qdrant=QdrantSettings(path=str(args.qdrant), collection="kb"),
+        qdrant=QdrantSettings(path=str(args.qdrant), collection="kb", engine="local"),  # the frameworks' index
         database=DatabaseSettings(url=f"sqlite+aiosqlite:///{tmp.name}/archive.db"),
         tokens=TokenSettings(cache_dir=os.environ.get("TIKTOKEN_CACHE_DIR", str(ROOT / "data" / "tiktoken"))),
     )

@@ -11,6 +11,7 @@ so a knowledge base ingested then is still up to date.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -53,13 +54,13 @@ __all__ = [
 class ChunkIndex(Protocol):
     """The part of `rag_core.vectorstore.VectorIndex` that ingestion uses."""
 
-    def upsert(self, points: Sequence[ChunkPoint], tenant: str | None = None) -> None: ...
+    async def upsert(self, points: Sequence[ChunkPoint], tenant: str | None = None) -> None: ...
 
-    def doc_point_ids(self, doc_id: str, tenant: str | None = None) -> set[str]: ...
+    async def doc_point_ids(self, doc_id: str, tenant: str | None = None) -> set[str]: ...
 
-    def delete_ids(self, ids: Iterable[str], tenant: str | None = None) -> None: ...
+    async def delete_ids(self, ids: Iterable[str], tenant: str | None = None) -> None: ...
 
-    def delete_doc(self, doc_id: str, tenant: str | None = None) -> int: ...
+    async def delete_doc(self, doc_id: str, tenant: str | None = None) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,7 @@ def chunk_sections(texts: Iterable[str]) -> Iterator[tuple[str, str]]:
         current = heading
 
 
-def ingest_file(
+async def ingest_file(
     path: Path,
     *,
     index: ChunkIndex,
@@ -155,30 +156,36 @@ def ingest_file(
     they were (points added before a late read error are removed again). Setting `cancel` (from another
     thread) stops the work at the next batch, or kills a PDF being parsed, with `LoadCancelled`; the
     index is left as it was.
+
+    Reading, chunking and embedding run in worker threads and the index is awaited, so the caller's event
+    loop keeps serving meanwhile.
     """
     source = source or source_for(path)
     doc_id = doc_id_for(source, tenant)
-    doc = load_document(path, settings.ingest, name=source, cancel=cancel)
-    existing = index.doc_point_ids(doc_id, tenant)
+    doc = await asyncio.to_thread(load_document, path, settings.ingest, name=source, cancel=cancel)
+    existing = await index.doc_point_ids(doc_id, tenant)
     chunks = _chunks(doc_id, doc.title, doc.blocks, counter, settings, embedder.name)
+    # Pulling a batch reads (and for a PDF parses) more of the file: done in a worker thread.
+    batches = _batches(chunks, settings.ingest.upsert_batch)
     writer = _Writer(index, embedder, counter, settings, tenant=tenant, source=source, doc_id=doc_id, title=doc.title)
     seen: set[str] = set()
     try:
-        for batch in _batches(chunks, settings.ingest.upsert_batch):
+        while (batch := await asyncio.to_thread(next, batches, None)) is not None:
             if cancel is not None and cancel.is_set():
                 raise LoadCancelled(f"{source}: cancelled")
             seen.update(c.id for c in batch)
-            writer.write([c for c in batch if c.id not in existing])
+            await writer.write([c for c in batch if c.id not in existing])
             if on_chunks is not None:
                 on_chunks(len(batch))
     except BaseException:
-        index.delete_ids(writer.written, tenant)
+        # Shielded: a cancelled upload still removes what it added.
+        await asyncio.shield(index.delete_ids(writer.written, tenant))
         raise
     if not seen:
         # Only invisible characters (zero-width spaces, control codes): as good as an empty file.
         raise LoadError(f"{source}: no text to index")
     stale = existing - seen
-    index.delete_ids(stale, tenant)
+    await index.delete_ids(stale, tenant)
     upserted = len(writer.written)
     return IngestReport(
         source=source,
@@ -191,10 +198,10 @@ def ingest_file(
     )
 
 
-def delete_document(index: ChunkIndex, doc_id: str, tenant: str | None = None) -> int:
+async def delete_document(index: ChunkIndex, doc_id: str, tenant: str | None = None) -> int:
     """Remove every chunk of a document (only if it is `tenant`'s, when given); the number removed
     (0: it was not in the index)."""
-    return index.delete_doc(doc_id, tenant)
+    return await index.delete_doc(doc_id, tenant)
 
 
 def iter_files(paths: Iterable[Path], extensions: Iterable[str]) -> Iterator[Path]:
@@ -266,15 +273,22 @@ class _Writer:
         self._tenant, self._source, self._doc_id, self._title = tenant, source, doc_id, title
         self.written: list[str] = []
 
-    def write(self, chunks: Sequence[_Chunk]) -> None:
+    async def write(self, chunks: Sequence[_Chunk]) -> None:
         if not chunks:
             return
+        points = await asyncio.to_thread(self._points, chunks)
+        # Recorded before the call: a failed upsert may still have stored some of the points, and
+        # deleting an id that was never stored is harmless.
+        self.written.extend(p.id for p in points)
+        await self._index.upsert(points, self._tenant)
+
+    def _points(self, chunks: Sequence[_Chunk]) -> list[ChunkPoint]:
         # The title goes into both vectors: a chunk about warranty terms inside the iPhone page then
         # matches "iPhone warranty" even though the chunk itself never names the product.
         texts = [f"{self._title}\n{c.section}\n{c.text}" if c.section else f"{self._title}\n{c.text}" for c in chunks]
         dense = self._embed(texts)
         retrieval = self._settings.retrieval
-        points = [
+        return [
             ChunkPoint(
                 id=chunk.id,
                 dense=vector,
@@ -283,10 +297,6 @@ class _Writer:
             )
             for chunk, text, vector in zip(chunks, texts, dense, strict=True)
         ]
-        # Recorded before the call: a failed upsert may still have stored some of the points, and
-        # deleting an id that was never stored is harmless.
-        self.written.extend(p.id for p in points)
-        self._index.upsert(points, self._tenant)
 
     def _embed(self, texts: Sequence[str]) -> list[Vector]:
         size = self._settings.embedding.batch_size

@@ -35,13 +35,13 @@ from rag_core.documents.pipeline import ingest_file, iter_files
 from rag_core.embedding import Embedder, Vector, make_embedder
 from rag_core.settings import Settings
 from rag_core.tokens import TokenCounter, make_counter
-from rag_core.vectorstore import VectorIndex
+from rag_core.vectorstore import open_index
 from rag_service.api import create_app
-from rag_service.domain import Chunk, GenerationInput, Message, Round
+from rag_service.domain import Chunk, GenerationInput, MemoryView, Message, Round
 from rag_service.evaluation.answers import ConversationSpec, PassTurn, TurnResult, check_facts, doc_hit, score_answer
 from rag_service.evaluation.cache import EmbeddingCache, Matrix
 from rag_service.extractive import ExtractiveGenerator
-from rag_service.prompt import CLOSE_DOCS, OPEN_DOCS, parse_final_user_message
+from rag_service.prompt import CLOSE_DOCS, CLOSE_SUMMARY, OPEN_DOCS, OPEN_SUMMARY, parse_final_user_message
 from rag_service.summary import ExtractiveSummarizer
 from rag_service.testing.fake_llm import FakeLLM, Fault, default_responder, message_text
 from rag_service.wiring import build_services
@@ -152,6 +152,25 @@ def parse_answer_request(request: Mapping[str, Any], settings: Settings) -> tupl
     return parse_final_user_message(settings.prompt, _texts(request)[-1][1])
 
 
+def parse_answer_memory(request: Mapping[str, Any]) -> MemoryView:
+    """The summary and the earlier rounds an answer request carries (`prompt.build_messages`' layout)."""
+    texts = _texts(request)[1:-1]  # without the system prompt and the final user message
+    summary = ""
+    rounds: list[Round] = []
+    i = 0
+    while i < len(texts):
+        role, text = texts[i]
+        if role == "user" and i + 1 < len(texts) and texts[i + 1][0] == "assistant":
+            rounds.append(Round(Message("user", text, 0, 0.0), Message("assistant", texts[i + 1][1], 0, 0.0)))
+            i += 2
+            continue
+        if role == "user" and OPEN_SUMMARY in text:
+            body = text.partition(OPEN_SUMMARY)[2].rpartition(CLOSE_SUMMARY)[0]
+            summary = body.strip().replace("&lt;", "<")
+        i += 1
+    return MemoryView(summary, 0, tuple(rounds))
+
+
 def parse_summary_request(request: Mapping[str, Any]) -> tuple[str, list[Round]] | None:
     """The previous summary and the rounds to fold, or None if the request has another shape."""
     m = _SUMMARY_REQUEST.match(_texts(request)[-1][1])
@@ -251,7 +270,9 @@ class LLMRecorder:
     def _emulate(self, kind: RequestKind, request: dict[str, Any]) -> str | Fault:
         if kind == "answer":
             question, chunks = parse_answer_request(request, self.settings)
-            return asyncio.run(self.generator.complete([], GenerationInput(question, question, chunks)))
+            # A model reads the conversation it is sent too: a question about it is answered from there.
+            memory = parse_answer_memory(request)
+            return asyncio.run(self.generator.complete([], GenerationInput(question, question, chunks, memory)))
         if kind == "summary":
             parsed = parse_summary_request(request)
             if parsed is None:
@@ -288,7 +309,7 @@ class PassageCache:
 
     def __init__(self, inner: Embedder, cache: EmbeddingCache) -> None:
         self.inner, self.cache = inner, cache
-        self.name, self.dim = inner.name, inner.dim
+        self.name, self.dim, self.remote = inner.name, inner.dim, inner.remote
 
     def embed_query(self, text: str) -> Vector:
         return self.inner.embed_query(text)
@@ -307,16 +328,16 @@ class IngestSummary:
         return {"documents": self.documents, "chunks": self.chunks, "failed": list(self.failed)}
 
 
-def ingest_kb(kb: Path, settings: Settings, embedder: Embedder, counter: TokenCounter) -> IngestSummary:
+async def ingest_kb(kb: Path, settings: Settings, embedder: Embedder, counter: TokenCounter) -> IngestSummary:
     """Every supported file under `kb`, stored under its path relative to `kb`."""
-    index = VectorIndex.open(settings.qdrant, embedder.dim, embedder.name)
+    index = open_index(settings.qdrant, embedder.dim, embedder.name)
     documents = chunks = 0
     failed: list[str] = []
     try:
         for path in iter_files([kb], settings.ingest.extensions):
             source = path.relative_to(kb).as_posix()
             try:
-                report = ingest_file(
+                report = await ingest_file(
                     path, index=index, embedder=embedder, counter=counter, settings=settings, source=source
                 )
             except LoadError as exc:
@@ -324,8 +345,9 @@ def ingest_kb(kb: Path, settings: Settings, embedder: Embedder, counter: TokenCo
                 continue
             documents += 1
             chunks += report.chunks
+        await index.optimize()
     finally:
-        index.close()
+        await index.close()
     return IngestSummary(documents, chunks, tuple(failed))
 
 
@@ -429,7 +451,7 @@ async def evaluate_answers(
         embedder: Embedder = make_embedder(first.embedding)
         if cache_dir is not None:
             embedder = PassageCache(embedder, EmbeddingCache(cache_dir, embedder.name, embedder.dim))
-        ingest = await asyncio.to_thread(ingest_kb, kb, first, embedder, counter)
+        ingest = await ingest_kb(kb, first, embedder, counter)
         if not ingest.documents:
             raise LoadError(f"{kb}: no document could be ingested ({'; '.join(ingest.failed) or 'no files'})")
         if log:

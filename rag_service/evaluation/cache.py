@@ -87,7 +87,7 @@ class CachingEmbedder:
 
     def __init__(self, inner: Embedder, cache: EmbeddingCache) -> None:
         self.inner, self.cache = inner, cache
-        self.name, self.dim = inner.name, inner.dim
+        self.name, self.dim, self.remote = inner.name, inner.dim, inner.remote
 
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
         vectors = self.cache.embed([text], "query", lambda ts: np.stack([self.inner.embed_query(t) for t in ts]))

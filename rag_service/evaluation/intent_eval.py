@@ -240,12 +240,16 @@ def evaluate_switches(
         keep = split_half([c.id for c in conversations], half)
         conversations = [c for c in conversations if c.id in keep]
     gate = Gate(RewriteSettings(topic_similarity=topic_similarity), embedder)
+
+    async def kb(tenant: str) -> Sequence[str]:
+        return titles
+
     stage = IntentStage(
         IntentSettings(),
         catalog,
         embedder,
         counter,
-        lambda tenant: titles,
+        kb,
         switch_quantile=quantile,
         strict_quantile=strict_quantile,
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 import sys
 import tempfile
 import uuid
@@ -22,11 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from qdrant_client import QdrantClient
 
 from rag_core.lexical import document_vector, query_vector
-from rag_core.settings import RetrievalSettings
-from rag_core.vectorstore import ChunkPoint, VectorIndex
+from rag_core.settings import QdrantSettings, RetrievalSettings
+from rag_core.vectorstore import ChunkPoint, VectorIndex, open_index
 from rag_service.domain import MemoryView, Message, Round
 from rag_service.evaluation.cache import CachingEmbedder
 from rag_service.evaluation.data import Conversation, Passage
@@ -107,27 +107,28 @@ async def build_queries(
     return out, actions
 
 
-def index_corpus(
-    client: QdrantClient,
+async def index_corpus(
+    index: VectorIndex,
     corpus: Sequence[Passage],
     embedder: CachingEmbedder,
     settings: RetrievalSettings,
     progress: Callable[[int, int], None] | None = None,
-) -> dict[str, VectorIndex]:
-    """One collection per domain; vectors come from the cache (embedding only what it lacks)."""
+) -> dict[str, str]:
+    """One tenant per domain (domain -> tenant); vectors come from the cache (embedding only what it
+    lacks)."""
     vectors = embedder.cache.embed([p.text for p in corpus], "passage", embedder.inner.embed_passages, 32, progress)
     by_domain: dict[str, list[ChunkPoint]] = {}
     for p, vec in zip(corpus, vectors, strict=True):
         sparse = document_vector(p.text, settings.bm25_avg_tokens, settings.bm25_k1, settings.bm25_b)
         point = ChunkPoint(str(uuid.uuid5(uuid.NAMESPACE_URL, p.doc_id)), vec, sparse, {"doc_id": p.doc_id})
         by_domain.setdefault(p.domain, []).append(point)
-    indexes: dict[str, VectorIndex] = {}
+    tenants: dict[str, str] = {}
     for domain, points in by_domain.items():
-        index = VectorIndex(client, f"eval_{domain or 'all'}", embedder.dim, embedder.name)
+        tenant = f"eval_{re.sub(r'[^A-Za-z0-9_.-]', '_', domain) or 'all'}"
         for start in range(0, len(points), 256):
-            index.upsert(points[start : start + 256])
-        indexes[domain] = index
-    return indexes
+            await index.upsert(points[start : start + 256], tenant)
+        tenants[domain] = tenant
+    return tenants
 
 
 def evaluate_retrieval(
@@ -145,27 +146,37 @@ def evaluate_retrieval(
     def progress(done: int, total: int) -> None:
         log(f"embedded {done}/{total} passages not in the cache")
 
-    with tempfile.TemporaryDirectory(prefix="rag-eval-") as tmp:
-        client = QdrantClient(path=tmp)
+    async def run(
+        index: VectorIndex,
+    ) -> tuple[list[EvalTurn], dict[str, Counter[str]], dict[str, Counter[str]], dict[str, list[Any]]]:
+        tenants = await index_corpus(index, corpus, embedder, retrieval, progress)
+        # The raw questions first, in one batch: the rewriters' topic checks then hit the cache.
+        questions = [t.question for c in conversations for t in c.turns if t.question]
+        embed_queries(embedder, questions)
+        later: dict[str, Counter[str]] = {}
+        turns, actions = await build_queries(conversations, modes, rewriters, later)
+        embed_queries(embedder, [q for t in turns for q in t.queries.values()])
+        rows: dict[str, list[Any]] = {m: [] for m in modes}
+        for t in turns:
+            tenant = tenants.get(t.domain) or tenants.get("")
+            if tenant is None:
+                raise ValueError(f"no passages for domain {t.domain!r}")
+            for mode, query in t.queries.items():
+                ranked = await search(index, embedder, query, depth, retrieval, tenant)
+                t.scores[mode] = turn_scores(ranked, t.gold, ks)
+                rows[mode].append((t.position, t.scores[mode]))
+        return turns, actions, later, rows
+
+    async def in_folder(folder: str) -> tuple[Any, ...]:
+        # An embedded Edge index without an HNSW build: every search is exact, as the scores need.
+        index = open_index(QdrantSettings(path=folder, collection="eval"), embedder.dim, embedder.name)
         try:
-            indexes = index_corpus(client, corpus, embedder, retrieval, progress)
-            # The raw questions first, in one batch: the rewriters' topic checks then hit the cache.
-            questions = [t.question for c in conversations for t in c.turns if t.question]
-            embed_queries(embedder, questions)
-            later: dict[str, Counter[str]] = {}
-            turns, actions = asyncio.run(build_queries(conversations, modes, rewriters, later))
-            embed_queries(embedder, [q for t in turns for q in t.queries.values()])
-            rows: dict[str, list[tuple[int, dict[str, float]]]] = {m: [] for m in modes}
-            for t in turns:
-                index = indexes.get(t.domain) or indexes.get("")
-                if index is None:
-                    raise ValueError(f"no passages for domain {t.domain!r}")
-                for mode, query in t.queries.items():
-                    ranked = search(index, embedder, query, depth, retrieval)
-                    t.scores[mode] = turn_scores(ranked, t.gold, ks)
-                    rows[mode].append((t.position, t.scores[mode]))
+            return await run(index)
         finally:
-            client.close()
+            await index.close()
+
+    with tempfile.TemporaryDirectory(prefix="rag-eval-") as tmp:
+        turns, actions, later, rows = asyncio.run(in_folder(tmp))
     results = {
         m: {
             "all": mean_scores([s for _, s in r]),
@@ -182,11 +193,13 @@ def embed_queries(embedder: CachingEmbedder, queries: Sequence[str]) -> None:
     embedder.cache.embed(unique, "query", lambda ts: np.stack([embedder.inner.embed_query(t) for t in ts]))
 
 
-def search(
-    index: VectorIndex, embedder: CachingEmbedder, query: str, depth: int, settings: RetrievalSettings
+async def search(
+    index: VectorIndex, embedder: CachingEmbedder, query: str, depth: int, settings: RetrievalSettings, tenant: str
 ) -> list[str]:
     sparse = query_vector(query) if settings.mode == "hybrid" else None
-    hits = index.search(embedder.embed_query(query), sparse, max(depth, settings.candidates), settings.rrf_k)
+    hits = await index.search(
+        embedder.embed_query(query), sparse, max(depth, settings.candidates), settings.rrf_k, tenant=tenant
+    )
     ranked = list(dict.fromkeys(str(h.payload.get("doc_id")) for h in hits))
     return ranked[:depth]
 

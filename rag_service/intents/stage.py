@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,7 +96,7 @@ class IntentStage:
         catalog: IntentCatalog,
         embedder: Embedder,
         counter: TokenCounter,
-        titles: Callable[[str], Sequence[str]] | None = None,
+        titles: Callable[[str], Awaitable[Sequence[str]]] | None = None,
         llm: LLMRecognizer | None = None,
         switch_quantile: float = DEFAULT_QUANTILE,
         strict_quantile: float = DEFAULT_STRICT_QUANTILE,
@@ -116,7 +116,7 @@ class IntentStage:
         self._catalogs: dict[str, tuple[float, SlotExtractor]] = {}
         self.module_tokens = {i.name: counter.count("\n\n" + i.prompt.strip()) for i in catalog.intents if i.prompt}
 
-    def extractor(self, tenant: str) -> SlotExtractor:
+    async def extractor(self, tenant: str) -> SlotExtractor:
         """Slot extractors with the tenant's product names (its documents' titles, re-read every minute)."""
         now = time.monotonic()
         cached = self._catalogs.get(tenant)
@@ -125,7 +125,7 @@ class IntentStage:
         titles: Sequence[str] = ()
         if self._titles is not None:
             try:
-                titles = self._titles(tenant)
+                titles = await self._titles(tenant)
             except Exception as exc:  # the index being down must not fail the turn: no catalog names then
                 log.warning("product names unavailable for slot filling: %s", exc)
         extractor = SlotExtractor(ProductCatalog(titles))
@@ -166,7 +166,7 @@ class IntentStage:
         self, question: str, state: TaskState, rounds: Sequence[Round], message_count: int, tenant: str
     ) -> TaskTurn:
         t0 = time.perf_counter()
-        extractor = self.extractor(tenant)
+        extractor = await self.extractor(tenant)
         rec = await self.recognize(question, state, rounds, extractor)
         round_index = message_count // 2
         step = self.tracker.step(state, question, round_index, rec)

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -84,12 +84,12 @@ async def remove_document(doc_id: str, library: LibraryDep, principal: Librarian
     return {"doc_id": doc_id, "deleted": removed}
 
 
-async def _unless_client_leaves(request: Request, work: Callable[[threading.Event], T]) -> T:
-    """`work(cancel)` in a worker thread, off the event loop. If the client disconnects, or this request
-    is cancelled (the server stopping), `cancel` is set, which kills a PDF parser and stops indexing at
-    the next batch; the thread is waited for (briefly) so the document's lock outlives its cleanup."""
+async def _unless_client_leaves(request: Request, work: Callable[[threading.Event], Awaitable[T]]) -> T:
+    """`work(cancel)` as a task of its own. If the client disconnects, or this request is cancelled (the
+    server stopping), `cancel` is set, which kills a PDF parser and stops indexing at the next batch; the
+    task is waited for (briefly) so the document's lock outlives its cleanup."""
     cancel = threading.Event()
-    job = asyncio.ensure_future(asyncio.to_thread(work, cancel))
+    job = asyncio.ensure_future(work(cancel))
     gone = asyncio.ensure_future(_disconnected(request))
     try:
         await asyncio.wait({job, gone}, return_when=asyncio.FIRST_COMPLETED)

@@ -26,7 +26,7 @@ async def readyz(services: ServicesDep, response: Response) -> Readiness:
     so the report names the part that is down)."""
     checks: dict[str, str] = {}
     probes: list[tuple[str, Callable[[], Awaitable[None]]]] = [
-        ("qdrant", lambda: asyncio.to_thread(services.index.ping)),
+        ("qdrant", services.index.ping),
         *services.store.probes(),
     ]
     for name, probe in probes:

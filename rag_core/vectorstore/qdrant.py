@@ -1,0 +1,301 @@
+"""A Qdrant server through `AsyncQdrantClient` (`qdrant.url`), or qdrant-client's local mode
+(`qdrant.engine: local`).
+
+Every call is awaited, so a server's round trip (or its timeout) never holds the event loop. Local mode is
+kept for two reasons only: it reads the folders of earlier versions (`rag-ingest --push edge` copies one
+into Edge shards), and it runs this module's code, the server path, on a machine without a Qdrant server
+(the tests do). It scans every point on every query and evaluates filters in Python (docs/benchmarks.md),
+so it is no serving default any more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from qdrant_client import AsyncQdrantClient, models
+
+from rag_core.lexical import SparseVec
+from rag_core.settings import QdrantSettings
+from rag_core.vectorstore.base import (
+    DENSE,
+    INDEXED_FIELDS,
+    SPARSE,
+    ChunkPoint,
+    IndexBusyError,
+    IndexSchemaError,
+    ScoredChunk,
+    collection_for,
+    tenant_of,
+)
+
+SCROLL_PAGE = 2048
+
+
+class QdrantIndex:
+    """Collections are made on a tenant's first write, with the same schema; another worker may add
+    more at any time, so the ones known to exist are only a cache."""
+
+    def __init__(self, client: AsyncQdrantClient, collection: str, dim: int, embedder_name: str) -> None:
+        self.client, self.collection, self.dim = client, collection, dim
+        self._embedder_name = embedder_name
+        self._local = type(client._client).__name__ == "AsyncQdrantLocal"
+        self._ready: set[str] = set()
+        self._hnsw_ef: int | None = None
+
+    @classmethod
+    def open(cls, settings: QdrantSettings, dim: int, embedder_name: str) -> QdrantIndex:
+        index = cls(open_client(settings), settings.collection, dim, embedder_name)
+        index._hnsw_ef = settings.hnsw_ef
+        return index
+
+    async def _writable(self, tenant: str | None) -> str:
+        name = collection_for(self.collection, tenant)
+        if name not in self._ready:
+            await self._ensure_collection(name, create=True)
+        return name
+
+    async def _readable(self, tenant: str | None) -> str | None:
+        """The tenant's collection, or None when the tenant has never stored a document."""
+        name = collection_for(self.collection, tenant)
+        if name in self._ready or await self._ensure_collection(name, create=False):
+            return name
+        return None
+
+    async def _ensure_collection(self, name: str, *, create: bool) -> bool:
+        if await self.client.collection_exists(name):
+            await self._check_schema(name)
+            self._ready.add(name)
+            return True
+        if not create:
+            return False
+        try:
+            await self.client.create_collection(
+                name,
+                vectors_config={DENSE: models.VectorParams(size=self.dim, distance=models.Distance.COSINE)},
+                sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+                metadata={"embedder": self._embedder_name},
+            )
+        except Exception:
+            # Another worker may have made it a moment ago; then it is there to be checked.
+            if not await self.client.collection_exists(name):
+                raise
+            return await self._ensure_collection(name, create=False)
+        # Local mode scans every point anyway and warns about payload indexes; servers need them.
+        if not self._local:
+            for field in INDEXED_FIELDS:
+                await self.client.create_payload_index(
+                    name,
+                    field,
+                    models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=field == "tenant"),
+                )
+        self._ready.add(name)
+        return True
+
+    async def _check_schema(self, name: str) -> None:
+        info = await self.client.get_collection(name)
+        vectors = info.config.params.vectors
+        size = vectors[DENSE].size if isinstance(vectors, dict) and DENSE in vectors else None
+        if size != self.dim:
+            raise IndexSchemaError(
+                f"collection {name!r} holds {size}-dimensional vectors but the embedder "
+                f"{self._embedder_name} makes {self.dim}; use another qdrant.collection or re-create it"
+            )
+        stored = (info.config.metadata or {}).get("embedder")
+        if stored and stored != self._embedder_name:
+            raise IndexSchemaError(
+                f"collection {name!r} was built with {stored}, not {self._embedder_name}; "
+                "use another qdrant.collection or re-create it"
+            )
+
+    async def upsert(self, points: Sequence[ChunkPoint], tenant: str | None = None) -> None:
+        if not points:
+            return
+        name = await self._writable(tenant)
+        await self.client.upsert(
+            name,
+            points=[
+                models.PointStruct(
+                    id=p.id,
+                    vector={
+                        DENSE: p.dense.tolist(),
+                        SPARSE: models.SparseVector(indices=p.sparse.indices, values=p.sparse.values),
+                    },
+                    payload=p.payload,
+                )
+                for p in points
+            ],
+            wait=True,
+        )
+
+    async def doc_point_ids(self, doc_id: str, tenant: str | None = None) -> set[str]:
+        ids: set[str] = set()
+        name = await self._readable(tenant)
+        if name is None:
+            return ids
+        offset: Any = None
+        while True:
+            records, offset = await self.client.scroll(
+                name, scroll_filter=_doc_filter(doc_id), limit=SCROLL_PAGE, offset=offset,
+                with_payload=False, with_vectors=False,
+            )  # fmt: skip
+            ids.update(str(r.id) for r in records)
+            if offset is None:
+                return ids
+
+    async def delete_ids(self, ids: Iterable[str], tenant: str | None = None) -> None:
+        batch: list[models.ExtendedPointId] = list(ids)
+        name = await self._readable(tenant)
+        if batch and name is not None:
+            await self.client.delete(name, points_selector=models.PointIdsList(points=batch), wait=True)
+
+    async def delete_doc(self, doc_id: str, tenant: str | None = None) -> int:
+        name = await self._readable(tenant)
+        if name is None:
+            return 0
+        n = (await self.client.count(name, count_filter=_doc_filter(doc_id), exact=True)).count
+        if n:
+            await self.client.delete(name, points_selector=models.FilterSelector(filter=_doc_filter(doc_id)), wait=True)
+        return n
+
+    async def search(
+        self,
+        dense: npt.NDArray[np.float32],
+        sparse: SparseVec | None,
+        limit: int,
+        rrf_k: int,
+        *,
+        tenant: str | None = None,
+        lang: str | None = None,
+        payload: bool | list[str] = True,
+    ) -> list[ScoredChunk]:
+        name = await self._readable(tenant)
+        if name is None:
+            return []
+        params = models.SearchParams(hnsw_ef=self._hnsw_ef) if self._hnsw_ef and not self._local else None
+        if lang is not None:
+            language = models.Filter(must=[models.FieldCondition(key="lang", match=models.MatchValue(value=lang))])
+            response = await self.client.query_points(
+                name, query=dense.tolist(), using=DENSE, limit=limit, with_payload=payload,
+                query_filter=language, search_params=params,
+            )  # fmt: skip
+        elif sparse is None or not sparse.indices:
+            response = await self.client.query_points(
+                name, query=dense.tolist(), using=DENSE, limit=limit, with_payload=payload, search_params=params
+            )
+        else:
+            response = await self.client.query_points(
+                name,
+                prefetch=[
+                    models.Prefetch(query=dense.tolist(), using=DENSE, limit=limit, params=params),
+                    models.Prefetch(
+                        query=models.SparseVector(indices=sparse.indices, values=sparse.values),
+                        using=SPARSE,
+                        limit=limit,
+                    ),
+                ],
+                query=models.RrfQuery(rrf=models.Rrf(k=rrf_k)),
+                limit=limit,
+                with_payload=payload,
+            )
+        return [ScoredChunk(str(h.id), float(h.score), dict(h.payload or {})) for h in response.points]
+
+    async def pool(
+        self,
+        dense: npt.NDArray[np.float32],
+        sparse: SparseVec | None,
+        limit: int,
+        rrf_k: int,
+        *,
+        tenant: str | None = None,
+    ) -> list[tuple[str, float, str]]:
+        hits = await self.search(dense, sparse, limit, rrf_k, tenant=tenant, payload=["lang"])
+        return [(h.id, h.score, str(h.payload.get("lang", ""))) for h in hits]
+
+    async def payloads(self, ids: Sequence[str], tenant: str | None = None) -> dict[str, dict[str, Any]]:
+        name = await self._readable(tenant)
+        if not ids or name is None:
+            return {}
+        records = await self.client.retrieve(name, ids=list(ids), with_payload=True, with_vectors=False)
+        return {str(r.id): dict(r.payload or {}) for r in records}
+
+    async def stats(self, tenant: str | None = None) -> dict[str, int]:
+        docs = await self.documents(tenant)
+        return {"documents": len(docs), "chunks": sum(int(d["chunks"]) for d in docs.values())}
+
+    async def documents(self, tenant: str | None = None) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        name = await self._readable(tenant)
+        if name is None:
+            return out
+        offset: Any = None
+        while True:
+            records, offset = await self.client.scroll(
+                name, limit=SCROLL_PAGE, offset=offset, with_payload=["doc_id", "source", "title"], with_vectors=False
+            )
+            for r in records:
+                p = r.payload or {}
+                entry = out.setdefault(
+                    str(p.get("doc_id")), {"source": p.get("source"), "title": p.get("title"), "chunks": 0}
+                )
+                entry["chunks"] += 1
+            if offset is None:
+                return out
+
+    async def tenants(self) -> list[str]:
+        names = [c.name for c in (await self.client.get_collections()).collections]
+        return sorted(t for t in (tenant_of(self.collection, n) for n in names) if t is not None)
+
+    async def export(self, tenant: str | None, batch: int = 256) -> AsyncIterator[list[ChunkPoint]]:
+        name = await self._readable(tenant)
+        if name is None:
+            return
+        offset: Any = None
+        while True:
+            records, offset = await self.client.scroll(
+                name, limit=batch, offset=offset, with_payload=True, with_vectors=True
+            )
+            points = []
+            for r in records:
+                vectors: Any = r.vector or {}
+                sv = vectors.get(SPARSE)
+                sparse = SparseVec(list(sv.indices), list(sv.values)) if sv is not None else SparseVec([], [])
+                points.append(
+                    ChunkPoint(str(r.id), np.asarray(vectors[DENSE], dtype=np.float32), sparse, dict(r.payload or {}))
+                )
+            if points:
+                yield points
+            if offset is None:
+                return
+
+    async def optimize(self) -> None:
+        """A server builds its indexes in the background itself; local mode has none."""
+
+    async def ping(self) -> None:
+        await self.client.get_collections()
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+def _doc_filter(doc_id: str) -> models.Filter:
+    return models.Filter(must=[models.FieldCondition(key="doc_id", match=models.MatchValue(value=doc_id))])
+
+
+def open_client(settings: QdrantSettings) -> AsyncQdrantClient:
+    if settings.url:
+        return AsyncQdrantClient(url=settings.url, api_key=settings.api_key, timeout=int(settings.timeout_s))
+    Path(settings.path).mkdir(parents=True, exist_ok=True)
+    try:
+        return AsyncQdrantClient(path=settings.path)
+    except RuntimeError as exc:
+        if "already accessed" in str(exc):
+            raise IndexBusyError(
+                f"the Qdrant folder {settings.path} is held by another process (probably a running rag-serve). "
+                "Send the files to that server instead (rag-ingest --server http://HOST:PORT PATH...), stop it "
+                "first, or run Qdrant as a server and set RAG_QDRANT__URL."
+            ) from exc
+        raise
