@@ -45,6 +45,8 @@ class SessionMeta:
     summarized_source_tokens: int = 0
     # Index of the first message of the current topic (set by the rewriter's topic-switch detection).
     topic_start: int = 0
+    # The conversation's task state as JSON (rag_service.intents.task.TaskState); "" without intents.
+    task: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__slots__}
@@ -133,3 +135,11 @@ class Receipt(TypedDict):
     timings_ms: dict[str, float]
     # Why the answer did not come from the configured generator ("upstream_error"); absent when it did.
     fallback: NotRequired[str]
+    # With intents (rag_service.intents): the task after the turn, the prompt modules sent and their
+    # tokens (part of system_tokens), and the task's details (turn kind, new task, recognizer, action ...).
+    intent: NotRequired[str | None]
+    slots: NotRequired[dict[str, str]]
+    missing: NotRequired[list[str]]
+    prompt_modules: NotRequired[list[str]]
+    prompt_module_tokens: NotRequired[int]
+    task: NotRequired[dict[str, Any]]

@@ -1,7 +1,10 @@
 """The chat pipeline: the one place that runs the stages of a turn, in order.
 
-1 memory -> 2 rewrite -> 3 budget -> 4 retrieval -> 5 prompt -> 6 generation -> 7 store -> 8 compression
-(8 runs after the answer is returned, off the request's critical path).
+1 memory -> 1b intent -> 2 rewrite -> 3 budget -> 4 retrieval -> 5 prompt -> 6 generation -> 7 store -> 8 compression
+(8 runs after the answer is returned, off the request's critical path). 1b (`_intent`) runs only with intents
+configured (rag_service.intents): it may start a new task (the earlier task's messages are then not sent),
+answer by itself (a question for a missing slot: no rewrite, retrieval or generation), add an action's reply
+as context, the active intent's prompt module and the task's state block.
 
 A turn has one path, `ChatPipeline._turn`, which yields its events as they happen; a streamed turn is
 those events sent on, a plain one (`answer`) the same events collected. Each stage is a method named
@@ -27,6 +30,8 @@ from rag_core.tokens import TokenCounter
 from rag_service.budget import BudgetPlan, plan_budget, round_cost
 from rag_service.domain import Chunk, GenerationInput, MemoryView, Message, Receipt, RewriteResult, SessionMeta
 from rag_service.guard import OutputGuard
+from rag_service.intents.stage import IntentStage, TaskTurn
+from rag_service.intents.task import TaskState
 from rag_service.llm import Completion, Finish, Generator, UpstreamError
 from rag_service.memory import CompressionPlan, MemoryStrategy
 from rag_service.metrics import Metrics
@@ -74,6 +79,8 @@ class Stages:
     user_memory: UserMemory | None = None
     # Answers when the LLM upstream fails (the extractive generator), or None to report the failure.
     fallback: Generator | None = None
+    # Intents and slots (rag_service.intents), when `intents.files` names any.
+    intents: IntentStage | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +124,8 @@ class PreparedTurn:
     fallback: str | None = None
     # How the upstream said the reply ended (finish_reason, token usage), when it said.
     finish: Finish | None = None
+    # 1b. intent: the task's turn (None without intents or without a session).
+    task: TaskTurn | None = None
 
     @property
     def generation(self) -> GenerationInput:
@@ -157,6 +166,9 @@ class Done:
 
 TurnEvent = Rewritten | Retrieved | Delta | Done
 TurnEvents = AsyncGenerator[TurnEvent, None]
+
+
+INTENT_MODE = "intent"
 
 
 class ChatPipeline:
@@ -290,17 +302,27 @@ class ChatPipeline:
         user_message = self._question(question)
         memory = await self._memory(session_id, history, tenant)
         t_mem = time.perf_counter()
-        rewrite = await self._rewrite(question, memory)
+        memory, task = await self._intent(question, memory) if session_id is not None else (memory, None)
+        t_int = time.perf_counter()
+        if task is not None and task.reply is not None:
+            rewrite = RewriteResult(question, "skipped", detail=f"intent stage: {task.step.action}")
+        else:
+            rewrite = await self._rewrite(question, memory)
         t_rw = time.perf_counter()
         query_tokens = self.s.counter.count(question_part(self.s.settings.prompt, question)) + self.overhead
-        plan = self._budget(query_tokens, memory)
-        chunks = await self._retrieve(rewrite.query, plan, memory.meta.tenant if tenant is None else tenant)
+        plan = self._budget(query_tokens, memory, task)
+        if task is not None and task.reply is not None:
+            chunks: list[Chunk] = []  # the turn asks for a slot (or reports a failed action): nothing to look up
+        else:
+            tenant_ = memory.meta.tenant if tenant is None else tenant
+            chunks = await self._retrieve(rewrite.query, plan, tenant_, task.context if task is not None else [])
         t_ret = time.perf_counter()
-        prompt = self._prompt(question, query_tokens, memory, plan, chunks)
+        prompt = self._prompt(question, query_tokens, memory, plan, chunks, task)
         t_prompt = time.perf_counter()
         timings = {
             "memory": t_mem - started,
-            "rewrite": t_rw - t_mem,
+            **({"intent": t_int - t_mem} if task is not None else {}),
+            "rewrite": t_rw - t_int,
             "retrieve": t_ret - t_rw,
             "prompt": t_prompt - t_ret,
         }
@@ -313,6 +335,7 @@ class ChatPipeline:
             prompt=prompt,
             started=started,
             timings=timings,
+            task=task,
         )
 
     def _question(self, question: str) -> Message:
@@ -343,6 +366,40 @@ class ChatPipeline:
             profile_tokens = tokens + self.overhead if profile else 0
         return TurnMemory(meta, loaded, offset, view, profile, profile_tokens)
 
+    # -- 1b. intent -------------------------------------------------------------------------------
+
+    async def _intent(self, question: str, memory: TurnMemory) -> tuple[TurnMemory, TaskTurn | None]:
+        """The task moves on. The memory offered is the current task's: a new task leaves the earlier
+        messages (and a summary folding only them) out."""
+        if self.s.intents is None:
+            return memory, None
+        meta = memory.meta
+        state = TaskState.from_json(meta.task)
+        if state.start_message > 0:
+            memory = self._task_memory(memory, state.start_message)
+        task = await self.s.intents.run(question, state, memory.view.rounds, meta.message_count, meta.tenant)
+        if task.step.new_task:
+            memory = self._task_memory(memory, task.start_message)
+        if task.state_block:
+            task.state_tokens = self.s.counter.count(task.state_block) + self.overhead
+        return memory, task
+
+    def _task_memory(self, memory: TurnMemory, start: int) -> TurnMemory:
+        meta, loaded, offset = memory.meta, memory.loaded, memory.offset
+        if start > offset:
+            loaded, offset = loaded[start - offset :], start
+        if meta.summarized <= start and meta.summary:
+            meta = dataclasses.replace(meta, summary="", summary_tokens=0)
+        view = self.s.memory.select(meta, loaded, offset)
+        view = dataclasses.replace(view, rounds=sendable_rounds(view.rounds, self.s.counter.count))
+        return dataclasses.replace(memory, view=view)
+
+    async def task_state(self, session_id: str) -> dict[str, Any]:
+        """The session's task: intent, slots, missing slots, the round it started at, done (all empty
+        without intents, or before any task)."""
+        meta, _, _ = await self.s.store.load(session_id, lambda m: m.message_count)
+        return TaskState.from_json(meta.task).public()
+
     # -- 2. rewrite -------------------------------------------------------------------------------
 
     async def _rewrite(self, question: str, memory: TurnMemory) -> RewriteResult:
@@ -350,10 +407,11 @@ class ChatPipeline:
 
     # -- 3. budget --------------------------------------------------------------------------------
 
-    def _budget(self, query_tokens: int, memory: TurnMemory) -> BudgetPlan:
+    def _budget(self, query_tokens: int, memory: TurnMemory, task: TaskTurn | None) -> BudgetPlan:
+        extra = task.module_tokens + task.state_tokens if task is not None else 0
         return plan_budget(
             self.s.settings.budget,
-            system_tokens=self.system_tokens + memory.profile_tokens,
+            system_tokens=self.system_tokens + memory.profile_tokens + extra,
             query_tokens=query_tokens,
             view=memory.view,
             summary_message_tokens=memory.meta.summary_tokens + self.overhead if memory.view.summary else 0,
@@ -362,7 +420,7 @@ class ChatPipeline:
 
     # -- 4. retrieval -----------------------------------------------------------------------------
 
-    async def _retrieve(self, query: str, plan: BudgetPlan, tenant: str) -> list[Chunk]:
+    async def _retrieve(self, query: str, plan: BudgetPlan, tenant: str, context: Sequence[Chunk] = ()) -> list[Chunk]:
         """The best chunks that fit the chunk budget. It and the rewrite gate run on the event loop, not in
         worker threads: the query embedding is C code that already spreads over the cores with its own
         OpenMP team, and jieba holds the GIL either way (the index is awaited), so a thread hop buys no
@@ -371,8 +429,9 @@ class ChatPipeline:
         bench/profile_turn.py setup)."""
         cfg = self.s.settings
         candidates = await self.s.retriever.search(query, tenant=tenant)
-        room = plan.chunk_budget - self.context_frame_tokens
-        return fill_budget(candidates, room, cfg.retrieval.max_chunks, self._chunk_cost)
+        # An intent action's reply comes first and counts against the same budget.
+        room = plan.chunk_budget - self.context_frame_tokens - sum(self._chunk_cost(c) for c in context)
+        return [*context, *fill_budget(candidates, room, cfg.retrieval.max_chunks, self._chunk_cost)]
 
     def _chunk_cost(self, chunk: Chunk) -> int:
         # +1 for the newline that joins blocks. The wrapper depends only on the document, so its count is
@@ -388,15 +447,29 @@ class ChatPipeline:
     # -- 5. prompt --------------------------------------------------------------------------------
 
     def _prompt(
-        self, question: str, query_tokens: int, memory: TurnMemory, plan: BudgetPlan, chunks: list[Chunk]
+        self,
+        question: str,
+        query_tokens: int,
+        memory: TurnMemory,
+        plan: BudgetPlan,
+        chunks: list[Chunk],
+        task: TaskTurn | None = None,
     ) -> TurnPrompt:
-        """The messages; the window guard makes "prompt + reserve <= context window" exact, not estimated."""
+        """The messages; the window guard makes "prompt + reserve <= context window" exact, not estimated.
+        With a task: the active intent's module ends the system prompt, its state block precedes the
+        final message (both counted in `system_tokens`)."""
         cfg, count = self.s.settings, self.s.counter.count
         system_tokens = self.system_tokens + memory.profile_tokens
+        system_prompt = self.system_prompt
+        if task is not None:
+            system_tokens += task.module_tokens + task.state_tokens
+            system_prompt += task.system_suffix
         while True:
             messages = build_messages(
-                cfg.prompt, self.system_prompt, memory.profile, plan.summary, plan.rounds, chunks, question
+                cfg.prompt, system_prompt, memory.profile, plan.summary, plan.rounds, chunks, question
             )
+            if task is not None and task.state_block:
+                messages.insert(len(messages) - 1, {"role": "user", "content": task.state_block})
             final_tokens = count(messages[-1]["content"]) + self.overhead
             total = system_tokens + plan.summary_tokens + plan.history_tokens + final_tokens
             if total + cfg.budget.generation_reserve <= cfg.budget.context_window or not chunks:
@@ -411,6 +484,9 @@ class ChatPipeline:
         body, cheaper than a stream of events), a streamed turn for its pieces. When the LLM upstream fails
         after its retries and before any text went out, the customer gets the extractive answer instead of
         an error page (`llm.fallback_extractive`); the receipt says so."""
+        if turn.task is not None and turn.task.reply is not None:
+            yield turn.task.reply  # decided by the intent stage: a slot question, or a failed action's answer
+            return
         generator = self.s.generator
         emitted = False
         try:
@@ -444,14 +520,23 @@ class ChatPipeline:
         s = self.s
         t0 = time.perf_counter()
         answer = Message("assistant", text, s.counter.count(text), time.time())
+        task = turn.task
+        if task is not None and s.intents is not None:
+            task.state = s.intents.finish(task, answered=True)
         if turn.session_id is not None:
             count = await s.store.append(turn.session_id, [turn.question, answer])
-            if turn.rewrite.topic_switch:
+            if task is not None:
+                await s.store.set_task(turn.session_id, task.state.to_json())
+                if task.step.new_task:
+                    await s.store.set_topic_start(turn.session_id, count - 2)
+            elif turn.rewrite.topic_switch:
                 await s.store.set_topic_start(turn.session_id, count - 2)
             self._schedule_compression(turn, answer, count)
             self._schedule_learning(turn, answer, count)
         turn.timings["store"] = time.perf_counter() - t0
         mode = s.fallback.mode if turn.fallback and s.fallback is not None else s.generator.mode
+        if task is not None and task.reply is not None:
+            mode = INTENT_MODE
         receipt = self._receipt(turn, answer)
         s.metrics.observe_turn(mode, streamed, turn.timings, receipt, receipt["cost_estimate"])
         return TurnResult(text, mode, turn.rewrite.query, turn.prompt.chunks, receipt)
@@ -496,6 +581,14 @@ class ChatPipeline:
         )
         if turn.fallback:
             receipt["fallback"] = turn.fallback
+        if turn.task is not None:
+            part = turn.task.receipt()
+            receipt["intent"] = part["intent"]
+            receipt["slots"] = part["slots"]
+            receipt["missing"] = part["missing"]
+            receipt["prompt_modules"] = part["prompt_modules"]
+            receipt["prompt_module_tokens"] = part["prompt_module_tokens"]
+            receipt["task"] = part["task"]
         return receipt
 
     # -- 8. compression -------------------------------------------------------------------------

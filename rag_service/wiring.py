@@ -14,6 +14,7 @@ from rag_core.tokens import TokenCounter, make_counter
 from rag_core.vectorstore import VectorIndex, open_index
 from rag_service.auth import ApiKeys, RateLimiter
 from rag_service.extractive import ExtractiveGenerator
+from rag_service.intents.stage import IntentStage
 from rag_service.library import Library
 from rag_service.llm import ChatClient, Generator, LLMGenerator
 from rag_service.memory import make_memory
@@ -112,6 +113,35 @@ def build_user_memory(
     )
 
 
+def build_intents(
+    settings: Settings, embedder: Embedder, index: VectorIndex, counter: TokenCounter, clients: list[ChatClient]
+) -> IntentStage | None:
+    """The intent stage when `intents.files` names any; product names come from the tenant's document titles."""
+    cfg = settings.intents
+    if not cfg.files:
+        return None
+    from rag_service.intents.config import load_catalog
+    from rag_service.intents.llm_recognizer import LLMRecognizer
+
+    catalog = load_catalog(cfg.files, cfg.actions)
+    endpoint = settings.intent_endpoint()
+    explicit = cfg.llm.model_fields_set if cfg.llm else set()
+    defaults = {"temperature": 0.0, "timeout_s": 5.0, "max_tokens": 256}
+    endpoint = endpoint.model_copy(update={k: v for k, v in defaults.items() if k not in explicit})
+    if cfg.recognizer == "llm" and not endpoint.base_url:
+        raise ValueError("intents.recognizer is llm but no LLM endpoint is configured (llm.base_url / intents.llm)")
+    llm = None
+    if cfg.recognizer != "offline" and endpoint.base_url:
+        client = ChatClient(endpoint)
+        clients.append(client)
+        llm = LLMRecognizer(client, catalog, endpoint.timeout_s, endpoint.max_tokens)
+
+    async def titles(tenant: str) -> list[str]:
+        return [str(d.get("title") or "") for d in (await index.documents(tenant)).values()]
+
+    return IntentStage(cfg, catalog, embedder, counter, titles, llm)
+
+
 def build_services(
     settings: Settings,
     *,
@@ -145,6 +175,7 @@ def build_services(
         fallback=ExtractiveGenerator(settings.prompt.extractive_sentences)
         if settings.llm.base_url and settings.llm.fallback_extractive
         else None,
+        intents=build_intents(settings, embedder, index, counter, clients),
     )
     return Services(
         settings=settings,

@@ -7,6 +7,7 @@ import asyncio
 import shutil
 import socket
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,9 +33,7 @@ CHROMIUM_ARGS = [
 ]
 
 
-@pytest.fixture
-async def served(app_factory: Any) -> AsyncIterator[str]:
-    app: AppClient = await app_factory(rewrite={"mode": "rule"})
+async def _serve(app: AppClient) -> AsyncIterator[str]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -45,6 +44,19 @@ async def served(app_factory: Any) -> AsyncIterator[str]:
     yield f"http://127.0.0.1:{port}/"
     server.should_exit = True
     await task
+
+
+@pytest.fixture
+async def served(app_factory: Any) -> AsyncIterator[str]:
+    async for url in _serve(await app_factory(rewrite={"mode": "rule"})):
+        yield url
+
+
+@pytest.fixture
+async def served_with_intents(app_factory: Any) -> AsyncIterator[str]:
+    files = [str(Path(__file__).resolve().parent.parent / "configs" / "intents" / "ecommerce.yaml")]
+    async for url in _serve(await app_factory(rewrite={"mode": "rule"}, intents={"files": files})):
+        yield url
 
 
 async def test_two_turns_show_rewrite_sources_and_receipt(served: str, tmp_path: Any) -> None:
@@ -77,5 +89,25 @@ async def test_two_turns_show_rewrite_sources_and_receipt(served: str, tmp_path:
             assert "total_prompt_tokens" in receipt and "history_tokens" in receipt
             assert (await second.locator(".a").inner_text()).strip()
             await page.screenshot(path=str(tmp_path / "chat.png"))
+        finally:
+            await browser.close()
+
+
+async def test_the_page_shows_the_task_and_its_slots(served_with_intents: str) -> None:
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = await browser.new_page()
+            await page.goto(served_with_intents)
+            await page.wait_for_function("document.getElementById('session').textContent.length > 1")
+            assert await page.locator("#task").is_hidden()
+            await page.fill("#question", "我想退掉这台 iPhone 16 Pro")
+            await page.click("#send")
+            await page.wait_for_selector(".turn[data-done='1']", timeout=60_000)
+            task = await page.locator("#task").inner_text()
+            assert "return_request" in task and "product = iPhone 16 Pro" in task, task
+            assert "order_no ?" in task and "reason ?" in task, task
         finally:
             await browser.close()

@@ -101,6 +101,24 @@ class ChatResponse(BaseModel):
     rewritten_query: str = Field(description="The query retrieval used")
     sources: list[Source]
     receipt: Receipt = Field(description="What the turn sent, part by part, in tokens, and what it cost")
+    intent: str | None = Field(default=None, description="The active task's intent (with intents configured)")
+    slots: dict[str, str] = Field(default_factory=dict, description="The task's filled slots")
+    missing: list[str] = Field(default_factory=list, description="Required slots still missing")
+    prompt_modules: list[str] = Field(default_factory=list, description="Per-intent prompt modules sent")
+    prompt_module_tokens: int = 0
+
+
+class TaskStateResponse(BaseModel):
+    """The session's task (docs/intents.md); empty without intents."""
+
+    intent: str | None
+    slots: dict[str, str]
+    missing: list[str]
+    task_started_at_round: int
+    done: bool
+
+
+TASK_FIELDS = ("intent", "slots", "missing", "prompt_modules", "prompt_module_tokens")
 
 
 def turn_json(result: TurnResult) -> dict[str, Any]:
@@ -111,6 +129,7 @@ def turn_json(result: TurnResult) -> dict[str, Any]:
         "rewritten_query": result.rewritten_query,
         "sources": sources(result.sources, result.answer),
         "receipt": result.receipt,
+        **{k: result.receipt[k] for k in TASK_FIELDS if k in result.receipt},  # type: ignore[literal-required]
     }
 
 

@@ -26,6 +26,7 @@ from rag_service.api.models import (
     MessageList,
     SessionCreated,
     SessionList,
+    TaskStateResponse,
     sources,
     turn_json,
 )
@@ -61,6 +62,11 @@ async def list_messages(session_id: str, store: StoreDep, principal: ChatterDep)
             {"role": m.role, "content": m.content, "tokens": m.tokens, "created_at": m.created_at} for m in messages
         ],
     }
+
+
+@router.get("/{session_id}/state", response_model=TaskStateResponse)
+async def task_state(session_id: str, pipeline: PipelineDep, principal: ChatterDep) -> dict[str, Any]:
+    return await pipeline.task_state(owned(principal, session_id))
 
 
 @router.get("", response_model=SessionList)
