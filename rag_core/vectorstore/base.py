@@ -112,8 +112,10 @@ class VectorIndex(Protocol):
         *,
         tenant: str | None = None,
     ) -> list[tuple[str, float, str]]:
-        """(id, score, language) of `tenant`'s top `limit` chunks, without their payloads."""
-        ...
+        """(id, score, language) of `tenant`'s top `limit` chunks, without their payloads. Every backend
+        inherits this one: it is `search` asking for the language field only."""
+        hits = await self.search(dense, sparse, limit, rrf_k, tenant=tenant, payload=["lang"])
+        return [(h.id, h.score, str(h.payload.get("lang", ""))) for h in hits]
 
     async def payloads(self, ids: Sequence[str], tenant: str | None = None) -> dict[str, dict[str, Any]]: ...
 

@@ -37,6 +37,7 @@ from rag_core.vectorstore.base import (
     IndexBusyError,
     IndexSchemaError,
     ScoredChunk,
+    VectorIndex,
     collection_for,
     tenant_of,
 )
@@ -47,7 +48,7 @@ META_FILE = "rag-index.json"
 SCROLL_PAGE = 2048
 
 
-class EdgeIndex:
+class EdgeIndex(VectorIndex):
     def __init__(
         self, settings: QdrantSettings, dim: int, embedder_name: str, *, beside_local_mode: bool = False
     ) -> None:
@@ -227,18 +228,6 @@ class EdgeIndex:
                 with_payload=payload,
             )
         return [ScoredChunk(str(h.id), float(h.score), dict(h.payload or {})) for h in shard.query(request)]
-
-    async def pool(
-        self,
-        dense: npt.NDArray[np.float32],
-        sparse: SparseVec | None,
-        limit: int,
-        rrf_k: int,
-        *,
-        tenant: str | None = None,
-    ) -> list[tuple[str, float, str]]:
-        hits = await self.search(dense, sparse, limit, rrf_k, tenant=tenant, payload=["lang"])
-        return [(h.id, h.score, str(h.payload.get("lang", ""))) for h in hits]
 
     async def payloads(self, ids: Sequence[str], tenant: str | None = None) -> dict[str, dict[str, Any]]:
         if not ids:

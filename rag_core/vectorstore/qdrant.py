@@ -28,6 +28,7 @@ from rag_core.vectorstore.base import (
     IndexBusyError,
     IndexSchemaError,
     ScoredChunk,
+    VectorIndex,
     collection_for,
     tenant_of,
 )
@@ -35,7 +36,7 @@ from rag_core.vectorstore.base import (
 SCROLL_PAGE = 2048
 
 
-class QdrantIndex:
+class QdrantIndex(VectorIndex):
     """Collections are made on a tenant's first write, with the same schema; another worker may add
     more at any time, so the ones known to exist are only a cache."""
 
@@ -202,18 +203,6 @@ class QdrantIndex:
                 with_payload=payload,
             )
         return [ScoredChunk(str(h.id), float(h.score), dict(h.payload or {})) for h in response.points]
-
-    async def pool(
-        self,
-        dense: npt.NDArray[np.float32],
-        sparse: SparseVec | None,
-        limit: int,
-        rrf_k: int,
-        *,
-        tenant: str | None = None,
-    ) -> list[tuple[str, float, str]]:
-        hits = await self.search(dense, sparse, limit, rrf_k, tenant=tenant, payload=["lang"])
-        return [(h.id, h.score, str(h.payload.get("lang", ""))) for h in hits]
 
     async def payloads(self, ids: Sequence[str], tenant: str | None = None) -> dict[str, dict[str, Any]]:
         name = await self._readable(tenant)
