@@ -111,7 +111,15 @@ class IngestSettings(BaseModel):
     pdf_max_content_mb: float = Field(default=100.0, gt=0)
     pdf_max_memory_mb: float = Field(default=1024.0, ge=256)
     upsert_batch: int = 64
-    extensions: list[str] = Field(default_factory=lambda: [".txt", ".md", ".markdown", ".html", ".htm", ".pdf"])
+    extensions: list[str] = Field(
+        default_factory=lambda: [".txt", ".md", ".markdown", ".html", ".htm", ".pdf", ".docx", ".pptx", ".xlsx", ".csv"]
+    )
+    # What Word, PowerPoint and Excel files (zip archives) may expand to.
+    office_max_content_mb: float = Field(default=200.0, gt=0)
+    # Header names of an FAQ table's question and answer columns (CSV files, and FAQ sheets of a workbook),
+    # compared case-insensitively; every column named like a question holds questions of the row's answer.
+    faq_question_headers: list[str] = Field(default_factory=lambda: ["question", "questions", "问题", "相似问题"])
+    faq_answer_headers: list[str] = Field(default_factory=lambda: ["answer", "答案"])
 
 
 class RetrievalSettings(BaseModel):
