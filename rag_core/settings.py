@@ -143,6 +143,14 @@ class RetrievalSettings(BaseModel):
     bm25_b: float = 0.75
 
 
+class FaqSettings(BaseModel):
+    # The FAQ short path: a (rewritten) question whose nearest FAQ question, in the same language, scores
+    # at least `threshold` (cosine, query to query) is answered with that entry's answer and no LLM call.
+    # Embedder-specific; chosen on a paraphrase set (docs/faq.md, bench/faq_threshold.py).
+    short_path: bool = True
+    threshold: float = Field(default=0.955, ge=0.0, le=1.0)
+
+
 class BudgetSettings(BaseModel):
     context_window: int = 8192
     total_budget: int = 6144
@@ -410,6 +418,7 @@ class Settings(BaseSettings):
     chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
     ingest: IngestSettings = Field(default_factory=IngestSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    faq: FaqSettings = Field(default_factory=FaqSettings)
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
     rewrite: RewriteSettings = Field(default_factory=RewriteSettings)
