@@ -1,0 +1,148 @@
+"""Annotations: question/answer pairs an admin writes (usually the corrected answer of a thumbs-down
+turn), stored as FAQ entries of the tenant's knowledge base.
+
+The archive's `annotations` table is the list an admin edits; each annotation is also a document of
+the index (`annotations/{id}`, one FAQ chunk plus one FAQ entry, the same shape as an FAQ file's pair),
+so it takes part in retrieval and in the FAQ short path. Editing rewrites that document; deleting
+removes it from both collections before the call returns, so the next turn no longer sees it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from rag_core.documents.office import FaqPair
+from rag_core.documents.pipeline import ChunkIndex, delete_document, doc_id_for, write_document
+from rag_core.embedding import Embedder
+from rag_core.settings import Settings
+from rag_core.tokens import TokenCounter
+from rag_service.archive import Archive, _available
+from rag_service.archive import annotation_rows as table
+
+SOURCE_PREFIX = "annotations/"
+
+
+@dataclass(frozen=True, slots=True)
+class Annotation:
+    id: str
+    question: str
+    answer: str
+    from_message_id: str | None
+    created_at: float
+    updated_at: float
+    source: str
+    doc_id: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+
+class Annotations:
+    """Not encrypted at rest, unlike messages: an annotation is knowledge-base content, which the index
+    stores in clear text anyway."""
+
+    def __init__(
+        self,
+        archive: Archive,
+        *,
+        index: ChunkIndex,
+        faq_index: ChunkIndex,
+        embedder: Embedder,
+        counter: TokenCounter,
+        settings: Settings,
+    ) -> None:
+        self.archive, self.index, self.faq_index = archive, index, faq_index
+        self.embedder, self.counter, self.settings = embedder, counter, settings
+
+    def _annotation(self, tenant: str, m: Any) -> Annotation:
+        source = SOURCE_PREFIX + m["id"]
+        return Annotation(
+            m["id"], m["question"], m["answer"], m["from_message_id"], m["created_at"], m["updated_at"], source,
+            doc_id_for(source, tenant),
+        )  # fmt: skip
+
+    async def _index(self, tenant: str, annotation: Annotation) -> None:
+        title = " ".join(annotation.question.split())[:200]
+        await asyncio.to_thread(
+            write_document, title, iter(()), [FaqPair((annotation.question,), annotation.answer)],
+            index=self.index, embedder=self.embedder, counter=self.counter, settings=self.settings,
+            source=annotation.source, doc_id=annotation.doc_id, tenant=tenant, faq_index=self.faq_index,
+        )  # fmt: skip
+
+    @_available
+    async def create(self, tenant: str, question: str, answer: str, from_message_id: str | None) -> Annotation:
+        await self.archive._connect_ready()
+        now = time.time()
+        row = {
+            "id": uuid.uuid4().hex,
+            "tenant": tenant,
+            "question": question,
+            "answer": answer,
+            "from_message_id": from_message_id,
+            "created_at": now,
+            "updated_at": now,
+        }
+        annotation = self._annotation(tenant, row)
+        # Index first: a row without its entry would be listed but never answer anything.
+        await self._index(tenant, annotation)
+        try:
+            async with self.archive.engine.begin() as conn:
+                await conn.execute(table.insert().values(**row))
+        except BaseException:
+            await asyncio.to_thread(delete_document, self.index, annotation.doc_id, tenant, self.faq_index)
+            raise
+        return annotation
+
+    @_available
+    async def list(self, tenant: str) -> list[Annotation]:
+        await self.archive._connect_ready()
+        async with self.archive.engine.connect() as conn:
+            rows = (
+                await conn.execute(sa.select(table).where(table.c.tenant == tenant).order_by(table.c.updated_at.desc()))
+            ).mappings()
+            return [self._annotation(tenant, m) for m in rows]
+
+    @_available
+    async def get(self, tenant: str, annotation_id: str) -> Annotation | None:
+        await self.archive._connect_ready()
+        async with self.archive.engine.connect() as conn:
+            m = (
+                (await conn.execute(sa.select(table).where(table.c.tenant == tenant, table.c.id == annotation_id)))
+                .mappings()
+                .first()
+            )
+        return self._annotation(tenant, m) if m is not None else None
+
+    @_available
+    async def update(
+        self, tenant: str, annotation_id: str, question: str | None, answer: str | None
+    ) -> Annotation | None:
+        old = await self.get(tenant, annotation_id)
+        if old is None:
+            return None
+        q, a, now = question or old.question, answer or old.answer, time.time()
+        new = Annotation(old.id, q, a, old.from_message_id, old.created_at, now, old.source, old.doc_id)
+        await self._index(tenant, new)
+        async with self.archive.engine.begin() as conn:
+            await conn.execute(
+                table.update()
+                .where(table.c.tenant == tenant, table.c.id == annotation_id)
+                .values(question=q, answer=a, updated_at=now)
+            )
+        return new
+
+    @_available
+    async def delete(self, tenant: str, annotation_id: str) -> bool:
+        old = await self.get(tenant, annotation_id)
+        if old is None:
+            return False
+        await asyncio.to_thread(delete_document, self.index, old.doc_id, tenant, self.faq_index)
+        async with self.archive.engine.begin() as conn:
+            await conn.execute(table.delete().where(table.c.tenant == tenant, table.c.id == annotation_id))
+        return True
