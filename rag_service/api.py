@@ -36,6 +36,7 @@ from rag_core.tokens import TokenCounter
 from rag_service import logs
 from rag_service.auth import Forbidden, Permission, Principal, RateLimited, Role, Unauthorized, is_loopback
 from rag_service.domain import SessionMeta
+from rag_service.feedback import message_id
 from rag_service.llm import UpstreamError
 from rag_service.openai_compat import CHAT_COMPLETIONS_PATH, build_router, error_object
 from rag_service.pipeline import (
@@ -48,6 +49,7 @@ from rag_service.pipeline import (
     stream_failure,
 )
 from rag_service.privacy import Masker
+from rag_service.routes_feedback import build_feedback_router
 from rag_service.store import SessionBusy, SessionCatalog, SessionNotFound, StoreUnavailable, new_session_id
 from rag_service.user_memory import UserMemory
 from rag_service.wiring import Services, build_services
@@ -103,6 +105,7 @@ class ChatResponse(BaseModel):
     rewritten_query: str
     sources: list[Source]
     receipt: dict[str, Any]
+    message_id: str | None = Field(default=None, description="The answer's id, for ratings")
 
 
 async def get_services(request: Request) -> Services:
@@ -187,6 +190,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.add_middleware(RequestContext)
     _add_routes(app)
     app.include_router(build_router(get_pipeline, get_counter, _openai_validate, requires(Permission.CHAT)))
+    app.include_router(build_feedback_router(get_services, requires))
     return app
 
 
@@ -313,6 +317,7 @@ def _turn_json(result: TurnResult) -> dict[str, Any]:
         "rewritten_query": result.rewritten_query,
         "sources": sources_payload(result.sources, result.answer),
         "receipt": result.receipt,
+        "message_id": result.message_id,
     }
 
 
@@ -365,7 +370,14 @@ def _add_routes(app: FastAPI) -> None:
         return {
             "session_id": session_id,
             "messages": [
-                {"role": m.role, "content": m.content, "tokens": m.tokens, "created_at": m.created_at} for m in messages
+                {
+                    "id": message_id(session_id, m.role, m.created_at),
+                    "role": m.role,
+                    "content": m.content,
+                    "tokens": m.tokens,
+                    "created_at": m.created_at,
+                }
+                for m in messages
             ],
         }
 
@@ -427,7 +439,9 @@ def _add_routes(app: FastAPI) -> None:
         request: Request,
         services: ServicesDep,
         principal: LibrarianDep,
-        file: Annotated[UploadFile, File(description="A .txt, .md, .html or .pdf document")],
+        file: Annotated[
+            UploadFile, File(description="A .txt, .md, .html, .pdf, .docx, .pptx or .xlsx document, or a .csv FAQ")
+        ],
         source: Annotated[str | None, Form(max_length=1024)] = None,
     ) -> dict[str, Any]:
         name = Path(file.filename or "upload.txt").name
@@ -464,6 +478,7 @@ def _add_routes(app: FastAPI) -> None:
                         source=doc_source,
                         tenant=principal.tenant,
                         cancel=cancel,
+                        faq_index=services.faq_index,
                     ),
                 )
         return {
@@ -475,6 +490,7 @@ def _add_routes(app: FastAPI) -> None:
             "upserted": report.upserted,
             "deleted": report.deleted,
             "unchanged": report.unchanged,
+            "faq_entries": report.faq_entries,
         }
 
     @app.get("/v1/documents")
@@ -487,7 +503,7 @@ def _add_routes(app: FastAPI) -> None:
     @app.delete("/v1/documents/{doc_id}")
     async def remove_document(doc_id: str, services: ServicesDep, principal: LibrarianDep) -> dict[str, Any]:
         """Removes one of the caller's tenant's documents; another tenant's is unknown here (404)."""
-        removed = await asyncio.to_thread(delete_document, services.index, doc_id, principal.tenant)
+        removed = await asyncio.to_thread(delete_document, services.index, doc_id, principal.tenant, services.faq_index)
         if not removed:
             raise HTTPException(404, f"no document with id {doc_id}")
         return {"doc_id": doc_id, "deleted": removed}

@@ -1,7 +1,12 @@
 """The chat pipeline: the one place that runs the stages of a turn, in order.
 
-1 memory -> 2 rewrite -> 3 budget -> 4 retrieval -> 5 prompt -> 6 generation -> 7 store -> 8 compression
-(8 runs after the answer is returned, off the request's critical path).
+1 memory -> 2 rewrite -> 3 budget -> 4 FAQ short path, else retrieval -> 5 prompt -> 6 generation -> 7 store
+-> 8 compression (8, and the turn's receipt for ratings, run after the answer is returned, off the request's
+critical path).
+
+The FAQ short path (4): a rewritten question that matches an FAQ question above `faq.threshold` is answered
+with that entry's answer and no LLM call (`"mode": "faq"`); the prompt is still built around the entry, so
+the receipt says how many tokens the call it saved would have cost.
 """
 
 from __future__ import annotations
@@ -22,6 +27,9 @@ from rag_core.tokens import TokenCounter
 from rag_service.budget import plan_budget
 from rag_service.domain import Chunk, GenerationInput, MemoryView, Message, Receipt, RewriteResult, Round, SessionMeta
 from rag_service.extractive import sentences_of
+from rag_service.faq import MODE as FAQ_MODE
+from rag_service.faq import FaqHit, FaqMatcher
+from rag_service.feedback import FeedbackStore, TurnRecord, message_id
 from rag_service.guard import OutputGuard
 from rag_service.llm import Generator, UpstreamError
 from rag_service.memory import CompressionPlan, MemoryStrategy
@@ -70,6 +78,9 @@ class Stages:
     user_memory: UserMemory | None = None
     # Answers when the LLM upstream fails (the extractive generator), or None to report the failure.
     fallback: Generator | None = None
+    # The FAQ short path (None: off), and where turn receipts go for ratings (None: nowhere).
+    faq: FaqMatcher | None = None
+    turn_log: FeedbackStore | None = None
 
 
 @dataclass
@@ -90,6 +101,8 @@ class PreparedTurn:
     view: MemoryView | None = None
     # Why the answer did not come from the configured generator ("upstream_error"), if it did not.
     fallback: str | None = None
+    # The FAQ entry that answers this turn on the short path.
+    faq: FaqHit | None = None
 
     @property
     def generation(self) -> GenerationInput:
@@ -103,6 +116,8 @@ class TurnResult:
     rewritten_query: str
     sources: list[Chunk]
     receipt: dict[str, Any]
+    # The answer's id in its session (None for a stateless turn): what a rating names.
+    message_id: str | None = None
 
 
 class ChatPipeline:
@@ -197,6 +212,9 @@ class ChatPipeline:
         """6. generation: the answer's pieces (one piece when not streamed). When the LLM upstream fails
         after its retries and before any text went out, the customer gets the extractive answer instead
         of an error page (`llm.fallback_extractive`); the receipt says so."""
+        if turn.faq is not None:
+            yield turn.faq.answer
+            return
         generator = self.s.generator
         emitted = False
         try:
@@ -278,9 +296,13 @@ class ChatPipeline:
         # (Qdrant local, jieba) holds the GIL either way, so a thread hop buys no parallelism. It did cost:
         # each pool thread got its own spinning OpenMP team and contended for the GIL with the background
         # tasks; a turn took 38 ms instead of 26 (p50 over 5 interleaved runs, bench/profile_turn.py setup).
-        candidates = s.retriever.search(rewrite.query, tenant=meta.tenant if tenant is None else tenant)
-        chunk_room = plan.chunk_budget - self.context_frame_tokens
-        chunks = fill_budget(candidates, chunk_room, cfg.retrieval.max_chunks, self._chunk_cost)
+        faq = self._faq_stage(rewrite.query, meta.tenant if tenant is None else tenant)
+        if faq is not None:
+            chunks = [faq.chunk(s.counter.count(f"{faq.question}\n{faq.answer}"))]
+        else:
+            candidates = s.retriever.search(rewrite.query, tenant=meta.tenant if tenant is None else tenant)
+            chunk_room = plan.chunk_budget - self.context_frame_tokens
+            chunks = fill_budget(candidates, chunk_room, cfg.retrieval.max_chunks, self._chunk_cost)
         t_ret = time.perf_counter()
 
         # 5. prompt: the window guard makes "prompt + reserve <= context window" exact, not estimated.
@@ -335,7 +357,16 @@ class ChatPipeline:
             started,
             timings,
             view=view,
+            faq=faq,
         )
+
+    def _faq_stage(self, query: str, tenant: str) -> FaqHit | None:
+        """4a. the FAQ short path: the entry whose question the query matches above the threshold."""
+        if self.s.faq is None:
+            return None
+        hit = self.s.faq.match(query, tenant or None)
+        self.s.metrics.faq.labels("hit" if hit is not None else "miss").inc()
+        return hit
 
     def _chunk_cost(self, chunk: Chunk) -> int:
         # +1 for the newline that joins blocks. The wrapper depends only on the document, so its count is
@@ -362,13 +393,56 @@ class ChatPipeline:
         receipt = turn.receipt.to_dict()
         receipt["completion_tokens"] = answer.tokens
         cost = (receipt["total_prompt_tokens"] * self._price[0] + answer.tokens * self._price[1]) / 1000
-        receipt["cost_estimate"] = round(cost, 8)
         receipt["timings_ms"] = {k: round(v * 1000, 3) for k, v in turn.timings.items()}
         mode = s.fallback.mode if turn.fallback and s.fallback is not None else s.generator.mode
+        if turn.faq is not None:
+            mode = FAQ_MODE
+            # What the LLM call answering from this entry would have cost, and did not.
+            receipt["faq"] = {
+                "question": turn.faq.question,
+                "score": round(turn.faq.score, 6),
+                "source": turn.faq.source,
+            }
+            receipt["llm_calls_saved"] = 1 if s.generator.mode != "extractive" else 0
+            receipt["saved_tokens"] = receipt["total_prompt_tokens"] + answer.tokens
+            receipt["saved_cost_estimate"] = round(cost, 8)
+            cost = 0.0
+        receipt["cost_estimate"] = round(cost, 8)
         if turn.fallback:
             receipt["fallback"] = turn.fallback
         s.metrics.observe_turn(mode, streamed, turn.timings, receipt, cost)
-        return TurnResult(text, mode, turn.rewrite.query, turn.chunks, receipt)
+        result = TurnResult(text, mode, turn.rewrite.query, turn.chunks, receipt)
+        if turn.session_id is not None:
+            result = dataclasses.replace(result, message_id=message_id(turn.session_id, "assistant", answer.created_at))
+            self._schedule_receipt(turn, result)
+        return result
+
+    def _schedule_receipt(self, turn: PreparedTurn, result: TurnResult) -> None:
+        """The turn's receipt for ratings (rag_service/feedback.py), written off the request path."""
+        log_ = self.s.turn_log
+        if log_ is None or turn.session_id is None or result.message_id is None:
+            return
+        record = TurnRecord(
+            message_id=result.message_id,
+            tenant=turn.meta.tenant,
+            session_id=turn.session_id,
+            question=turn.question,
+            answer=result.answer,
+            rewritten_query=result.rewritten_query,
+            mode=result.mode,
+            sources=sources_payload(result.sources, result.answer),
+            receipt=result.receipt,
+            created_at=time.time(),
+        )
+
+        async def write() -> None:
+            try:
+                await log_.record_turn(record)
+            except Exception as exc:
+                # A rating of this answer is still stored; the report shows it without a receipt.
+                log.warning("turn receipt not archived: %s", exc)
+
+        self._background_task(write())
 
     # -- 8. compression -------------------------------------------------------------------------
 

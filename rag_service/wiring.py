@@ -5,13 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rag_core.documents.faq import faq_collection
 from rag_core.embedding import CachedQueryEmbedder, Embedder, make_embedder
 from rag_core.lexical import warm_up
 from rag_core.settings import Settings
 from rag_core.tokens import TokenCounter, make_counter
 from rag_core.vectorstore import VectorIndex
+from rag_service.annotations import Annotations
 from rag_service.auth import ApiKeys, RateLimiter
 from rag_service.extractive import ExtractiveGenerator
+from rag_service.faq import FaqMatcher
+from rag_service.feedback import FeedbackStore
 from rag_service.llm import ChatClient, Generator, LLMGenerator
 from rag_service.memory import make_memory
 from rag_service.metrics import Metrics
@@ -36,6 +40,10 @@ class Services:
     api_keys: ApiKeys
     rate_limiter: RateLimiter
     clients: list[ChatClient] = field(default_factory=list)
+    # FAQ entries (rag_core/documents/faq.py); ratings and annotations, when there is an archive.
+    faq_index: VectorIndex | None = None
+    feedback: FeedbackStore | None = None
+    annotations: Annotations | None = None
 
     async def start(self) -> None:
         """Work that needs the event loop: the archive takes up writes spooled by an earlier run."""
@@ -168,6 +176,17 @@ def build_services(
     clients: list[ChatClient] = []
     metrics = Metrics()
     store = build_store(settings, counter, metrics)
+    # The FAQ collection shares the index's client: local mode lets one client open the folder.
+    faq_index = VectorIndex(index.client, faq_collection(index.collection), embedder.dim, embedder.name)
+    # One lock for both: local mode is plain Python over one client, not safe across threads.
+    faq_index._guard = index._guard
+    archive = getattr(store, "archive", None)
+    feedback = FeedbackStore(archive, Masker.from_settings(settings.privacy)) if archive is not None else None
+    annotations = (
+        Annotations(archive, index=index, faq_index=faq_index, embedder=embedder, counter=counter, settings=settings)
+        if archive is not None
+        else None
+    )
     if isinstance(embedder, CachedQueryEmbedder):
         embedder.observe = metrics.stage_seconds.labels("embed").observe
     stages = Stages(
@@ -184,6 +203,8 @@ def build_services(
         fallback=ExtractiveGenerator(settings.prompt.extractive_sentences)
         if settings.llm.base_url and settings.llm.fallback_extractive
         else None,
+        faq=FaqMatcher(faq_index, embedder, settings.faq),
+        turn_log=feedback,
     )
     return Services(
         settings,
@@ -196,4 +217,7 @@ def build_services(
         ApiKeys(settings.auth),
         RateLimiter(settings.auth, settings.server.trusted_proxies, settings.redis.url),
         clients,
+        faq_index,
+        feedback,
+        annotations,
     )
