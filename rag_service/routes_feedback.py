@@ -104,6 +104,10 @@ def build_feedback_router(
             raise HTTPException(404, f"no answer with id {msg_id} in this session")
         row = await store.rate(principal.tenant, session_id, msg_id, body.rating, body.reason, body.comment)
         turn = await store.turn(principal.tenant, msg_id)
+        if turn is None:
+            # The receipt is written off the request path; a rating right after the answer waits for it here.
+            await services.pipeline.drain()
+            turn = await store.turn(principal.tenant, msg_id)
         services.metrics.feedback.labels(
             body.rating, turn.mode if turn else "unknown", turn.kind if turn else "unknown"
         ).inc()
