@@ -2,6 +2,7 @@ FROM python:3.11-slim
 WORKDIR /app
 RUN apt-get update && apt-get install -y --no-install-recommends gcc libgomp1 && rm -rf /var/lib/apt/lists/*
 COPY pyproject.toml README.md ./
+COPY rag_core rag_core
 COPY rag_service rag_service
 COPY ingest ingest
 COPY configs configs

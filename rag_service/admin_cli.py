@@ -20,8 +20,8 @@ from rich.console import Console
 from rich.table import Table
 
 from rag_core.settings import DEFAULT_TENANT, Settings
-from rag_service.archive import Archive, migrate_async
 from rag_service.feedback import FeedbackStore, parse_since, report
+from rag_service.sessions.archive import Archive, migrate_async
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, help="Operator reports from the archive.")
 

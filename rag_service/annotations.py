@@ -22,8 +22,9 @@ from rag_core.documents.pipeline import ChunkIndex, delete_document, doc_id_for,
 from rag_core.embedding import Embedder
 from rag_core.settings import Settings
 from rag_core.tokens import TokenCounter
-from rag_service.archive import Archive, _available
-from rag_service.archive import annotation_rows as table
+from rag_service.sessions.archive.base import Database
+from rag_service.sessions.archive.base import available as _available
+from rag_service.sessions.archive.schema import annotation_rows as table
 
 SOURCE_PREFIX = "annotations/"
 
@@ -49,7 +50,7 @@ class Annotations:
 
     def __init__(
         self,
-        archive: Archive,
+        archive: Database,
         *,
         index: ChunkIndex,
         faq_index: ChunkIndex,

@@ -50,7 +50,13 @@ from rag_service.pipeline import (
 )
 from rag_service.privacy import Masker
 from rag_service.routes_feedback import build_feedback_router
-from rag_service.store import SessionBusy, SessionCatalog, SessionNotFound, StoreUnavailable, new_session_id
+from rag_service.sessions.interface import (
+    SessionBusy,
+    SessionCatalog,
+    SessionNotFound,
+    StoreUnavailable,
+    new_session_id,
+)
 from rag_service.user_memory import UserMemory
 from rag_service.wiring import Services, build_services
 

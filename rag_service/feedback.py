@@ -26,8 +26,10 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 
-from rag_service.archive import Archive, _available, feedback, turn_receipts
 from rag_service.privacy import Masker
+from rag_service.sessions.archive.base import Database
+from rag_service.sessions.archive.base import available as _available
+from rag_service.sessions.archive.schema import feedback, turn_receipts
 
 Rating = Literal["up", "down"]
 TURN_KINDS = ("first", "follow_up", "standalone", "new_topic", "unrewritten")
@@ -81,7 +83,7 @@ class FeedbackStore:
     """Receipts and ratings in the archive database. Text is PII-masked like the messages, and encrypted
     with `database.encryption_key` when one is set."""
 
-    def __init__(self, archive: Archive, masker: Masker | None = None) -> None:
+    def __init__(self, archive: Database, masker: Masker | None = None) -> None:
         self.archive, self.masker = archive, masker
 
     def _seal(self, text: str) -> str:

@@ -25,7 +25,7 @@ from rag_core.tokens import TokenCounter
 from rag_service.auth import Principal
 from rag_service.domain import Message
 from rag_service.pipeline import ChatPipeline, TurnEvents, TurnResult, prime, sources_payload, stream_failure
-from rag_service.store import SessionNotFound
+from rag_service.sessions.interface import SessionNotFound
 
 
 class ChatMessageIn(BaseModel):

@@ -44,7 +44,7 @@ from rag_service.prompt import (
 )
 from rag_service.retrieval import Retriever, fill_budget
 from rag_service.rewrite import Rewriter
-from rag_service.store import SessionNotFound, SessionStore, StoreUnavailable, SummaryUpdate
+from rag_service.sessions.interface import SessionNotFound, SessionStore, StoreUnavailable, SummaryUpdate
 from rag_service.summary import Summarizer, pin_facts
 from rag_service.user_memory import UserMemory
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rag_service.annotations import Annotations
 from rag_service.auth import Permission, Principal
 from rag_service.feedback import FeedbackStore, message_id, parse_since, report
-from rag_service.store import SessionNotFound
+from rag_service.sessions.interface import SessionNotFound
 from rag_service.wiring import Services
 
 MAX_ANSWER_CHARS = 20_000

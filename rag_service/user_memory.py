@@ -6,7 +6,7 @@ stored (and again when read, for facts stored before masking applied to them), n
 are instructions to the assistant (rag_service.injection), and injected as a quoted data block in a
 user message (rag_service.prompt.profile_message), never into the system prompt.
 
-Facts live in the archive's user-memory table. The per-turn path reads them from a small in-process
+Facts live in the archive's user-memory table (rag_service.sessions.archive.memory_repo). The per-turn path reads them from a small in-process
 cache, so only a user's first turn (or one after a change) costs a database query.
 """
 
@@ -25,6 +25,7 @@ from rag_service.injection import instruction_reason
 from rag_service.llm import ChatClient
 from rag_service.privacy import Masker
 from rag_service.prompt import escape_data, profile_message
+from rag_service.sessions.archive.memory_repo import StoredFact
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +46,13 @@ _SENTENCE = re.compile(r"[^。！？!?.\n]+[。！？!?.]?")
 
 
 class FactStore(Protocol):
-    async def add_memory(self, user_id: str, fact: str, source_session: str | None = None) -> object: ...
+    """Where facts are kept: the archive's user-memory repository (rag_service.sessions.archive)."""
 
-    async def list_memories(self, user_id: str, limit: int | None = None) -> Sequence[object]: ...
+    async def add_memory(self, user_id: str, fact: str, source_session: str | None = None) -> StoredFact: ...
+
+    async def list_memories(self, user_id: str, limit: int | None = None) -> Sequence[StoredFact]: ...
+
+    async def delete_memories(self, user_id: str) -> int: ...
 
 
 class FactExtractor(Protocol):
@@ -128,7 +133,7 @@ class UserMemory:
         if hit and time.monotonic() - hit[0] < self.settings.cache_s:
             return hit[1], hit[2]
         stored = await self.store.list_memories(user_key, self.settings.max_facts)
-        facts = self.admissible([str(getattr(f, "fact", f)) for f in stored])
+        facts = self.admissible([f.fact for f in stored])
         text = profile_message(self.settings.prompt_header, facts) if facts else ""
         tokens = self.counter.count(text) if text else 0
         self._cache[user_key] = (time.monotonic(), text, tokens)

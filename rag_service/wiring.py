@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from rag_core.documents.faq import faq_collection
 from rag_core.embedding import CachedQueryEmbedder, Embedder, make_embedder
@@ -23,7 +22,9 @@ from rag_service.pipeline import ChatPipeline, Stages
 from rag_service.privacy import Masker
 from rag_service.retrieval import Retriever
 from rag_service.rewrite import LLMRewriter, NoRewriter, Rewriter, RuleRewriter, rewrite_endpoint
-from rag_service.store import ArchivedStore, LiveStore, MemoryStore, SessionStore
+from rag_service.sessions.archive import Archive
+from rag_service.sessions.build import build_store, open_archive
+from rag_service.sessions.interface import SessionStore
 from rag_service.summary import ExtractiveSummarizer, LLMSummarizer, Summarizer
 from rag_service.user_memory import FactExtractor, LLMFactExtractor, RuleFactExtractor, UserMemory
 
@@ -47,8 +48,7 @@ class Services:
 
     async def start(self) -> None:
         """Work that needs the event loop: the archive takes up writes spooled by an earlier run."""
-        if isinstance(self.store, ArchivedStore):
-            await self.store.start()
+        await self.store.start()
 
     async def close(self) -> None:
         await self.pipeline.drain()
@@ -57,60 +57,6 @@ class Services:
         await self.store.close()
         await self.rate_limiter.close()
         self.index.close()
-
-
-def build_store(
-    settings: Settings, counter: TokenCounter | None = None, metrics: Metrics | None = None
-) -> SessionStore:
-    """The live store (Redis when `redis.url` is set, else in-process) in front of the SQL archive at
-    `database.url`, migrated here, at start-up. `counter` recounts message tokens after PII masking;
-    `metrics` gets the archive backlog and conflicts."""
-    from rag_service.archive import Archive, migrate
-    from rag_service.privacy import Masker
-    from rag_service.spool import Spool
-
-    s = settings.session
-    live: LiveStore
-    if settings.redis.url:
-        from rag_service.store_redis import RedisStore
-
-        live = RedisStore(
-            settings.redis.url,
-            ttl_s=s.ttl_s,
-            lock_timeout_s=s.lock_timeout_s,
-            lock_lease_s=s.lock_lease_s,
-            on_busy=s.on_busy,
-        )
-    else:
-        live = MemoryStore(s.ttl_s, s.lock_timeout_s, s.on_busy)
-    db = settings.database
-    migrate(db.url)
-    archive = Archive(db.url, db.encryption_key)
-    store = ArchivedStore(
-        live,
-        archive,
-        masker=Masker.from_settings(settings.privacy),
-        count_tokens=counter.count if counter is not None else None,
-        flush_interval_s=db.flush_interval_s,
-        retry_max_s=db.flush_retry_max_s,
-        spool=Spool(spool_dir(settings), archive.cipher),
-        on_conflict=metrics.archive_conflicts.inc if metrics is not None else None,
-    )
-    if metrics is not None:
-        metrics.archive_backlog.set_function(lambda: store.pending)
-    return store
-
-
-def spool_dir(settings: Settings) -> Path:
-    """`database.spool_dir`, else next to a SQLite archive file, else ./data/archive-spool."""
-    if settings.database.spool_dir:
-        return Path(settings.database.spool_dir).expanduser()
-    from rag_service.archive import normalize_url
-
-    url = normalize_url(settings.database.url)
-    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
-        return Path(str(url.database)).expanduser().parent / "archive-spool"
-    return Path("data") / "archive-spool"
 
 
 def build_generator(settings: Settings, clients: list[ChatClient]) -> Generator:
@@ -146,11 +92,10 @@ def build_rewriter(settings: Settings, embedder: Embedder | None, clients: list[
 
 
 def build_user_memory(
-    settings: Settings, store: SessionStore, counter: TokenCounter, clients: list[ChatClient]
+    settings: Settings, archive: Archive, counter: TokenCounter, clients: list[ChatClient]
 ) -> UserMemory | None:
-    """Facts live in the archive; without one (a bare live store) there is no long-term memory."""
-    archive = getattr(store, "archive", None)
-    if archive is None or not settings.user_memory.enabled:
+    """Facts live in the archive's user-memory table."""
+    if not settings.user_memory.enabled:
         return None
     extractor: FactExtractor = RuleFactExtractor()
     endpoint = settings.summary_endpoint()
@@ -175,12 +120,12 @@ def build_services(
     warm_up()
     clients: list[ChatClient] = []
     metrics = Metrics()
-    store = build_store(settings, counter, metrics)
+    archive = open_archive(settings)
+    store = build_store(settings, counter, metrics, archive=archive)
     # The FAQ collection shares the index's client: local mode lets one client open the folder.
     faq_index = VectorIndex(index.client, faq_collection(index.collection), embedder.dim, embedder.name)
     # One lock for both: local mode is plain Python over one client, not safe across threads.
     faq_index._guard = index._guard
-    archive = getattr(store, "archive", None)
     feedback = FeedbackStore(archive, Masker.from_settings(settings.privacy)) if archive is not None else None
     annotations = (
         Annotations(archive, index=index, faq_index=faq_index, embedder=embedder, counter=counter, settings=settings)
@@ -199,7 +144,7 @@ def build_services(
         generator=build_generator(settings, clients),
         summarizer=build_summarizer(settings, counter, clients),
         metrics=metrics,
-        user_memory=build_user_memory(settings, store, counter, clients),
+        user_memory=build_user_memory(settings, archive, counter, clients),
         fallback=ExtractiveGenerator(settings.prompt.extractive_sentences)
         if settings.llm.base_url and settings.llm.fallback_extractive
         else None,

@@ -14,9 +14,17 @@ from alembic.migration import MigrationContext
 from cryptography.fernet import Fernet
 
 from rag_core.settings import DatabaseSettings
-from rag_service.archive import VERSION_TABLE, Archive, ArchiveError, metadata, migrate, migrate_async, normalize_url
 from rag_service.domain import Message, Role, SessionMeta
-from rag_service.store import ArchiveWrite, new_session_id
+from rag_service.sessions.archive import (
+    VERSION_TABLE,
+    Archive,
+    ArchiveError,
+    metadata,
+    migrate,
+    migrate_async,
+    normalize_url,
+)
+from rag_service.sessions.interface import ArchiveWrite, new_session_id
 from tests.servers import DIALECTS, fresh_database
 
 KEY = Fernet.generate_key().decode()

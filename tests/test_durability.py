@@ -28,23 +28,18 @@ import sqlalchemy as sa
 from cryptography.fernet import Fernet
 
 from rag_service.api import create_app
-from rag_service.archive import Archive, Cipher, migrate
 from rag_service.domain import Message, SessionMeta
-from rag_service.spool import Spool
-from rag_service.store import (
-    ArchivedStore,
-    ArchiveWrite,
-    MemoryStore,
-    SessionBusy,
-    StoreUnavailable,
-    SummaryUpdate,
-    new_session_id,
-)
-from rag_service.store_redis import RedisStore
+from rag_service.sessions.archive import Archive, Cipher, migrate
+from rag_service.sessions.interface import ArchiveWrite, SessionBusy, StoreUnavailable, SummaryUpdate, new_session_id
+from rag_service.sessions.live_memory import MemoryStore
+from rag_service.sessions.live_redis import RedisStore
+from rag_service.sessions.spool import Spool
+from rag_service.sessions.writebehind import ArchivedStore
 from rag_service.testing.fake_llm import FakeLLM
 from rag_service.wiring import Services
 from tests.servers import REDIS_URL, PrivateRedis, fresh_database, redis_prefix
 from tests.sse import events as sse_events
+from tests.stores import write_behind
 
 
 def msg(role: str, text: str) -> Message:
@@ -390,7 +385,7 @@ async def test_asyncio_cancel_of_a_turn_releases_its_lock(redis_live: Callable[.
 
 _HOLDER = """
 import asyncio, sys
-from rag_service.store_redis import RedisStore
+from rag_service.sessions.live_redis import RedisStore
 
 async def main() -> None:
     store = RedisStore(sys.argv[1], ttl_s=60, lock_timeout_s=5, on_busy="wait", lock_lease_s=float(sys.argv[3]),
@@ -484,7 +479,7 @@ async def test_archive_down_keeps_turns_going_and_readyz_names_the_archive(
     services = services_factory(
         auth={"rate_limit": {"per_key": "", "per_session": "", "per_address": ""}}, database={"flush_retry_max_s": 0.2}
     )
-    store = services.store
+    store = write_behind(services.store)
     assert isinstance(store, ArchivedStore)
     real = store.archive
     store.archive = DownArchive(real)  # type: ignore[assignment]
@@ -542,7 +537,7 @@ async def test_acknowledged_turns_survive_redis_restarts_under_load(
             rewrite={"mode": "none"},
             auth={"rate_limit": {"per_key": "", "per_session": "", "per_address": ""}},
         )
-        store = services.store
+        store = write_behind(services.store)
         assert isinstance(store, ArchivedStore)
         acked: dict[str, list[tuple[str, str]]] = {}
         statuses: Counter[int] = Counter()

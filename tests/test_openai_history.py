@@ -13,6 +13,7 @@ from rag_service.domain import SessionMeta
 from rag_service.memory import pair_rounds
 from rag_service.testing.fake_llm import FakeLLM, Fault, message_text
 from tests.conftest import AppClient
+from tests.stores import write_behind
 
 
 def llm_settings(fake: FakeLLM) -> dict[str, Any]:
@@ -97,7 +98,7 @@ async def test_stateless_call_uses_the_client_history_and_stores_nothing(app_fac
         assert resp.status_code == 200 and resp.json()["rag"]["history"] == "request"
         assert "X-Session-Id" not in resp.headers
         assert history_sent(chat_requests(fake_llm)[-1]) == [("user", "发票怎么开？"), ("assistant", "在订单页申请。")]
-    store: Any = app.services.store
+    store: Any = write_behind(app.services.store)
     assert store.pending == 0 and not store.live._entries  # no session was made or written
 
 

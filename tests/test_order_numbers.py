@@ -9,10 +9,12 @@ from typing import Any
 
 from rag_service.domain import Message, Round
 from rag_service.privacy import Masker
-from rag_service.store import ArchivedStore, MemoryStore
+from rag_service.sessions.live_memory import MemoryStore
+from rag_service.sessions.writebehind import ArchivedStore
 from rag_service.summary import PINNED_HEADER, pin_facts
 from rag_service.testing.fake_llm import FakeLLM, scripted
 from tests.conftest import AppClient
+from tests.stores import write_behind
 from tests.test_privacy import card_masked, luhn_ok, with_luhn_digit, without_luhn_digit
 
 SUMMARY_REPLY = "用户询问了几个订单的物流进度，客服说明了查询方式。"  # leaves every number out
@@ -119,7 +121,7 @@ async def test_order_numbers_survive_storage_summary_and_restore(app_factory: An
     assert all(number in prompt[1]["content"] for number in o.values())
 
     # Restore: the live copy is lost; the archive brings back messages and summary, numbers intact.
-    store = app.services.store
+    store = write_behind(app.services.store)
     assert isinstance(store, ArchivedStore) and isinstance(store.live, MemoryStore)
     await store.flush()
     before_meta, before, _ = await store.load(sid, lambda m: 0)
@@ -151,7 +153,7 @@ async def test_pinned_facts_are_capped_and_the_dropped_ones_stay_in_the_archive(
     assert numbers[0] not in meta.summary
     assert turn["receipt"]["compressed"] and turn["receipt"]["summary_tokens"] > 0  # not dropped for budget
     # The archive keeps every message: the facts that left the line are there, verbatim.
-    store = app.services.store
+    store = write_behind(app.services.store)
     assert isinstance(store, ArchivedStore)
     await store.flush()
     found = await store.archive.load(sid)

@@ -20,23 +20,25 @@ import sqlalchemy as sa
 from redis.asyncio.connection import Connection
 
 from rag_core.settings import DatabaseSettings, PrivacySettings, RedisSettings, Settings
-from rag_service.archive import Archive, migrate
 from rag_service.domain import Message, SessionMeta
 from rag_service.privacy import Masker
-from rag_service.store import (
-    ArchivedStore,
+from rag_service.sessions.archive import Archive, migrate
+from rag_service.sessions.build import build_store
+from rag_service.sessions.interface import (
     ArchiveWrite,
     LiveStore,
-    MemoryStore,
     SessionBusy,
+    SessionCatalog,
     SessionIncomplete,
     SessionNotFound,
     SessionStore,
     SummaryUpdate,
     new_session_id,
 )
-from rag_service.store_redis import RedisStore
-from rag_service.wiring import build_store
+from rag_service.sessions.live_memory import MemoryStore
+from rag_service.sessions.live_redis import RedisStore
+from rag_service.sessions.masking import MaskedStore, masked
+from rag_service.sessions.writebehind import ArchivedStore
 from tests.servers import DIALECTS, REDIS_URL, fresh_database, redis_prefix
 
 KINDS = ["memory", "redis", "archived-memory", "archived-redis"]
@@ -93,13 +95,9 @@ class Env:
         live = self.live(ttl_s, lock_timeout_s, on_busy)
         store: SessionStore = live
         if self.kind.startswith("archived"):
-            store = ArchivedStore(
-                live,
-                archive or Archive(self.archive_url),
-                masker=masker,
-                count_tokens=len,
-                flush_interval_s=flush_interval_s,
-            )
+            store = ArchivedStore(live, archive or Archive(self.archive_url), flush_interval_s=flush_interval_s)
+        if masker is not None:
+            store = masked(store, masker, count_tokens=len)
         self.opened.append(store)
         return store
 
@@ -317,7 +315,7 @@ async def test_wait_mode_gives_up_after_lock_timeout(env: Env) -> None:
 
 
 class Clock:
-    """Stands in for the `time` module of rag_service.store: the in-process store's expiry clock, moved
+    """Stands in for the `time` module of rag_service.sessions.live_memory: the in-process store's expiry clock, moved
     by the test instead of by waiting."""
 
     def __init__(self) -> None:
@@ -336,7 +334,7 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     fake = Clock()
-    monkeypatch.setattr("rag_service.store.time", fake)
+    monkeypatch.setattr("rag_service.sessions.live_memory.time", fake)
     return fake
 
 
@@ -737,20 +735,40 @@ MASKED = (
 
 async def test_pii_is_masked_before_redis_and_sql(env_factory: Callable[..., Any]) -> None:
     env = await env_factory("archived-redis")
-    store: ArchivedStore = env.make(masker=Masker())
+    store: MaskedStore = env.make(masker=Masker())
+    archived = store.inner
+    assert isinstance(archived, ArchivedStore)
     meta = new_meta()
     await store.create(meta)
     await store.append(meta.session_id, [msg("user", PII), msg("assistant", "好的，已记录 13812345678。")])
     await store.update_summary(meta.session_id, SummaryUpdate(0, "用户留了手机 13812345678", 20, 2, 50))
-    await store.flush()
-    raw_redis = await store.live.redis.lrange(store.live.keys(meta.session_id)[1], 0, -1)  # type: ignore[attr-defined]
+    await archived.flush()
+    raw_redis = await archived.live.redis.lrange(archived.live.keys(meta.session_id)[1], 0, -1)  # type: ignore[attr-defined]
     assert json.loads(raw_redis[0])["c"] == MASKED
     assert json.loads(raw_redis[0])["t"] == len(MASKED)  # token count follows the stored text
     assert "13812345678" not in "".join(raw_redis)
-    summary = await store.live.redis.hget(store.live.keys(meta.session_id)[0], "summary")  # type: ignore[attr-defined]
+    summary = await archived.live.redis.hget(archived.live.keys(meta.session_id)[0], "summary")  # type: ignore[attr-defined]
     assert summary == "用户留了手机 138****5678"
     rows = await _archived_rows(env.archive_url, meta.session_id)
     assert rows[0][2] == MASKED and rows[1][2] == "好的，已记录 138****5678。"
+
+
+async def test_masking_is_a_layer_over_any_store(env_factory: Callable[..., Any]) -> None:
+    live = (await env_factory("memory")).make()
+    store = masked(live, Masker(), count_tokens=len)
+    assert not isinstance(store, SessionCatalog)  # a bare live store lists nothing, masked or not
+    meta = new_meta()
+    await store.create(meta)
+    await store.append(meta.session_id, [msg("user", PII)])
+    held = await live.messages(meta.session_id)
+    assert [(m.content, m.tokens) for m in held] == [(MASKED, len(MASKED))]
+    said = "用户的邮箱 alice@example.com"
+    assert await store.update_summary(meta.session_id, SummaryUpdate(0, said, 20, 1, 50))
+    summary = "用户的邮箱 a***@example.com"
+    got, _, _ = await live.load(meta.session_id, lambda m: 0)
+    assert (got.summary, got.summary_tokens) == (summary, 20 + len(summary) - len(said))
+    archived = (await env_factory("archived-memory")).make()
+    assert isinstance(masked(archived, Masker()), SessionCatalog)
 
 
 # -- wiring -------------------------------------------------------------------------------------
@@ -759,8 +777,8 @@ async def test_pii_is_masked_before_redis_and_sql(env_factory: Callable[..., Any
 async def test_build_store_composes_live_and_migrated_archive(tmp_path: Path) -> None:
     url = f"sqlite+aiosqlite:///{tmp_path}/wired/archive.db"
     embedded = build_store(Settings(database=DatabaseSettings(url=url)))
-    assert isinstance(embedded, ArchivedStore) and isinstance(embedded.live, MemoryStore)
-    assert embedded.masker is not None
+    assert isinstance(embedded, MaskedStore) and embedded.masker is not None  # privacy is on by default
+    assert isinstance(embedded.inner, ArchivedStore) and isinstance(embedded.inner.live, MemoryStore)
     await embedded.ping()
     meta = new_meta()
     await embedded.create(meta)
@@ -784,6 +802,6 @@ async def test_build_store_composes_live_and_migrated_archive(tmp_path: Path) ->
         )
     )
     assert isinstance(with_redis, ArchivedStore) and isinstance(with_redis.live, RedisStore)
-    assert with_redis.masker is None
+    assert not isinstance(with_redis, MaskedStore)  # no masking layer with privacy off
     await with_redis.ping()
     await with_redis.close()

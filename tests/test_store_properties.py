@@ -23,11 +23,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
 from rag_core.settings import MemorySettings
-from rag_service.archive import Archive, migrate
 from rag_service.domain import Message, SessionMeta
 from rag_service.memory import CompressionPlan, SummaryMemory
-from rag_service.store import ArchivedStore, LiveStore, MemoryStore, SummaryUpdate, new_session_id
-from rag_service.store_redis import RedisStore
+from rag_service.sessions.archive import Archive, migrate
+from rag_service.sessions.interface import LiveStore, SummaryUpdate, new_session_id
+from rag_service.sessions.live_memory import MemoryStore
+from rag_service.sessions.live_redis import RedisStore
+from rag_service.sessions.writebehind import ArchivedStore
 from tests.servers import REDIS_URL, fresh_database, redis_prefix
 
 T = TypeVar("T")

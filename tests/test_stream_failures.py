@@ -19,13 +19,14 @@ from aiohttp import web
 from sse_starlette.sse import AppStatus
 
 from rag_service.api import create_app
-from rag_service.store import ArchivedStore
-from rag_service.store_redis import RedisStore
+from rag_service.sessions.live_redis import RedisStore
+from rag_service.sessions.writebehind import ArchivedStore
 from rag_service.testing.fake_llm import FakeLLM, Fault
 from rag_service.wiring import Services
 from tests.conftest import AppClient
 from tests.servers import PrivateRedis
 from tests.sse import events
+from tests.stores import write_behind
 
 
 async def stored(app: AppClient, sid: str) -> list[tuple[str, str]]:
@@ -203,8 +204,9 @@ async def redis_app(
 
 
 def redis_of(services: Services) -> RedisStore:
-    assert isinstance(services.store, ArchivedStore) and isinstance(services.store.live, RedisStore)
-    return services.store.live
+    store = write_behind(services.store)
+    assert isinstance(store, ArchivedStore) and isinstance(store.live, RedisStore)
+    return store.live
 
 
 async def test_client_gone_mid_stream_releases_the_lock_at_once(

@@ -33,7 +33,7 @@ from redis.exceptions import LockError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from rag_service.domain import Message, SessionMeta
-from rag_service.store import (
+from rag_service.sessions.interface import (
     DELETED,
     Probe,
     SessionBusy,
@@ -430,6 +430,9 @@ class RedisStore:
 
     def probes(self) -> list[Probe]:
         return [("store", self.ping)]
+
+    async def start(self) -> None:
+        return None
 
     async def close(self) -> None:
         await self.redis.aclose()

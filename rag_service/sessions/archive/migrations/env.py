@@ -1,8 +1,10 @@
 """Alembic environment for the archive.
 
-Programmatic use (rag_service.archive.migrate) passes the URL in `config.attributes["url"]`; with the
-bundled alembic.ini (`alembic -c rag_service/migrations/alembic.ini upgrade head`) the URL comes from
-RAG_DATABASE__URL or the settings. Migrations run on the async engine in their own event loop.
+Programmatic use (rag_service.sessions.archive.migrate) passes the URL in `config.attributes["url"]`;
+with the bundled alembic.ini (`alembic -c rag_service/sessions/archive/migrations/alembic.ini upgrade
+head`) the URL comes from RAG_DATABASE__URL or the settings. Migrations run on the async engine in their
+own event loop. `target_metadata` is the archive's schema module, so `alembic revision --autogenerate`
+writes a migration from it (see rag_service/sessions/archive/schema.py).
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from typing import Any
 from alembic import context
 from sqlalchemy.engine import Connection
 
-from rag_service.archive import VERSION_TABLE, make_engine, metadata, normalize_url
+from rag_service.sessions.archive.engine import make_engine, normalize_url
+from rag_service.sessions.archive.schema import VERSION_TABLE, metadata
 
 config = context.config
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from rag_service.domain import Message, SessionMeta
-from rag_service.store import ArchiveWrite
+from rag_service.sessions.interface import ArchiveWrite
 
 log = logging.getLogger(__name__)
 

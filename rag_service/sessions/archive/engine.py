@@ -1,0 +1,62 @@
+"""Database URLs and engines: SQLite (aiosqlite, the embedded default), PostgreSQL (asyncpg) and
+MySQL/MariaDB (aiomysql), whatever driver a configured URL names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool, StaticPool
+
+
+class ArchiveError(RuntimeError):
+    pass
+
+
+_ASYNC_DRIVERS = {"sqlite": "aiosqlite", "postgresql": "asyncpg", "mysql": "aiomysql", "mariadb": "aiomysql"}
+
+
+def normalize_url(url: str | URL) -> URL:
+    """An async driver for each backend (`postgresql://` -> asyncpg ...), utf8mb4 for MySQL, and the
+    directory of a SQLite file created."""
+    u = make_url(url)
+    backend = u.get_backend_name()
+    if backend not in _ASYNC_DRIVERS:
+        raise ArchiveError(f"unsupported database {backend!r}: use sqlite, postgresql or mysql/mariadb")
+    if u.get_driver_name() in ("", "pysqlite", "psycopg2", "psycopg", "pymysql", "mysqldb"):
+        u = u.set(drivername=f"{backend}+{_ASYNC_DRIVERS[backend]}")
+    if backend in ("mysql", "mariadb") and "charset" not in u.query:
+        u = u.update_query_dict({"charset": "utf8mb4"})
+    if backend == "sqlite" and not sqlite_in_memory(u):
+        assert u.database is not None
+        Path(u.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    return u
+
+
+def sqlite_in_memory(u: URL) -> bool:
+    return u.get_backend_name() == "sqlite" and u.database in (None, "", ":memory:")
+
+
+def make_engine(url: str | URL) -> AsyncEngine:
+    u = normalize_url(url)
+    if u.get_backend_name() != "sqlite":
+        return create_async_engine(u, pool_pre_ping=True, pool_recycle=1800)
+    if sqlite_in_memory(u):
+        engine = create_async_engine(u, poolclass=StaticPool)
+    else:
+        # A connection per use: no idle worker threads, and the archive is written in batches anyway.
+        engine = create_async_engine(u, poolclass=NullPool, connect_args={"timeout": 30})
+
+    @sa.event.listens_for(engine.sync_engine, "connect")
+    def _pragmas(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        if not sqlite_in_memory(u):
+            cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.close()
+
+    return engine
