@@ -69,7 +69,7 @@ def report_command(
     out = asyncio.run(_report(Settings(), tenant, start, worst))
     console = Console(highlight=False)
     if as_json:
-        console.print_json(json.dumps(out, ensure_ascii=False, default=lambda o: getattr(o, "__dict__", str(o))))
+        typer.echo(json.dumps(out, ensure_ascii=False, indent=1))
         return
     rate = out["memory_hit_rate"]
     console.print(
