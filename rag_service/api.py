@@ -404,9 +404,12 @@ def _add_routes(app: FastAPI) -> None:
     async def delete_session(
         session_id: str, services: ServicesDep, pipeline: PipelineDep, principal: ChatterDep
     ) -> None:
-        """Ends the session: durable facts about its user are learnt, then it is removed from every store."""
+        """Ends the session: durable facts about its user are learnt, then it is removed from every store
+        (its turns' receipts and ratings too)."""
         if not await pipeline.end_session(_owned(principal, session_id), tenant=principal.tenant):
             raise SessionNotFound(session_id)
+        if services.feedback is not None:
+            await services.feedback.forget_session(principal.tenant, session_id)
 
     @app.get("/v1/users/{user_id}/memories")
     async def user_memories(user_id: str, pipeline: PipelineDep, principal: AdminDep) -> dict[str, Any]:

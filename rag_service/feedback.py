@@ -167,6 +167,14 @@ class FeedbackStore:
         return {"message_id": message_id, "rating": rating, "reason": reason, "comment": comment, "updated_at": now}
 
     @_available
+    async def forget_session(self, tenant: str, session_id: str) -> None:
+        """Remove a deleted session's receipts and ratings: they hold what its user said."""
+        await self.archive._connect_ready()
+        async with self.archive.engine.begin() as conn:
+            for table in (turn_receipts, feedback):
+                await conn.execute(table.delete().where(table.c.tenant == tenant, table.c.session_id == session_id))
+
+    @_available
     async def rows(self, tenant: str, since: float) -> list[dict[str, Any]]:
         """The tenant's ratings since `since`, each with its turn's receipt (None while not archived)."""
         await self.archive._connect_ready()

@@ -145,6 +145,10 @@ async def test_ratings_are_stored_with_the_turns_receipt_changeable_and_reported
     metrics = (await shop.app.http.get("/metrics")).text
     assert 'rag_feedback_total{mode="llm",rating="up",turn_kind="follow_up"} 1.0' in metrics
 
+    # Forgetting the session forgets its receipts and ratings (they hold what the user said).
+    assert (await shop.app.http.delete(f"/v1/sessions/{sid}", headers=shop.client)).status_code == 204
+    assert (await shop.app.http.get("/v1/feedback/report?since=1d", headers=shop.admin)).json()["ratings"] == 0
+
 
 async def test_annotations_answer_at_once_and_leave_retrieval_when_deleted(shops: tuple[Shop, Shop, FakeLLM]) -> None:
     shop, other, llm = shops
