@@ -131,6 +131,19 @@ def start(cmd: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def service_env(tmp: Path, database: str | None = None) -> dict[str, str]:
+    """The environment of a `rag-serve` under test: default settings, its store in `tmp`, no RAG_* of ours."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_")}
+    env.update(
+        RAG_CONFIG=str(ROOT / "configs" / "default.yaml"),
+        RAG_QDRANT__PATH=str(tmp / "qdrant"),
+        RAG_DATABASE__URL=database or f"sqlite+aiosqlite:///{tmp}/archive.db",
+        RAG_TOKENS__CACHE_DIR=str(tmp / "tiktoken"),
+        RAG_OBSERVABILITY__LOG_LEVEL="WARNING",
+    )
+    return env
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--concurrency", default="1,10,100")
@@ -143,14 +156,7 @@ def main() -> None:
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="rag-bench-"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_")}
-    env.update(
-        RAG_CONFIG=str(ROOT / "configs" / "default.yaml"),
-        RAG_QDRANT__PATH=str(tmp / "qdrant"),
-        RAG_DATABASE__URL=args.database or f"sqlite+aiosqlite:///{tmp}/archive.db",
-        RAG_TOKENS__CACHE_DIR=str(tmp / "tiktoken"),
-        RAG_OBSERVABILITY__LOG_LEVEL="WARNING",
-    )
+    env = service_env(tmp, args.database)
     if args.redis:
         env["RAG_REDIS__URL"] = args.redis
     subprocess.run([str(VENV_BIN / "rag-ingest"), "examples/kb"], env=env, cwd=ROOT, check=True, capture_output=True)

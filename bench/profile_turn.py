@@ -32,10 +32,11 @@ for p in (str(BENCH / "runners"), str(BENCH), str(ROOT)):
     if p not in sys.path:
         sys.path.insert(0, p)
 
-import compare  # noqa: E402
 from _common import Args, load_script  # noqa: E402
 from ragservice_runner import RagServiceBench, build  # noqa: E402
 
+from bench import harness  # noqa: E402
+from bench.analysis import percentile  # noqa: E402
 from rag_service.domain import SessionMeta  # noqa: E402
 
 
@@ -99,8 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Profile this service's chat turn with pyinstrument.")
     p.add_argument("--turns", type=int, default=100)
     p.add_argument("--interval", type=float, default=0.0005, help="sampling interval in seconds")
-    p.add_argument("--qdrant", type=Path, default=compare.RESULTS / "qdrant")
-    p.add_argument("--out", type=Path, default=compare.RESULTS / "profile_turn.txt")
+    p.add_argument("--qdrant", type=Path, default=harness.RESULTS / "qdrant")
+    p.add_argument("--out", type=Path, default=harness.RESULTS / "profile_turn.txt")
     p.add_argument("--top", type=int, default=40, help="lines of the flat profile to print")
     args = p.parse_args(argv)
     args.qdrant = args.qdrant.resolve()
@@ -109,15 +110,15 @@ def main(argv: list[str] | None = None) -> int:
         import pyinstrument  # noqa: F401
     except ImportError:
         raise SystemExit("pyinstrument is missing: .venv/bin/pip install pyinstrument") from None
-    tiktoken_dir = compare.RESULTS / "tiktoken"
-    compare.RESULTS.mkdir(parents=True, exist_ok=True)
-    compare.prepare_tiktoken(tiktoken_dir)
-    compare.ingest(args.qdrant, tiktoken_dir, force=False)
-    conv_file = compare.RESULTS / "conversations.run.json"
-    compare.write_conversations(compare.BENCH / "conversations.json", conv_file)
+    tiktoken_dir = harness.RESULTS / "tiktoken"
+    harness.RESULTS.mkdir(parents=True, exist_ok=True)
+    harness.prepare_tiktoken(tiktoken_dir)
+    harness.ingest(args.qdrant, tiktoken_dir, force=False)
+    conv_file = harness.RESULTS / "conversations.run.json"
+    harness.write_conversations(harness.BENCH / "conversations.json", conv_file)
     os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(tiktoken_dir))
 
-    upstream = compare.Upstream(0.0, conv_file)
+    upstream = harness.Upstream(0.0, conv_file)
     try:
         profiler, stats = asyncio.run(profile(args, upstream.base_url, conv_file))
     finally:
@@ -128,12 +129,12 @@ def main(argv: list[str] | None = None) -> int:
         f"# {len(walls)} turns of bench/conversations.json, zero-delay upstream, "
         f"query-embedding cache emptied per session, sampling every {args.interval * 1000:g} ms",
         f"# turn wall time (includes the upstream's ~0.3-1 ms per call): p50 {statistics.median(walls):.1f} ms, "
-        f"p95 {compare.percentile(walls, 0.95):.1f} ms, mean {statistics.fmean(walls):.1f} ms",
+        f"p95 {percentile(walls, 0.95):.1f} ms, mean {statistics.fmean(walls):.1f} ms",
         "# pipeline stages (receipt timings_ms), median / p95 / mean ms:",
     ]
     for stage, values in stats["stages"].items():
         header.append(
-            f"#   {stage:9s} {statistics.median(values):7.2f} / {compare.percentile(values, 0.95):7.2f} / "
+            f"#   {stage:9s} {statistics.median(values):7.2f} / {percentile(values, 0.95):7.2f} / "
             f"{statistics.fmean(values):7.2f}"
         )
     flat = profiler.output_text(unicode=True, color=False, flat=True, flat_time="self")

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import secrets
 import subprocess
 import sys
@@ -35,7 +34,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.api_latency import conversation, free_port, pct, start, wait_http  # noqa: E402
+from bench.api_latency import conversation, free_port, pct, service_env, start, wait_http  # noqa: E402
 from rag_service.auth import hash_key  # noqa: E402
 
 VENV_BIN = Path(sys.executable).parent
@@ -112,14 +111,7 @@ def main() -> int:
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="rag-ratelimit-"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_")}
-    env.update(
-        RAG_CONFIG=str(ROOT / "configs" / "default.yaml"),
-        RAG_QDRANT__PATH=str(tmp / "qdrant"),
-        RAG_DATABASE__URL=f"sqlite+aiosqlite:///{tmp}/archive.db",
-        RAG_TOKENS__CACHE_DIR=str(tmp / "tiktoken"),
-        RAG_OBSERVABILITY__LOG_LEVEL="WARNING",
-    )
+    env = service_env(tmp)
     if args.qdrant_url:
         env["RAG_QDRANT__URL"] = args.qdrant_url
         env["RAG_QDRANT__COLLECTION"] = f"ratelimit_{secrets.token_hex(4)}"

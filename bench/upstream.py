@@ -19,20 +19,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
-import signal
 import sys
 import threading
-import time
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from rag_service.testing.fake_llm import FakeLLM, _Handler, _Server, message_text  # noqa: E402
+from rag_core.text import has_han  # noqa: E402
+from rag_service.testing.fake_llm import Exchange, FakeLLM, message_text, serve_until_signalled  # noqa: E402
 
 KIND_SUMMARY, KIND_REWRITE, KIND_ANSWER = "summary", "rewrite", "answer"
 
@@ -43,8 +40,6 @@ _REWRITE_SYSTEM_MARKERS = (
     "formulate a standalone question",  # the LangChain runner's contextualize prompt (LangChain's tutorial)
 )
 _REWRITE_USER_MARKERS = ("Follow Up Input:",)  # LlamaIndex DEFAULT_CONDENSE_PROMPT_TEMPLATE
-
-_CJK = re.compile(r"[\u4e00-\u9fff]")
 
 ANSWER_ZH = (
     "您好，关于「{q}」：根据知识库中的资料，具体情况取决于商品型号、配置和购买渠道，请以商品详情页和订单页面"
@@ -122,86 +117,51 @@ def _last_user(messages: list[dict[str, Any]]) -> str:
     return ""
 
 
-class BenchUpstream(FakeLLM):
-    def __init__(self, script: Script, **kwargs: Any) -> None:
-        super().__init__(self._respond, **kwargs)
+class BenchUpstream:
+    """The fake LLM with the bench responder, timing every chat request server side."""
+
+    def __init__(self, script: Script, *, delay_s: float = 0.0, host: str = "127.0.0.1", port: int = 0) -> None:
         self.script = script
-        self._local = threading.local()
         self._log: list[dict[str, Any]] = []
         self._log_lock = threading.Lock()
+        # `record=False`: the exchanges are logged here and drained by the orchestrator after each run.
+        self.llm = FakeLLM(self._respond, delay_s=delay_s, host=host, port=port, record=False, on_exchange=self._logged)
+        self.llm.route("/bench/requests", lambda: {"records": self.drain_log()})
+        self.llm.route("/bench/ping", lambda: {"ok": True})
 
     # -- the responder: runs inside the timed section, like a model would ------------------------
 
     def _respond(self, request: dict[str, Any]) -> str:
-        raw = request.get("messages")
-        messages = [m for m in raw if isinstance(m, dict)] if isinstance(raw, list) else []
+        messages = _messages(request)
         kind = classify(messages)
-        self._local.kind = kind
         text = "\n".join(message_text(m.get("content")) for m in messages)
-        chinese = bool(_CJK.search(text))
+        chinese = has_han(text)
         if kind == KIND_SUMMARY:
             return SUMMARY_ZH if chinese else SUMMARY_EN
         q = self.script.last_question(_last_user(messages))
         if kind == KIND_REWRITE:
             return self.script.standalone[q] if q else _last_user(messages)[-60:]
-        template = ANSWER_ZH if _CJK.search(q or _last_user(messages)[-60:]) else ANSWER_EN
+        template = ANSWER_ZH if has_han(q or _last_user(messages)[-60:]) else ANSWER_EN
         return template.format(q=q or "")
 
     # -- recording ---------------------------------------------------------------------------------
 
-    def _record(self, request: dict[str, Any]) -> None:
-        # Not kept in self.requests (it would grow for the whole benchmark): the handler logs it.
-        self._local.request = request
-        self._local.kind = KIND_ANSWER
-
-    def take_recorded(self) -> tuple[dict[str, Any] | None, str]:
-        request = getattr(self._local, "request", None)
-        self._local.request = None
-        return request, getattr(self._local, "kind", KIND_ANSWER)
-
-    def log(self, t0: float, t1: float, kind: str, request: dict[str, Any]) -> None:
+    def _logged(self, exchange: Exchange) -> None:
+        kind = classify(_messages(exchange.request))
         with self._log_lock:
-            self._log.append({"t0": t0, "t1": t1, "kind": kind, "request": request})
+            self._log.append(
+                {"t0": exchange.started, "t1": exchange.finished, "kind": kind, "request": exchange.request}
+            )
 
     def drain_log(self) -> list[dict[str, Any]]:
         with self._log_lock:
             out, self._log = self._log, []
         return out
 
-    def start(self) -> BenchUpstream:
-        super().start()
-        assert self._server is not None
-        self._server.RequestHandlerClass = _TimedHandler
-        return self
 
-
-class _TimedHandler(_Handler):
-    @property
-    def _bench(self) -> BenchUpstream:
-        server = self.server
-        assert isinstance(server, _Server)
-        owner = server.owner
-        assert isinstance(owner, BenchUpstream)
-        return owner
-
-    def do_POST(self) -> None:
-        t0 = time.monotonic()
-        super().do_POST()
-        self.wfile.flush()
-        t1 = time.monotonic()
-        request, kind = self._bench.take_recorded()
-        if request is not None:
-            self._bench.log(t0, t1, kind, request)
-
-    def do_GET(self) -> None:
-        path = self._path().rstrip("/")
-        if path == "/bench/requests":
-            body = json.dumps({"records": self._bench.drain_log()}, ensure_ascii=False).encode()
-            self._send_bytes(200, body)
-        elif path == "/bench/ping":
-            self._send_bytes(200, b'{"ok":true}')
-        else:
-            super().do_GET()
+def _messages(request: dict[str, Any]) -> list[dict[str, Any]]:
+    raw = request.get("messages")
+    return [m for m in raw if isinstance(m, dict)] if isinstance(raw, list) else []
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -211,21 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delay", type=float, default=0.0, help="seconds each reply waits (the model's time)")
     parser.add_argument("--script", type=Path, default=ROOT / "bench" / "conversations.json")
     args = parser.parse_args(argv)
-
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
-    server = BenchUpstream(Script(args.script), delay_s=args.delay, host=args.host, port=args.port).start()
-    print(f"listening {server.base_url}", flush=True)
-    try:
-        while not stop.wait(0.5):
-            pass
-    finally:
-        server.stop()
+    upstream = BenchUpstream(Script(args.script), delay_s=args.delay, host=args.host, port=args.port)
+    serve_until_signalled(upstream.llm)
     return 0
 
 

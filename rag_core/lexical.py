@@ -15,72 +15,12 @@ from dataclasses import dataclass
 
 import jieba
 
+from rag_core.text import EN_STOP_WORDS, HAN_CLASS, ZH_STOP_WORDS
+
 jieba.setLogLevel(logging.WARNING)
 
-_TOKEN = re.compile(r"[a-z0-9]+(?:[.\-][a-z0-9]+)*|[\u4e00-\u9fff]+")
-_STOP = frozenset(
-    [
-        "的",
-        "了",
-        "和",
-        "是",
-        "在",
-        "我",
-        "你",
-        "他",
-        "她",
-        "它",
-        "们",
-        "吗",
-        "呢",
-        "吧",
-        "啊",
-        "有",
-        "也",
-        "就",
-        "都",
-        "要",
-        "会",
-        "可以",
-        "怎么",
-        "什么",
-        "多少",
-        "这个",
-        "那个",
-        "the",
-        "a",
-        "an",
-        "and",
-        "or",
-        "of",
-        "to",
-        "in",
-        "on",
-        "for",
-        "is",
-        "are",
-        "be",
-        "it",
-        "its",
-        "this",
-        "that",
-        "what",
-        "how",
-        "do",
-        "does",
-        "with",
-        "at",
-        "by",
-        "from",
-        "can",
-        "i",
-        "you",
-        "my",
-        "your",
-        "we",
-        "our",
-    ]
-)
+_TOKEN = re.compile(rf"[a-z0-9]+(?:[.\-][a-z0-9]+)*|{HAN_CLASS}+")
+_STOP = ZH_STOP_WORDS | EN_STOP_WORDS
 
 
 @dataclass(frozen=True)
@@ -93,7 +33,7 @@ def terms(text: str) -> list[str]:
     out: list[str] = []
     for match in _TOKEN.finditer(text.lower()):
         piece = match.group()
-        if piece[0] >= "\u4e00":
+        if not piece[0].isascii():
             out.extend(w for w in jieba.lcut_for_search(piece) if w not in _STOP)
         elif piece not in _STOP:
             out.append(piece)

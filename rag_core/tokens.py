@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Protocol
 
 from rag_core.settings import TokenSettings
+from rag_core.text import WIDE_CHARS
 
 _BLOB_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
-_CJK = re.compile(r"[\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
+_WIDE = re.compile(f"[{WIDE_CHARS}]")
 _SPACE = re.compile(r"\s")
 
 
@@ -48,16 +49,16 @@ class TiktokenCounter:
 
 
 class HeuristicCounter:
-    """CJK characters x 1.5 + other non-space characters / 4, rounded up."""
+    """Wide (CJK) characters x 1.5 + other non-space characters / 4, rounded up."""
 
     name = "heuristic"
 
     def count(self, text: str) -> int:
         if not text:
             return 0
-        cjk = len(_CJK.findall(text))
-        other = len(_SPACE.sub("", text)) - cjk
-        return math.ceil(cjk * 1.5 + other / 4)
+        wide = len(_WIDE.findall(text))
+        other = len(_SPACE.sub("", text)) - wide
+        return math.ceil(wide * 1.5 + other / 4)
 
 
 def install_tiktoken_cache(encoding: str, cache_dir: Path) -> None:

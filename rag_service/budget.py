@@ -25,6 +25,7 @@ class BudgetPlan:
 
 
 def round_cost(r: Round, overhead: int) -> int:
+    """A round's tokens as sent: its two messages' content plus each message's framing overhead."""
     return r.tokens + 2 * overhead
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rag_core.lexical import terms
-from rag_core.text import LIST_MARK, is_heading, language
+from rag_core.text import LIST_MARK, is_heading, language, split_sentences
 from rag_service.domain import Chunk, GenerationInput
 from rag_service.facts import (
     BASE_WORDS,
@@ -56,7 +56,6 @@ _FRAMES = {
 }
 
 _LINE_SPLIT = re.compile(r"\n+")
-_SENTENCE_SPLIT = re.compile(r"(?<=[。！？!?；;])|(?<=[.])\s+(?=[A-Z0-9\"'(])")
 _BOILERPLATE = re.compile(
     r"^(?:更新日期|最后更新|更新时间|发布日期|last updated|updated on|updated:|effective date)"
     r"|本页(?:面)?(?:介绍|说明|列出|汇总)|本文(?:介绍|说明)|以下是|如下[。:：]?$|详见下文|请继续阅读"
@@ -105,8 +104,7 @@ def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
                 section = line
                 continue
             body = LIST_MARK.sub("", line).strip(" #*")
-            for piece in _SENTENCE_SPLIT.split(body):
-                s = piece.strip()
+            for s in split_sentences(body):
                 if len(s) < 4 or s in seen:
                     continue
                 seen.add(s)

@@ -15,6 +15,7 @@ from enum import Enum
 from functools import lru_cache
 
 from rag_core.text import HAN as _CJK
+from rag_core.text import HAN_CLASS
 
 # --- question types ---------------------------------------------------------------------------------
 
@@ -120,7 +121,7 @@ VALUE_PATTERNS: dict[Ask, re.Pattern[str]] = {
         r"\+?\d{2,4}[-\s]\d{2,4}[-\s]\d{3,4}(?:[-\s]\d{3,4})?|\b1[3-9]\d{9}\b|\b400[-\s]?\d{3}[-\s]?\d{4}\b|[\w.+-]+@[\w-]+\.[\w.]+"
     ),
     Ask.LOCATION: re.compile(
-        r"[\u4e00-\u9fff]{1,12}(?:路|街|大道|道)\s?\d+\s?号|\d+\s?号|[\u4e00-\u9fff]{2,12}(?:大厦|广场|中心|商场|大楼)|\d+\s?(?:楼|层)"
+        rf"{HAN_CLASS}{{1,12}}(?:路|街|大道|道)\s?\d+\s?号|\d+\s?号|{HAN_CLASS}{{2,12}}(?:大厦|广场|中心|商场|大楼)|\d+\s?(?:楼|层)"
         r"|\b\d+\s\w+\s(?:road|street|avenue|ave|blvd)\b",
         re.I,
     ),
@@ -289,7 +290,7 @@ class Product:
 
 def _tokens(name: str) -> frozenset[str]:
     name = _GENERATION.sub(r" gen \1 ", name)
-    return frozenset(t for t in re.findall(r"[a-z]+\+?|\d+|[\u4e00-\u9fff]+", name.lower()) if t)
+    return frozenset(t for t in re.findall(rf"[a-z]+\+?|\d+|{HAN_CLASS}+", name.lower()) if t)
 
 
 _NOT_NAMES = frozenset(
@@ -377,7 +378,7 @@ def products(text: str) -> tuple[Product, ...]:
 _BRAND_DIGITS = re.compile(
     "(?:" + "|".join(_BRANDS_ZH.split()) + r")\s?\d+[A-Za-z]*(?:\s(?:Pro|Max|Plus|Ultra|mini|Lite|SE|FE|[A-Z][a-z]*))*"
     # Any two-character Chinese name before a model number with a variant word: 华米 9 Pro, 荣耀 200 Ultra.
-    r"|[\u4e00-\u9fff]{2}\s?\d+[A-Za-z]*(?:\s(?:Pro|Max|Plus|Ultra|mini|Lite|SE|FE|Air|Neo))+"
+    rf"|{HAN_CLASS}{{2}}\s?\d+[A-Za-z]*(?:\s(?:Pro|Max|Plus|Ultra|mini|Lite|SE|FE|Air|Neo))+"
 )
 _INNER_CAP = re.compile(r"[a-z][A-Z]|[A-Z]{2,}[a-z]")
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from rag_core.settings import MemorySettings
+from rag_service.budget import round_cost
 from rag_service.domain import MemoryView, Message, Round, SessionMeta
 
 
@@ -97,7 +98,7 @@ class TokenTruncation(FullHistory):
         kept: list[Round] = []
         used = 0
         for _, r in reversed(pair_rounds(messages, offset)):
-            cost = r.tokens + 2 * self.overhead
+            cost = round_cost(r, self.overhead)
             if used + cost > self.budget:
                 break
             kept.append(r)
@@ -131,7 +132,7 @@ class SummaryMemory:
             return None
         trigger = self.settings.summary_trigger
         if trigger == "tokens":
-            verbatim = sum(r.tokens + 2 * self.overhead for _, r in pending)
+            verbatim = sum(round_cost(r, self.overhead) for _, r in pending)
             # When the kept window alone nears the threshold, every turn would pay a summarizer call to
             # fold a single round; wait until a few can be folded at once.
             due = (

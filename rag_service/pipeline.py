@@ -24,8 +24,8 @@ import anyio
 
 from rag_core.settings import Settings
 from rag_core.tokens import TokenCounter
-from rag_service.budget import plan_budget
-from rag_service.domain import Chunk, GenerationInput, MemoryView, Message, Receipt, RewriteResult, Round, SessionMeta
+from rag_service.budget import plan_budget, round_cost
+from rag_service.domain import Chunk, GenerationInput, MemoryView, Message, Receipt, RewriteResult, SessionMeta
 from rag_service.extractive import sentences_of
 from rag_service.faq import MODE as FAQ_MODE
 from rag_service.faq import FaqHit, FaqMatcher
@@ -504,7 +504,7 @@ class ChatPipeline:
                 summary=text,
                 summary_tokens=s.counter.count(summary_message(cfg.prompt, text)),
                 summarized=plan.upto,
-                source_tokens=sum(_round_tokens(r, self.overhead) for r in plan.rounds),
+                source_tokens=sum(round_cost(r, self.overhead) for r in plan.rounds),
             )
             t0 = time.perf_counter()
             if await s.store.update_summary(session_id, update):
@@ -525,10 +525,6 @@ class ChatPipeline:
 
     def _keep_question_on_failure(self, turn: PreparedTurn) -> _KeepQuestion:
         return _KeepQuestion(self.s.store, turn, self.s.metrics)
-
-
-def _round_tokens(r: Round, overhead: int) -> int:
-    return r.tokens + 2 * overhead
 
 
 class _KeepQuestion:

@@ -253,7 +253,7 @@ class LLMRewriter:
         return self.rules.resolve(question, d, "fallback", f"llm {problem}")
 
 
-_ANSWER_CHARS = 400
+_PROMPT_ANSWER_CHARS = 400  # of each answer, shown to the rewriting model
 
 
 def rewrite_messages(prompt: str, question: str, summary: str, rounds: Sequence[Round]) -> ChatMessages:
@@ -266,7 +266,7 @@ def rewrite_messages(prompt: str, question: str, summary: str, rounds: Sequence[
             lines.append(f"User: {r.user.content}")
             if r.assistant.content:
                 # The model sees what the answer said, not the service's framing around it.
-                lines.append(f"Assistant: {_clip(strip_framing(r.assistant.content), _ANSWER_CHARS)}")
+                lines.append(f"Assistant: {_clip(strip_framing(r.assistant.content), _PROMPT_ANSWER_CHARS)}")
         parts.append("Conversation:\n" + "\n".join(lines))
     parts.append(f"Last question: {question}")
     return [{"role": "system", "content": prompt}, {"role": "user", "content": "\n\n".join(parts)}]

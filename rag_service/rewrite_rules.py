@@ -34,13 +34,10 @@ from typing import Literal
 import jieba
 import jieba.posseg as pseg
 
-_CJK = re.compile(r"[\u3400-\u9fff]")
-_CJK_RUN = re.compile(r"[\u3400-\u9fff]+")
-
-
-def is_chinese(text: str) -> bool:
-    return bool(_CJK.search(text))
-
+from rag_core.text import EN_GENERIC_WORDS as _EN_STOP
+from rag_core.text import HAN as _CJK
+from rag_core.text import HAN_RUN as _CJK_RUN
+from rag_core.text import has_han as is_chinese
 
 # --- the service's own framing ----------------------------------------------------------------------
 
@@ -155,26 +152,6 @@ def _is_punct(word: str) -> bool:
 
 # --- entities --------------------------------------------------------------------------------------
 
-_EN_STOP_WORDS = """a an the and or but if then so than as of to in on at by for from with without about into over under
-    after before between during since until up down out off again further once here there when where why how what
-    which who whom whose this that these those it its itself they them their theirs he him his she her hers we us
-    our ours you your yours i me my mine is are was were be been being am do does did doing done have has had
-    having can could would should will shall may might must not no nor yes only just also too very really quite
-    more most much many some any all each every both either neither other others another such same own few lot
-    lots tell know explain give get got make made want need like think say said mean means let please thanks
-    thank okay ok well oh hi hello sure right thing things something anything everything nothing way ways kind
-    kinds type types information info question questions answer example examples sort part bit one ones use used
-    using go going come still even ever yet already now today currently back else instead really actually
-    please would like could possible able new old good bad best better great big small speaking regarding
-    mentioned talking talk saying seems seem understand see look looking thinking wondering name time times
-    i'm i’m you're it's it’s that's what's there's don't doesn't didn't isn't aren't can't won't i'd i've
-    written known given taken seen gone born became become went first last vs via
-    buy bought pay paid cost costs ship send sent return work works help happen happened start started end ended
-    play played call called find found keep put take try turn show live believe bring begin run write read
-    provide include continue set learn change lead watch follow stop create speak allow add spend grow open
-    win offer remember love consider appear wait serve die expect build stay fall reach kill remain suggest
-    sell require decide apply check cancel user users customer customers assistant"""
-_EN_STOP = frozenset(_EN_STOP_WORDS.split())
 _NAME_JOINERS = frozenset(["of", "de", "del", "la", "von", "van", "&"])
 _ALNUM = re.compile(r"^(?=.*\d)(?=.*[A-Za-z])")
 _VERB_LIKE = re.compile(r"^[a-z]{3,}ed$")
@@ -183,7 +160,7 @@ _UNIT = r"\d+(?:\.\d+)?\s*-?\s*(?:gb|tb|mb|mah|w|hz|mm|g|kg|寸|英寸|inch|inch
 _SPEC = re.compile(rf"^{_UNIT}(?:\+{_UNIT})*$|^\d+(?:\.\d+)?[kmb%]$|^ip[x\d]\d$", re.IGNORECASE)
 _LATIN_RUN = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+\-]*(?:\s+[A-Za-z0-9][A-Za-z0-9.+\-]*)*")
 _SENT_START = re.compile(r"(?:^|[.!?。！？:：\n]\s*)$")
-_ANSWER_CHARS = 1000
+_ENTITY_ANSWER_CHARS = 1000  # of each answer, searched for entities
 # jieba's person/place/organisation tags; a tag makes a name only on a word that stands alone
 # ("李宇春", "上海"), never inside a run of nouns ("电池续航": 续航 is tagged nr).
 _ZH_NAME_TAGS = frozenset({"nr", "ns", "nt", "nrt", "nrfg"})
@@ -945,5 +922,5 @@ def history_texts(summary: str, rounds: Sequence[tuple[str, str]]) -> list[Histo
         out.append(HistoryText(user, "user", n - 1 - i))
         answer = strip_framing(assistant)
         if answer:
-            out.append(HistoryText(answer[:_ANSWER_CHARS], "assistant", n - 1 - i))
+            out.append(HistoryText(answer[:_ENTITY_ANSWER_CHARS], "assistant", n - 1 - i))
     return out

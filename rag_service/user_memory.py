@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from rag_core.settings import UserMemorySettings
+from rag_core.text import split_sentences
 from rag_core.tokens import TokenCounter
 from rag_service.domain import Message
 from rag_service.injection import instruction_reason
@@ -42,7 +43,6 @@ _FIRST_PERSON = re.compile(
     r"\bI (?:have|own|use|bought|prefer|like|need|want|live)\b|\bmy (?:budget|phone|laptop|address)\b)",
     re.IGNORECASE,
 )
-_SENTENCE = re.compile(r"[^。！？!?.\n]+[。！？!?.]?")
 
 
 class FactStore(Protocol):
@@ -67,8 +67,7 @@ class RuleFactExtractor:
         for m in messages:
             if m.role != "user":
                 continue
-            for sentence in _SENTENCE.findall(m.content):
-                s = sentence.strip()
+            for s in split_sentences(m.content):
                 if _FIRST_PERSON.search(s) and not s.endswith(("？", "?")) and len(s) >= 4:
                     facts.append(f"用户说：{s}")
         return facts

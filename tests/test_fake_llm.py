@@ -6,6 +6,10 @@ import asyncio
 import contextlib
 import json
 import math
+import queue
+import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -16,6 +20,7 @@ import openai
 import pytest
 
 from rag_service.testing.fake_llm import (
+    Exchange,
     FakeLLM,
     Fault,
     Waits,
@@ -423,3 +428,54 @@ def test_stream_gate_notices_a_client_that_hangs_up(llm: FakeLLM) -> None:
         assert h.post(f"{llm.base_url}/chat/completions", json={"messages": []}).status_code == 200
     with pytest.raises(ValueError):
         llm.hold_streams(after=-1)
+
+
+# ---------------------------------------------------------------- hooks for benchmarks
+
+
+def test_on_exchange_reports_each_request_once_its_reply_is_sent() -> None:
+    exchanges: queue.Queue[Exchange] = queue.Queue()
+    with FakeLLM(delay_s=0.05, record=False, on_exchange=exchanges.put) as llm:
+        c = client(llm)
+        ask(c, "plain")
+        with httpx.Client(timeout=60) as h:
+            with h.stream("POST", f"{llm.base_url}/chat/completions", json=_stream_body("streamed")) as resp:
+                assert resp.status_code == 200
+                resp.read()
+            assert h.post(f"{llm.base_url}/chat/completions", content=b"not json").status_code == 400
+        seen = [exchanges.get(timeout=30), exchanges.get(timeout=30)]
+        assert [message_text(e.request["messages"][0]["content"]) for e in seen] == ["plain", "streamed"]
+        # The reply waits delay_s before its first byte, inside the reported interval.
+        assert all(e.finished - e.started >= 0.05 for e in seen)
+        # record=False: a long benchmark does not keep every request; a body that is no request is not one.
+        assert llm.requests == []
+        assert exchanges.empty()
+
+
+def test_route_adds_a_get_endpoint_and_leaves_the_others() -> None:
+    calls: list[int] = []
+    with FakeLLM() as llm:
+        llm.route("/bench/state/", lambda: {"calls": len(calls)})
+        root = llm.base_url.removesuffix("/v1")
+        with httpx.Client(timeout=30) as h:
+            calls.append(1)
+            assert h.get(f"{root}/bench/state").json() == {"calls": 1}
+            assert h.get(f"{llm.base_url}/models").json()["data"][0]["id"] == "fake-model"
+            assert h.get(f"{root}/bench/other").status_code == 404
+
+
+def test_the_command_line_server_prints_its_address_and_stops_on_sigterm() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rag_service.testing.fake_llm", "--port", "0"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("fake LLM listening on http://127.0.0.1:")
+        url = line.split()[4]
+        assert httpx.post(f"{url}/chat/completions", json={"messages": []}, timeout=30).status_code == 200
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -187,3 +187,16 @@ async def stored_facts(app: AppClient, user: str) -> list[str]:
     um = app.services.pipeline.s.user_memory
     assert um is not None
     return [f.fact for f in await um.store.list_memories(UserMemory.key("", user))]
+
+
+async def test_rule_facts_are_whole_sentences_of_the_users_own_statements() -> None:
+    said = (
+        "我的预算是 3.5 千元。你们周末营业吗？My budget is 3.5k, e.g. the Pro. I have an iPhone 15.\n我家里有两台电脑"
+    )
+    facts = await RuleFactExtractor().extract([Message("user", said, 0, 0.0), Message("assistant", "我有货。", 0, 0.0)])
+    assert facts == [
+        "用户说：我的预算是 3.5 千元。",
+        "用户说：My budget is 3.5k, e.g. the Pro.",
+        "用户说：I have an iPhone 15.",
+        "用户说：我家里有两台电脑",
+    ]

@@ -1,47 +1,25 @@
-"""Sentence splitting and token-bounded, overlapping chunks, as a stream.
+"""Token-bounded, overlapping chunks, as a stream.
 
-Text arrives as blocks (pieces of a file of any size). Sentences are cut at Chinese and English sentence
-ends and at line breaks, then packed whole into chunks of at most `chunk_tokens` tokens; consecutive
+Text arrives as blocks (pieces of a file of any size). Sentences are cut by `rag_core.text` (Chinese and
+English sentence ends, line breaks), then packed whole into chunks of at most `chunk_tokens` tokens; consecutive
 chunks share whole trailing sentences worth at most `overlap_tokens`. A sentence too long for one chunk
 is cut by characters so that every chunk meets the bound, whatever the input.
 """
 
 from __future__ import annotations
 
-import re
 from collections import deque
-from collections.abc import Generator, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from rag_core.text import MAX_PENDING_CHARS, split_sentences, stream_sentences
 from rag_core.tokens import TokenCounter
+
+__all__ = ["MAX_PENDING_CHARS", "MIN_CHUNK_TOKENS", "chunk_text", "split_sentences"]
 
 # A byte-level BPE spends at most four tokens on one character (a 4-byte UTF-8 sequence); below a
 # few characters per chunk the bound could not be met.
 MIN_CHUNK_TOKENS = 8
-# Text with no sentence end or line break for this long is cut anyway, so a pathological file (a
-# megabyte on one line) cannot make the splitter hold more than a block plus this much.
-MAX_PENDING_CHARS = 1 << 16
-
-_NEWLINES = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # what str.splitlines() breaks on
-_CLOSERS = "”’」』）》】〕\"')\\]"
-# Possessive quantifiers and the look-behind keep the scan linear on long runs of spaces or punctuation.
-_BOUNDARY = re.compile(
-    rf"(?P<cjk>[。！？；]++[{_CLOSERS}]*+)(?P<cjk_ws>\s*+)"
-    rf"|(?P<en>[.!?]++[{_CLOSERS}]*+)(?P<en_ws>\s++)"
-    rf"|(?P<nl>(?<![^\S{_NEWLINES}])[^\S{_NEWLINES}]*+[{_NEWLINES}]\s*+)"
-)
-_WORD_BEFORE = re.compile(r"[A-Za-z][A-Za-z.]*$")
-_WORD_LOOKBACK = 24
-_INITIALS = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]")  # e.g, i.e, U.S, a.m
-_ABBREVIATIONS = frozenset({
-    "Mr", "Mrs", "Ms", "Dr", "Prof", "Sr", "Jr", "St", "Mt", "vs", "etc", "al", "No", "Nos", "Fig", "Figs",
-    "Vol", "approx", "cf", "Dept", "Jan", "Feb", "Mar", "Apr", "Jun", "Jul", "Aug", "Sep", "Sept", "Oct",
-    "Nov", "Dec",
-})  # fmt: skip
-# "1. Install" or "b. Press" is a list item, not a sentence.
-_ENUMERATOR = re.compile(r"(?:\d{1,3}|[A-Za-z]|[ivxlcdm]{1,5}|[IVXLCDM]{1,5})")
-# Control characters (other than whitespace) and invisible marks that PDFs and editors leave behind.
-_INVISIBLE = re.compile("[\x00-\x08\x0e-\x1f\x7f\u200b\ufeff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,11 +27,6 @@ class _Piece:
     text: str
     tokens: int
     sep: str  # what joins this piece to the next one: "\n", " " or ""
-
-
-def split_sentences(text: str) -> list[str]:
-    """The sentences of `text`, whitespace-normalised, in order."""
-    return [sentence for sentence, _ in _sentences([text])]
 
 
 def chunk_text(blocks: Iterable[str], counter: TokenCounter, chunk_tokens: int, overlap_tokens: int) -> Iterator[str]:
@@ -65,68 +38,8 @@ def chunk_text(blocks: Iterable[str], counter: TokenCounter, chunk_tokens: int, 
         raise ValueError(f"chunk_tokens must be at least {MIN_CHUNK_TOKENS}, got {chunk_tokens}")
     if not 0 <= overlap_tokens < chunk_tokens:
         raise ValueError(f"overlap_tokens must be in [0, chunk_tokens), got {overlap_tokens}")
-    pieces = _bounded_pieces(_sentences(blocks), counter, chunk_tokens)
+    pieces = _bounded_pieces(stream_sentences(blocks), counter, chunk_tokens)
     return _pack(pieces, counter, chunk_tokens, overlap_tokens)
-
-
-# ---------------------------------------------------------------- sentences
-
-
-def _sentences(blocks: Iterable[str]) -> Iterator[tuple[str, str]]:
-    """(sentence, separator to the next one) across block boundaries; never an empty sentence."""
-    carry = ""
-    for block in blocks:
-        carry = yield from _drain(carry + block, final=False)
-    yield from _drain(carry, final=True)
-
-
-def _drain(buf: str, *, final: bool) -> Generator[tuple[str, str], None, str]:
-    """Emit the sentences of `buf` that are certainly complete; return the undecided rest."""
-    start = 0
-    for match in _BOUNDARY.finditer(buf):
-        if not final and match.end() == len(buf):
-            # More closing quotes or whitespace (and the next word) may still come with the next block.
-            break
-        if not _is_boundary(buf, start, match):
-            continue
-        text_end = match.end("cjk") if match.group("cjk") else match.end("en") if match.group("en") else match.start()
-        yield from _sentence(buf[start:text_end], _separator(match.group()))
-        start = match.end()
-    rest = buf[start:]
-    if final:
-        yield from _sentence(rest, "")
-        return ""
-    while len(rest) > MAX_PENDING_CHARS:
-        cut = rest.rfind(" ", MAX_PENDING_CHARS // 2, MAX_PENDING_CHARS)
-        cut = cut if cut > 0 else MAX_PENDING_CHARS
-        yield from _sentence(rest[:cut], " " if rest[cut] == " " else "")
-        rest = rest[cut:]
-    return rest
-
-
-def _is_boundary(buf: str, start: int, match: re.Match[str]) -> bool:
-    if not match.group("en") or "\n" in match.group("en_ws") or match.end() == len(buf):
-        return True
-    if buf[match.end()].islower():
-        return False  # "e.g. the", "approx. ten": a lowercase word continues the sentence
-    if match.group("en")[0] != ".":
-        return True
-    if _ENUMERATOR.fullmatch(buf[start : match.start()].strip()):
-        return False
-    word = _WORD_BEFORE.search(buf, max(start, match.start() - _WORD_LOOKBACK), match.start())
-    return word is None or not (word.group() in _ABBREVIATIONS or _INITIALS.fullmatch(word.group()))
-
-
-def _separator(boundary: str) -> str:
-    if any(c in _NEWLINES for c in boundary):
-        return "\n"
-    return " " if boundary[-1:].isspace() else ""
-
-
-def _sentence(raw: str, sep: str) -> Iterator[tuple[str, str]]:
-    text = " ".join(_INVISIBLE.sub("", raw).split())
-    if text:
-        yield text, sep
 
 
 # ---------------------------------------------------------------- hard split

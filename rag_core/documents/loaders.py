@@ -30,6 +30,7 @@ from bs4.element import NavigableString, Tag
 from rag_core.documents.office import FaqPair, OfficeDoc, OfficeError, load_docx, load_faq_csv, load_pptx, load_xlsx
 from rag_core.documents.pdf_worker import PdfLimits
 from rag_core.settings import IngestSettings
+from rag_core.text import UNSPACED_CHARS
 
 BLOCK_BYTES = 1 << 20
 MAX_TITLE_CHARS = 200
@@ -74,9 +75,8 @@ _HTML_BLOCKS = (
 )  # fmt: skip
 _HTML_CELL_SEPARATOR = " | "
 _SPACES = re.compile(r"\s+")
-_CJK_CHAR = "\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef"
 # A source line break between two CJK characters is not a space in the rendered text either.
-_CJK_LINE_BREAK = re.compile(rf"(?<=[{_CJK_CHAR}])[ \t\r]*\n\s*(?=[{_CJK_CHAR}])")
+_CJK_LINE_BREAK = re.compile(rf"(?<=[{UNSPACED_CHARS}])[ \t\r]*\n\s*(?=[{UNSPACED_CHARS}])")
 
 # PDF text comes with the page's visual line breaks. A line that spans (nearly) the full text width and
 # does not end a sentence was wrapped by the layout, and is glued back to the next line.

@@ -24,10 +24,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from rag_core.text import has_han
+
 Kind = Literal["standalone", "followup", "topic_switch", "recall"]
 KINDS: tuple[str, ...] = ("standalone", "followup", "topic_switch", "recall")
 
-_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff]")
 _WHITESPACE = re.compile(r"\s+")
 _DIGIT = re.compile(r"[0-9]")
 
@@ -100,7 +101,7 @@ def score_answer(answer: str, expect_any: Sequence[Sequence[str]], reject_any: S
 
 def language_of(text: str) -> str:
     """ "zh" when the text holds a Han character, else "en"."""
-    return "zh" if _HAN.search(text) else "en"
+    return "zh" if has_han(text) else "en"
 
 
 # --- the conversation file ---------------------------------------------------------------------------

@@ -8,6 +8,8 @@ import string
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+from rag_core.text import HAN_CLASS, has_han
+
 # --- retrieval ---------------------------------------------------------------------------------------
 
 
@@ -46,8 +48,7 @@ def mean_scores(rows: Sequence[dict[str, float]]) -> dict[str, float]:
 
 # --- rewrites ----------------------------------------------------------------------------------------
 
-_CJK = re.compile(r"[\u3400-\u9fff]")
-_WORD = re.compile(r"[\u3400-\u9fff]|[^\W_]+", re.UNICODE)
+_WORD = re.compile(rf"{HAN_CLASS}|[^\W_]+", re.UNICODE)
 _EN_ARTICLES = re.compile(r"\b(a|an|the)\b")
 
 
@@ -60,7 +61,7 @@ def normalize_answer(text: str) -> str:
     """SQuAD-style normalization for exact match: lowercase, no punctuation or articles, single spaces;
     Chinese keeps its characters and drops its punctuation and spaces."""
     text = text.lower()
-    if _CJK.search(text):
+    if has_han(text):
         return "".join(rewrite_tokens(text))
     text = "".join(ch for ch in text if ch not in string.punctuation)
     return " ".join(_EN_ARTICLES.sub(" ", text).split())

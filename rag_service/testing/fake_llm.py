@@ -25,6 +25,14 @@ gate the test opens::
 Likewise ``FakeLLM(waits=Waits())`` puts the fake's waits (``delay_s`` and
 ``Fault.hang_s``) under the test's control: a test can see that a reply is
 being delayed, or let a client time out against a hang, without racing a clock.
+
+A benchmark that times the upstream from the server's side passes ``on_exchange``
+(each chat request with the monotonic times its handling started and its last byte
+left) and ``record=False`` (so a long run does not keep every request), and can add
+its own ``GET`` endpoints with :meth:`FakeLLM.route`::
+
+    llm = FakeLLM(respond, record=False, on_exchange=log.append)
+    llm.route("/bench/requests", lambda: {"n": len(log)})
 """
 
 from __future__ import annotations
@@ -48,6 +56,7 @@ from typing import Any, TypeAlias, cast
 
 __all__ = [
     "DEFAULT_MODEL",
+    "Exchange",
     "FakeLLM",
     "Fault",
     "Responder",
@@ -58,6 +67,7 @@ __all__ = [
     "main",
     "message_text",
     "scripted",
+    "serve_until_signalled",
 ]
 
 DEFAULT_MODEL = "fake-model"
@@ -203,6 +213,16 @@ def _peer_closed(sock: socket.socket) -> bool:
 
 
 Responder: TypeAlias = Callable[[dict[str, Any]], "str | Fault"]
+
+
+@dataclass(frozen=True, slots=True)
+class Exchange:
+    """One chat request as the server handled it, on the ``time.monotonic()`` clock: ``started`` when its
+    handling began (before the body was read), ``finished`` after the last byte of the reply was sent."""
+
+    request: dict[str, Any]
+    started: float
+    finished: float
 
 
 # --------------------------------------------------------------------------- helpers
@@ -426,7 +446,11 @@ class _Handler(BaseHTTPRequestHandler):
     # ------------------------------------------------------------------ verbs
 
     def do_GET(self) -> None:
-        if self._path().rstrip("/") == "/v1/models":
+        path = self._path().rstrip("/")
+        route = self._owner._routes.get(path)
+        if route is not None:
+            self._send_bytes(200, _dumps(route()))
+        elif path == "/v1/models":
             body = {
                 "object": "list",
                 "data": [{"id": DEFAULT_MODEL, "object": "model", "created": 0, "owned_by": "fake-llm"}],
@@ -436,30 +460,40 @@ class _Handler(BaseHTTPRequestHandler):
             self._not_found()
 
     def do_POST(self) -> None:
+        started = time.monotonic()
+        request = self._post()
+        on_exchange = self._owner.on_exchange
+        if request is not None and on_exchange is not None:
+            self.wfile.flush()
+            on_exchange(Exchange(request, started, time.monotonic()))
+
+    def _post(self) -> dict[str, Any] | None:
+        """Answer a POST; the request object when it was one (recorded), else None."""
         body = self._read_body()
         if self._path().rstrip("/") != "/v1/chat/completions":
             self._not_found()
-            return
+            return None
         if body is None:
             self._send_error_json(400, "Invalid Content-Length header.")
-            return
+            return None
         try:
             request = json.loads(body)
         except (ValueError, UnicodeDecodeError) as exc:
             self._send_error_json(400, f"We could not parse the JSON body of your request. ({exc})")
-            return
+            return None
         if not isinstance(request, dict):
             self._send_error_json(400, "The request body must be a JSON object.")
-            return
+            return None
         owner = self._owner
         owner._record(request)
         if not isinstance(request.get("messages"), list):
             self._send_error_json(400, "'messages' is a required property and must be an array.", code="invalid_value")
-            return
+            return request
         try:
             self._chat(owner, request)
         except (ConnectionError, TimeoutError):
             self.close_connection = True
+        return request
 
     # ------------------------------------------------------------------ chat
 
@@ -612,7 +646,9 @@ class FakeLLM:
     object posted to ``/v1/chat/completions``, in arrival order.  ``delay_s``
     (the wait before the first byte/token of each normal reply), ``chunk_chars``,
     ``stream_gate`` (see :meth:`hold_streams`), ``waits`` (see :class:`Waits`)
-    and the responder may be changed while it runs.
+    and the responder may be changed while it runs. ``record=False`` keeps
+    ``requests`` empty; ``on_exchange`` is called (in the handler's thread) with
+    each chat request's :class:`Exchange` once its reply has been sent.
     """
 
     def __init__(
@@ -624,6 +660,8 @@ class FakeLLM:
         host: str = "127.0.0.1",
         port: int = 0,
         waits: Waits | None = None,
+        record: bool = True,
+        on_exchange: Callable[[Exchange], None] | None = None,
     ) -> None:
         if chunk_chars < 1:
             raise ValueError("chunk_chars must be >= 1")
@@ -635,6 +673,9 @@ class FakeLLM:
         self.host = host
         self._port = port
         self.requests: list[dict[str, Any]] = []
+        self.record = record
+        self.on_exchange = on_exchange
+        self._routes: dict[str, Callable[[], Any]] = {}
         self._lock = threading.Lock()
         self._faults: collections.deque[Fault] = collections.deque()
         self._ids = itertools.count(1)
@@ -709,6 +750,10 @@ class FakeLLM:
     def set_responder(self, responder: Responder) -> None:
         self._responder = responder
 
+    def route(self, path: str, handler: Callable[[], Any]) -> None:
+        """``GET path`` answers 200 with ``handler()`` as JSON (an endpoint of a benchmark's own)."""
+        self._routes[path.rstrip("/")] = handler
+
     def hold_streams(self, after: int) -> StreamGate:
         """Streamed replies from now on pause after ``after`` content chunks until the gate is released.
 
@@ -735,8 +780,9 @@ class FakeLLM:
     # ------------------------------------------------------------------ internals
 
     def _record(self, request: dict[str, Any]) -> None:
-        with self._lock:
-            self.requests.append(request)
+        if self.record:
+            with self._lock:
+                self.requests.append(request)
 
     def _take_fault(self) -> Fault | None:
         with self._lock:
@@ -765,7 +811,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delay", type=float, default=0.0, help="seconds before the first byte/token of each reply")
     parser.add_argument("--chunk-chars", type=int, default=8, help="characters per streamed content delta")
     args = parser.parse_args(argv)
+    llm = FakeLLM(delay_s=args.delay, chunk_chars=args.chunk_chars, host=args.host, port=args.port)
+    serve_until_signalled(llm, f"fake LLM listening on {{url}} (delay {args.delay}s, chunk {args.chunk_chars} chars)")
+    return 0
 
+
+def serve_until_signalled(llm: FakeLLM, banner: str = "listening {url}") -> None:
+    """Run `llm` in the foreground until SIGINT or SIGTERM; print `banner` (``{url}``: the base URL) once
+    it listens, so a parent process can read the address of a ``port=0`` server from the first line."""
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -773,17 +826,13 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    llm = FakeLLM(delay_s=args.delay, chunk_chars=args.chunk_chars, host=args.host, port=args.port).start()
-    print(
-        f"fake LLM listening on {llm.base_url} (delay {args.delay}s, chunk {args.chunk_chars} chars)",
-        flush=True,
-    )
+    llm.start()
+    print(banner.format(url=llm.base_url), flush=True)
     try:
         while not stop.wait(0.5):
             pass
     finally:
         llm.stop()
-    return 0
 
 
 if __name__ == "__main__":
