@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import zipfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,6 @@ import openpyxl
 import pptx
 import pytest
 from pptx.util import Inches
-from qdrant_client import QdrantClient
 from typer.testing import CliRunner
 
 from ingest.cli import app
@@ -22,9 +21,9 @@ from rag_core.documents.faq import faq_collection
 from rag_core.documents.loaders import LoadError, load_document
 from rag_core.documents.pipeline import delete_document, doc_id_for, ingest_file
 from rag_core.embedding import Embedder
-from rag_core.settings import IngestSettings, Settings
+from rag_core.settings import IngestSettings, QdrantSettings, Settings
 from rag_core.tokens import TokenCounter
-from rag_core.vectorstore import VectorIndex
+from rag_core.vectorstore import VectorIndex, open_index
 
 
 def make_docx(path: Path) -> Path:
@@ -169,57 +168,56 @@ def test_an_office_file_expanding_beyond_the_limit_is_refused(tmp_path: Path) ->
 
 
 @pytest.fixture
-def indexes(tmp_path: Path, embedder: Embedder) -> Iterator[tuple[VectorIndex, VectorIndex]]:
-    client = QdrantClient(path=str(tmp_path / "qdrant"))
-    yield (
-        VectorIndex(client, "kb", embedder.dim, embedder.name),
-        VectorIndex(client, faq_collection("kb"), embedder.dim, embedder.name),
-    )
-    client.close()
+async def indexes(tmp_path: Path, embedder: Embedder) -> AsyncIterator[tuple[VectorIndex, VectorIndex]]:
+    index = open_index(QdrantSettings(path=str(tmp_path / "qdrant"), collection="kb"), embedder.dim, embedder.name)
+    yield index, index.sibling(faq_collection("kb"))
+    await index.close()
 
 
-def _ingest(path: Path, indexes: tuple[VectorIndex, VectorIndex], embedder: Embedder, counter: TokenCounter) -> Any:
+async def _ingest(
+    path: Path, indexes: tuple[VectorIndex, VectorIndex], embedder: Embedder, counter: TokenCounter
+) -> Any:
     settings = Settings(chunking={"chunk_tokens": 120, "overlap_tokens": 20})  # type: ignore[arg-type]
     index, faq = indexes
-    return ingest_file(
+    return await ingest_file(
         path, index=index, embedder=embedder, counter=counter, settings=settings, source=path.name, faq_index=faq
     )
 
 
-def test_faq_pairs_become_entries_per_question_and_chunks_per_answer(
+async def test_faq_pairs_become_entries_per_question_and_chunks_per_answer(
     tmp_path: Path, indexes: tuple[VectorIndex, VectorIndex], embedder: Embedder, counter: TokenCounter
 ) -> None:
     path = make_xlsx(tmp_path / "book.xlsx")
-    report = _ingest(path, indexes, embedder, counter)
+    report = await _ingest(path, indexes, embedder, counter)
     assert report.faq_entries == 3
     index, faq = indexes
     doc_id = doc_id_for("book.xlsx")
-    entries = faq.payloads(sorted(faq.doc_point_ids(doc_id)))
+    entries = await faq.payloads(sorted(await faq.doc_point_ids(doc_id)))
     assert {(p["question"], p["answer"]) for p in entries.values()} == {
         ("如何申请退货？", "在订单页点击申请退货。"),
         ("怎么退货？", "在订单页点击申请退货。"),
         ("发票怎么开？", "下单时选择电子发票。"),
     }
-    chunks = index.payloads(sorted(index.doc_point_ids(doc_id))).values()
+    chunks = (await index.payloads(sorted(await index.doc_point_ids(doc_id)))).values()
     faq_chunks = {p["text"] for p in chunks if p.get("kind") == "faq"}
     assert faq_chunks == {"发票怎么开？\n下单时选择电子发票。", "怎么退货？\n如何申请退货？\n在订单页点击申请退货。"}
     assert any("价格: 3999" in p["text"] for p in chunks if "kind" not in p)
     # Found by its question: a paraphrase is nearest to the entry of that question.
-    hit = faq.search(embedder.embed_query("退货怎么申请"), None, 1, 60)[0]
+    hit = (await faq.search(embedder.embed_query("退货怎么申请"), None, 1, 60))[0]
     assert hit.payload["answer"] == "在订单页点击申请退货。"
 
-    again = _ingest(path, indexes, embedder, counter)
+    again = await _ingest(path, indexes, embedder, counter)
     assert again.unchanged and again.upserted == 0
 
     make_xlsx(path, [("发票怎么开？", "下单时选择电子发票或纸质发票。")])
-    changed = _ingest(path, indexes, embedder, counter)
+    changed = await _ingest(path, indexes, embedder, counter)
     assert changed.faq_entries == 1 and not changed.unchanged
-    assert [p["answer"] for p in faq.payloads(sorted(faq.doc_point_ids(doc_id))).values()] == [
+    assert [p["answer"] for p in (await faq.payloads(sorted(await faq.doc_point_ids(doc_id)))).values()] == [
         "下单时选择电子发票或纸质发票。"
     ]
 
-    assert delete_document(index, doc_id, None, faq) > 0
-    assert not faq.doc_point_ids(doc_id) and not index.doc_point_ids(doc_id)
+    assert await delete_document(index, doc_id, None, faq) > 0
+    assert not await faq.doc_point_ids(doc_id) and not await index.doc_point_ids(doc_id)
 
 
 def test_rag_ingest_takes_office_and_faq_files_and_skips_a_broken_one(
