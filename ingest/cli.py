@@ -131,6 +131,7 @@ class LocalBackend:
 
     def finish(self) -> None:
         self._run(self._index.optimize())
+        self._run(self._faq.optimize())
 
     def push(self, target: str, on_points: Callable[[str, int], None]) -> dict[str, int]:
         """Every tenant's points into the Qdrant server at `target`, or (`edge`) into Edge shards in this
