@@ -60,8 +60,9 @@ def make_xlsx(path: Path, faq_rows: list[tuple[str, str]] | None = None) -> Path
     prices = book.active
     assert prices is not None
     prices.title = "价格表"
-    for row in [("型号", "容量", "价格"), ("X1", "128GB", 3999), ("X1", "256GB", 4599)]:
-        prices.append(row)
+    rows: list[tuple[str, str, str | int]] = [("型号", "容量", "价格"), ("X1", "128GB", 3999), ("X1", "256GB", 4599)]
+    for price_row in rows:
+        prices.append(price_row)
     faq = book.create_sheet("常见问题")
     faq.append(("问题", "答案"))
     for row in faq_rows or [

@@ -167,7 +167,10 @@ class EdgeIndex:
         await self._run(self._optimize)
 
     def _optimize(self) -> None:
+        # Only this index's shards: a sibling's (the FAQ entries) are open in the sibling.
         for name in self._names():
+            if tenant_of(self.collection, name) is None:
+                continue
             shard = self._shard(name, create=False)
             if shard is not None:
                 shard.optimize()
