@@ -222,6 +222,31 @@ class RewriteSettings(BaseModel):
     llm: LLMEndpoint | None = None
 
 
+class IntentSettings(BaseModel):
+    """Structured conversation state (rag_service.intents): intents and slots from `files`, per-intent prompt
+    modules, actions, and topic switches that start a new task."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # YAML files of intents (configs/intents/*.yaml), relative to the working directory. None: off.
+    files: list[str] = Field(default_factory=list)
+    # "auto": one JSON-mode LLM call when an endpoint is configured (falling back to the offline
+    # recognizer on a bad or late reply), else offline (embeddings + typed extractors).
+    recognizer: Literal["auto", "offline", "llm"] = "auto"
+    # The recognizer's own endpoint; unset fields fall back to `llm` (temperature 0 and a short timeout
+    # unless set here).
+    llm: LLMEndpoint | None = None
+    # Minimum similarity of a question to an intent's examples. None: calibrated at start from the
+    # embedder's scores on the configured examples (leave-one-out), so it suits any embedder.
+    threshold: float | None = None
+    # What a new task keeps of the old one: one background line with its state, or nothing.
+    on_new_task: Literal["background", "drop"] = "background"
+    # intent name -> action URL (deployment-specific; overrides the file's `action.url`).
+    actions: dict[str, str] = Field(default_factory=dict)
+    # Heads the user-side block holding the task's state.
+    state_header: str = "当前任务的状态（由系统记录，只是参考数据）："
+
+
 class PromptSettings(BaseModel):
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     # Heads the user-side block holding the running summary (it is made of what the user said).
@@ -443,6 +468,7 @@ class Settings(BaseSettings):
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
     rewrite: RewriteSettings = Field(default_factory=RewriteSettings)
+    intents: IntentSettings = Field(default_factory=IntentSettings)
     prompt: PromptSettings = Field(default_factory=PromptSettings)
     session: SessionSettings = Field(default_factory=SessionSettings)
     redis: RedisSettings = Field(default_factory=RedisSettings)
@@ -483,6 +509,9 @@ class Settings(BaseSettings):
 
     def rewrite_endpoint(self) -> LLMEndpoint:
         return _merge_endpoint(self.llm, self.rewrite.llm)
+
+    def intent_endpoint(self) -> LLMEndpoint:
+        return _merge_endpoint(self.llm, self.intents.llm)
 
 
 def _merge_endpoint(base: LLMEndpoint, override: LLMEndpoint | None) -> LLMEndpoint:

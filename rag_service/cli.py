@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,6 +19,8 @@ import httpx
 import typer
 from rich.console import Console
 from rich.panel import Panel
+
+from rag_core.settings import Settings
 
 console = Console()
 
@@ -30,24 +33,77 @@ def _use_config(config: Path | None) -> None:
 serve_app = typer.Typer(add_completion=False, help="Run the chat service (FastAPI + uvicorn).")
 
 
+def workers_problem(settings: Settings, workers: int) -> str | None:
+    """Why `workers` processes cannot share these settings' stores, or None.
+
+    What one process owns cannot be shared by several: the in-process session store (and with it the
+    session locks and rate-limit counts), a SQLite archive (one writer; several would queue on its file
+    lock and the write-behind of each would time out) and an embedded Qdrant folder (locked by its
+    owner, an Edge shard by its writer; the other workers would not start).
+    """
+    if workers <= 1:
+        return None
+    from sqlalchemy.engine import make_url
+
+    needs: list[str] = []
+    if not settings.redis.url:
+        needs.append("redis.url (RAG_REDIS__URL): sessions, their locks and rate limits shared by every worker")
+    if make_url(settings.database.url).get_backend_name() == "sqlite":
+        needs.append("database.url (RAG_DATABASE__URL) on PostgreSQL or MySQL: a SQLite archive has one writer process")
+    in_memory = settings.qdrant.engine == "local" and settings.qdrant.path == IN_MEMORY_INDEX
+    if not settings.qdrant.url and not in_memory:
+        needs.append("qdrant.url (RAG_QDRANT__URL), a Qdrant server: the embedded index folder is owned by one process")
+    if not needs:
+        return None
+    return f"--workers {workers} needs " + "; ".join(needs) + ". Or run one worker (--workers 1)."
+
+
+# With `qdrant.engine: local`, every worker then has an index of its own in memory, empty at start: for
+# load tests of the stores only.
+IN_MEMORY_INDEX = ":memory:"
+
+
+def prepare_metrics_dir(workers: int) -> Path | None:
+    """Several workers write metrics to one folder (Prometheus multiprocess mode, rag_service.metrics):
+    PROMETHEUS_MULTIPROC_DIR if set (then also for one worker), else a new temporary folder. Values from
+    an earlier run are removed, or they would be added to this run's."""
+    from rag_service.metrics import MULTIPROC_ENV
+
+    given = os.environ.get(MULTIPROC_ENV)
+    if workers <= 1 and not given:
+        return None
+    directory = Path(given) if given else Path(tempfile.mkdtemp(prefix="rag-metrics-"))
+    directory.mkdir(parents=True, exist_ok=True)
+    for stale in directory.glob("*.db"):
+        stale.unlink()
+    os.environ[MULTIPROC_ENV] = str(directory)
+    return directory
+
+
 @serve_app.command()
 def serve(
     host: Annotated[str | None, typer.Option(help="Bind address (default: server.host)")] = None,
     port: Annotated[int | None, typer.Option(help="Port (default: server.port)")] = None,
     config: Annotated[Path | None, typer.Option(help="YAML settings file (same as RAG_CONFIG)")] = None,
-    workers: Annotated[int, typer.Option(help="Uvicorn worker processes (local Qdrant needs 1)")] = 1,
+    workers: Annotated[
+        int,
+        typer.Option(min=1, help="Worker processes; more than 1 needs Redis, a database server and a Qdrant server"),
+    ] = 1,
 ) -> None:
     import uvicorn
 
-    from rag_core.settings import Settings
     from rag_service.auth import open_bind_problem
 
     _use_config(config)
     settings = Settings()
     bind = host or settings.server.host
-    if problem := open_bind_problem(settings, bind):
-        Console(stderr=True).print(f"rag-serve: {problem}", style="red", soft_wrap=True, markup=False, highlight=False)
-        raise typer.Exit(2)
+    for problem in (open_bind_problem(settings, bind), workers_problem(settings, workers)):
+        if problem:
+            Console(stderr=True).print(
+                f"rag-serve: {problem}", style="red", soft_wrap=True, markup=False, highlight=False
+            )
+            raise typer.Exit(2)
+    prepare_metrics_dir(workers)
     uvicorn.run(
         "rag_service.api:create_app",
         factory=True,

@@ -45,6 +45,8 @@ class SessionMeta:
     summarized_source_tokens: int = 0
     # Index of the first message of the current topic (set by the rewriter's topic-switch detection).
     topic_start: int = 0
+    # The conversation's task state as JSON (rag_service.intents.task.TaskState); "" without intents.
+    task: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__slots__}
@@ -131,7 +133,12 @@ class Receipt(TypedDict):
     topic_switch: bool
     # The user-facts message (0 without one); part of system_tokens.
     profile_tokens: int
+    # The upstream's own count of the answer when it reports usage, else counted here.
     completion_tokens: int
+    # prompt_tokens, completion_tokens, total_tokens and "counted": "upstream" (the LLM's usage) or "local".
+    usage: dict[str, int | str]
+    # How the upstream said the answer ended ("stop", "length" ...); "stop" when it did not say.
+    finish_reason: str
     cost_estimate: float
     timings_ms: dict[str, float]
     # Why the answer did not come from the configured generator ("upstream_error"); absent when it did.
@@ -142,3 +149,11 @@ class Receipt(TypedDict):
     llm_calls_saved: NotRequired[int]
     saved_tokens: NotRequired[int]
     saved_cost_estimate: NotRequired[float]
+    # With intents (rag_service.intents): the task after the turn, the prompt modules sent and their
+    # tokens (part of system_tokens), and the task's details (turn kind, new task, recognizer, action ...).
+    intent: NotRequired[str | None]
+    slots: NotRequired[dict[str, str]]
+    missing: NotRequired[list[str]]
+    prompt_modules: NotRequired[list[str]]
+    prompt_module_tokens: NotRequired[int]
+    task: NotRequired[dict[str, Any]]

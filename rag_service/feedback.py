@@ -72,7 +72,7 @@ class TurnRecord:
 
     @property
     def intent(self) -> str:
-        return str(self.receipt.get("intent", ""))[:64]
+        return str(self.receipt.get("intent") or "")[:64]
 
 
 class UnknownMessage(LookupError):

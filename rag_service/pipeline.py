@@ -1,12 +1,15 @@
 """The chat pipeline: the one place that runs the stages of a turn, in order.
 
-1 memory -> 2 rewrite -> 3 budget -> 4 FAQ short path, else retrieval -> 5 prompt -> 6 generation -> 7 store
--> 8 compression (8, and the turn's receipt for ratings, run after the answer is returned, off the request's
-critical path).
+1 memory -> 1b intent -> 2 rewrite -> 3 budget -> 4 FAQ short path, else retrieval -> 5 prompt -> 6 generation
+-> 7 store -> 8 compression (8, and the turn's receipt for ratings, run after the answer is returned, off the
+request's critical path). 1b (`_intent`) runs only with intents configured (rag_service.intents): it may start
+a new task (the earlier task's messages are then not sent), answer by itself (a question for a missing slot:
+no rewrite, retrieval or generation), add an action's reply as context, the active intent's prompt module and
+the task's state block.
 
-The FAQ short path (4): a rewritten question that matches an FAQ question above `faq.threshold` is answered
-with that entry's answer and no LLM call (`"mode": "faq"`); the prompt is still built around the entry, so
-the receipt says how many tokens the call it saved would have cost.
+The FAQ short path (4, `_faq`): a rewritten question that matches an FAQ question above `faq.threshold` is
+answered with that entry's answer and no LLM call (`"mode": "faq"`); the prompt is still built around the
+entry, so the receipt says how many tokens the call it saved would have cost.
 
 A turn has one path, `ChatPipeline._turn`, which yields its events as they happen; a streamed turn is
 those events sent on, a plain one (`answer`) the same events collected. Each stage is a method named
@@ -45,7 +48,9 @@ from rag_service.faq import MODE as FAQ_MODE
 from rag_service.faq import FaqHit, FaqMatcher
 from rag_service.feedback import FeedbackStore, TurnRecord, message_id
 from rag_service.guard import OutputGuard
-from rag_service.llm import Generator, UpstreamError
+from rag_service.intents.stage import IntentStage, TaskTurn
+from rag_service.intents.task import TaskState
+from rag_service.llm import Completion, Finish, Generator, UpstreamError
 from rag_service.memory import CompressionPlan, MemoryStrategy
 from rag_service.metrics import Metrics
 from rag_service.prompt import (
@@ -95,6 +100,8 @@ class Stages:
     # The FAQ short path (None: off), and where turn receipts go for ratings (None: nowhere).
     faq: FaqMatcher | None = None
     turn_log: FeedbackStore | None = None
+    # Intents and slots (rag_service.intents), when `intents.files` names any.
+    intents: IntentStage | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +145,10 @@ class PreparedTurn:
     fallback: str | None = None
     # The FAQ entry that answers this turn on the short path.
     faq: FaqHit | None = None
+    # How the upstream said the reply ended (finish_reason, token usage), when it said.
+    finish: Finish | None = None
+    # 1b. intent: the task's turn (None without intents or without a session).
+    task: TaskTurn | None = None
 
     @property
     def generation(self) -> GenerationInput:
@@ -180,6 +191,9 @@ class Done:
 
 TurnEvent = Rewritten | Retrieved | Delta | Done
 TurnEvents = AsyncGenerator[TurnEvent, None]
+
+
+INTENT_MODE = "intent"
 
 
 class ChatPipeline:
@@ -313,22 +327,34 @@ class ChatPipeline:
         user_message = self._question(question)
         memory = await self._memory(session_id, history, tenant)
         t_mem = time.perf_counter()
-        rewrite = await self._rewrite(question, memory)
+        memory, task = await self._intent(question, memory) if session_id is not None else (memory, None)
+        t_int = time.perf_counter()
+        if task is not None and task.reply is not None:
+            rewrite = RewriteResult(question, "skipped", detail=f"intent stage: {task.step.action}")
+        else:
+            rewrite = await self._rewrite(question, memory)
         t_rw = time.perf_counter()
         query_tokens = self.s.counter.count(question_part(self.s.settings.prompt, question)) + self.overhead
-        plan = self._budget(query_tokens, memory)
-        turn_tenant = memory.meta.tenant if tenant is None else tenant
-        faq = await self._faq(rewrite.query, turn_tenant)
-        if faq is not None:
-            chunks = [faq.chunk(self.s.counter.count(f"{faq.question}\n{faq.answer}"))]
+        plan = self._budget(query_tokens, memory, task)
+        faq: FaqHit | None = None
+        if task is not None and task.reply is not None:
+            chunks: list[Chunk] = []  # the turn asks for a slot (or reports a failed action): nothing to look up
         else:
-            chunks = await self._retrieve(rewrite.query, plan, turn_tenant)
+            turn_tenant = memory.meta.tenant if tenant is None else tenant
+            faq = await self._faq(rewrite.query, turn_tenant)
+            if faq is not None:
+                chunks = [faq.chunk(self.s.counter.count(f"{faq.question}\n{faq.answer}"))]
+            else:
+                chunks = await self._retrieve(
+                    rewrite.query, plan, turn_tenant, task.context if task is not None else []
+                )
         t_ret = time.perf_counter()
-        prompt = self._prompt(question, query_tokens, memory, plan, chunks)
+        prompt = self._prompt(question, query_tokens, memory, plan, chunks, task)
         t_prompt = time.perf_counter()
         timings = {
             "memory": t_mem - started,
-            "rewrite": t_rw - t_mem,
+            **({"intent": t_int - t_mem} if task is not None else {}),
+            "rewrite": t_rw - t_int,
             "retrieve": t_ret - t_rw,
             "prompt": t_prompt - t_ret,
         }
@@ -342,6 +368,7 @@ class ChatPipeline:
             started=started,
             timings=timings,
             faq=faq,
+            task=task,
         )
 
     def _question(self, question: str) -> Message:
@@ -372,6 +399,40 @@ class ChatPipeline:
             profile_tokens = tokens + self.overhead if profile else 0
         return TurnMemory(meta, loaded, offset, view, profile, profile_tokens)
 
+    # -- 1b. intent -------------------------------------------------------------------------------
+
+    async def _intent(self, question: str, memory: TurnMemory) -> tuple[TurnMemory, TaskTurn | None]:
+        """The task moves on. The memory offered is the current task's: a new task leaves the earlier
+        messages (and a summary folding only them) out."""
+        if self.s.intents is None:
+            return memory, None
+        meta = memory.meta
+        state = TaskState.from_json(meta.task)
+        if state.start_message > 0:
+            memory = self._task_memory(memory, state.start_message)
+        task = await self.s.intents.run(question, state, memory.view.rounds, meta.message_count, meta.tenant)
+        if task.step.new_task:
+            memory = self._task_memory(memory, task.start_message)
+        if task.state_block:
+            task.state_tokens = self.s.counter.count(task.state_block) + self.overhead
+        return memory, task
+
+    def _task_memory(self, memory: TurnMemory, start: int) -> TurnMemory:
+        meta, loaded, offset = memory.meta, memory.loaded, memory.offset
+        if start > offset:
+            loaded, offset = loaded[start - offset :], start
+        if meta.summarized <= start and meta.summary:
+            meta = dataclasses.replace(meta, summary="", summary_tokens=0)
+        view = self.s.memory.select(meta, loaded, offset)
+        view = dataclasses.replace(view, rounds=sendable_rounds(view.rounds, self.s.counter.count))
+        return dataclasses.replace(memory, view=view)
+
+    async def task_state(self, session_id: str) -> dict[str, Any]:
+        """The session's task: intent, slots, missing slots, the round it started at, done (all empty
+        without intents, or before any task)."""
+        meta, _, _ = await self.s.store.load(session_id, lambda m: m.message_count)
+        return TaskState.from_json(meta.task).public()
+
     # -- 2. rewrite -------------------------------------------------------------------------------
 
     async def _rewrite(self, question: str, memory: TurnMemory) -> RewriteResult:
@@ -379,17 +440,18 @@ class ChatPipeline:
 
     # -- 3. budget --------------------------------------------------------------------------------
 
-    def _budget(self, query_tokens: int, memory: TurnMemory) -> BudgetPlan:
+    def _budget(self, query_tokens: int, memory: TurnMemory, task: TaskTurn | None) -> BudgetPlan:
+        extra = task.module_tokens + task.state_tokens if task is not None else 0
         return plan_budget(
             self.s.settings.budget,
-            system_tokens=self.system_tokens + memory.profile_tokens,
+            system_tokens=self.system_tokens + memory.profile_tokens + extra,
             query_tokens=query_tokens,
             view=memory.view,
             summary_message_tokens=memory.meta.summary_tokens + self.overhead if memory.view.summary else 0,
             overhead=self.overhead,
         )
 
-    # -- 4. FAQ short path, else retrieval -----------------------------------------------------------------------------
+    # -- 4. FAQ short path, else retrieval ------------------------------------------------------------
 
     async def _faq(self, query: str, tenant: str) -> FaqHit | None:
         """The FAQ entry whose question the query matches above the threshold, if any."""
@@ -399,17 +461,18 @@ class ChatPipeline:
         self.s.metrics.faq.labels("hit" if hit is not None else "miss").inc()
         return hit
 
-    async def _retrieve(self, query: str, plan: BudgetPlan, tenant: str) -> list[Chunk]:
+    async def _retrieve(self, query: str, plan: BudgetPlan, tenant: str, context: Sequence[Chunk] = ()) -> list[Chunk]:
         """The best chunks that fit the chunk budget. It and the rewrite gate run on the event loop, not in
         worker threads: the query embedding is C code that already spreads over the cores with its own
-        OpenMP team, and the rest (Qdrant local, jieba) holds the GIL either way, so a thread hop buys no
+        OpenMP team, and jieba holds the GIL either way (the index is awaited), so a thread hop buys no
         parallelism. It did cost: each pool thread got its own spinning OpenMP team and contended for the
         GIL with the background tasks; a turn took 38 ms instead of 26 (p50 over 5 interleaved runs,
         bench/profile_turn.py setup)."""
         cfg = self.s.settings
         candidates = await self.s.retriever.search(query, tenant=tenant)
-        room = plan.chunk_budget - self.context_frame_tokens
-        return fill_budget(candidates, room, cfg.retrieval.max_chunks, self._chunk_cost)
+        # An intent action's reply comes first and counts against the same budget.
+        room = plan.chunk_budget - self.context_frame_tokens - sum(self._chunk_cost(c) for c in context)
+        return [*context, *fill_budget(candidates, room, cfg.retrieval.max_chunks, self._chunk_cost)]
 
     def _chunk_cost(self, chunk: Chunk) -> int:
         # +1 for the newline that joins blocks. The wrapper depends only on the document, so its count is
@@ -425,15 +488,29 @@ class ChatPipeline:
     # -- 5. prompt --------------------------------------------------------------------------------
 
     def _prompt(
-        self, question: str, query_tokens: int, memory: TurnMemory, plan: BudgetPlan, chunks: list[Chunk]
+        self,
+        question: str,
+        query_tokens: int,
+        memory: TurnMemory,
+        plan: BudgetPlan,
+        chunks: list[Chunk],
+        task: TaskTurn | None = None,
     ) -> TurnPrompt:
-        """The messages; the window guard makes "prompt + reserve <= context window" exact, not estimated."""
+        """The messages; the window guard makes "prompt + reserve <= context window" exact, not estimated.
+        With a task: the active intent's module ends the system prompt, its state block precedes the
+        final message (both counted in `system_tokens`)."""
         cfg, count = self.s.settings, self.s.counter.count
         system_tokens = self.system_tokens + memory.profile_tokens
+        system_prompt = self.system_prompt
+        if task is not None:
+            system_tokens += task.module_tokens + task.state_tokens
+            system_prompt += task.system_suffix
         while True:
             messages = build_messages(
-                cfg.prompt, self.system_prompt, memory.profile, plan.summary, plan.rounds, chunks, question
+                cfg.prompt, system_prompt, memory.profile, plan.summary, plan.rounds, chunks, question
             )
+            if task is not None and task.state_block:
+                messages.insert(len(messages) - 1, {"role": "user", "content": task.state_block})
             final_tokens = count(messages[-1]["content"]) + self.overhead
             total = system_tokens + plan.summary_tokens + plan.history_tokens + final_tokens
             if total + cfg.budget.generation_reserve <= cfg.budget.context_window or not chunks:
@@ -449,6 +526,9 @@ class ChatPipeline:
         after its retries and before any text went out, the customer gets the extractive answer instead of
         an error page (`llm.fallback_extractive`); the receipt says so. On the FAQ short path the answer is
         the entry's, and no upstream is asked."""
+        if turn.task is not None and turn.task.reply is not None:
+            yield turn.task.reply  # decided by the intent stage: a slot question, or a failed action's answer
+            return
         if turn.faq is not None:
             yield turn.faq.answer
             return
@@ -457,18 +537,26 @@ class ChatPipeline:
         try:
             if streamed:
                 async for piece in generator.stream(turn.prompt.messages, turn.generation):
+                    if isinstance(piece, Finish):
+                        turn.finish = piece
+                        continue
                     emitted = True
                     yield piece
             else:
-                yield await generator.complete(turn.prompt.messages, turn.generation)
+                reply = await generator.complete(turn.prompt.messages, turn.generation)
+                if isinstance(reply, Completion):
+                    turn.finish, reply = reply.finish, reply.text
+                yield reply
         except UpstreamError as exc:
             if emitted or self.s.fallback is None:
                 raise
             self.s.metrics.upstream_errors.labels("generate").inc()
             log.warning("answering extractively, the LLM upstream failed: %s", exc)
             turn.fallback = "upstream_error"
+            turn.finish = None
             async for piece in self.s.fallback.stream(turn.prompt.messages, turn.generation):
-                yield piece
+                if not isinstance(piece, Finish):
+                    yield piece
 
     # -- 7. store ---------------------------------------------------------------------------------
 
@@ -477,15 +565,24 @@ class ChatPipeline:
         s = self.s
         t0 = time.perf_counter()
         answer = Message("assistant", text, s.counter.count(text), time.time())
+        task = turn.task
+        if task is not None and s.intents is not None:
+            task.state = s.intents.finish(task, answered=True)
         if turn.session_id is not None:
             count = await s.store.append(turn.session_id, [turn.question, answer])
-            if turn.rewrite.topic_switch:
+            if task is not None:
+                await s.store.set_task(turn.session_id, task.state.to_json())
+                if task.step.new_task:
+                    await s.store.set_topic_start(turn.session_id, count - 2)
+            elif turn.rewrite.topic_switch:
                 await s.store.set_topic_start(turn.session_id, count - 2)
             self._schedule_compression(turn, answer, count)
             self._schedule_learning(turn, answer, count)
         turn.timings["store"] = time.perf_counter() - t0
         mode = s.fallback.mode if turn.fallback and s.fallback is not None else s.generator.mode
-        if turn.faq is not None:
+        if task is not None and task.reply is not None:
+            mode = INTENT_MODE
+        elif turn.faq is not None:
             mode = FAQ_MODE
         receipt = self._receipt(turn, answer)
         s.metrics.observe_turn(mode, streamed, turn.timings, receipt, receipt["cost_estimate"])
@@ -524,7 +621,12 @@ class ChatPipeline:
 
     def _receipt(self, turn: PreparedTurn, answer: Message) -> Receipt:
         budget, plan, prompt, meta = self.s.settings.budget, turn.plan, turn.prompt, turn.memory.meta
-        cost = (prompt.total_tokens * self._price[0] + answer.tokens * self._price[1]) / 1000
+        # The upstream's own count when it gave one (it is what is billed); else counted here.
+        finish = turn.finish or Finish()
+        usage = finish.usage
+        prompt_tokens = usage.prompt_tokens if usage else prompt.total_tokens
+        completion_tokens = usage.completion_tokens if usage else answer.tokens
+        cost = (prompt_tokens * self._price[0] + completion_tokens * self._price[1]) / 1000
         receipt = Receipt(
             strategy=self.s.memory.name,
             system_tokens=prompt.system_tokens,
@@ -544,7 +646,14 @@ class ChatPipeline:
             rewrite=turn.rewrite.action,
             topic_switch=turn.rewrite.topic_switch,
             profile_tokens=turn.memory.profile_tokens,
-            completion_tokens=answer.tokens,
+            completion_tokens=completion_tokens,
+            usage={
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": usage.total_tokens if usage else prompt_tokens + completion_tokens,
+                "counted": "upstream" if usage else "local",
+            },
+            finish_reason=finish.finish_reason or "stop",
             cost_estimate=round(cost, 8),
             timings_ms={k: round(v * 1000, 3) for k, v in turn.timings.items()},
         )
@@ -559,6 +668,14 @@ class ChatPipeline:
             receipt["saved_tokens"] = prompt.total_tokens + answer.tokens
             receipt["saved_cost_estimate"] = round(cost, 8)
             receipt["cost_estimate"] = 0.0
+        if turn.task is not None:
+            part = turn.task.receipt()
+            receipt["intent"] = part["intent"]
+            receipt["slots"] = part["slots"]
+            receipt["missing"] = part["missing"]
+            receipt["prompt_modules"] = part["prompt_modules"]
+            receipt["prompt_module_tokens"] = part["prompt_module_tokens"]
+            receipt["task"] = part["task"]
         return receipt
 
     # -- 8. compression -------------------------------------------------------------------------

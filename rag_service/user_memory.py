@@ -6,8 +6,11 @@ stored (and again when read, for facts stored before masking applied to them), n
 are instructions to the assistant (rag_service.injection), and injected as a quoted data block in a
 user message (rag_service.prompt.profile_message), never into the system prompt.
 
-Facts live in the archive's user-memory table (rag_service.sessions.archive.memory_repo). The per-turn path reads them from a small in-process
-cache, so only a user's first turn (or one after a change) costs a database query.
+Facts live in the archive's user-memory table (rag_service.sessions.archive.memory_repo). The per-turn
+path reads them from a small in-process cache, so only a user's first turn (or one after a change) costs
+a database query. With several processes (workers, replicas) a change made by one must reach the caches
+of all: each user's facts then carry a version number in Redis (`Versions`), bumped on every change and
+read on every turn (one GET), and a cached entry of an older version is read again.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import logging
 import re
 import time
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from rag_core.settings import UserMemorySettings
 from rag_core.text import split_sentences
@@ -53,6 +56,37 @@ class FactStore(Protocol):
     async def list_memories(self, user_id: str, limit: int | None = None) -> Sequence[StoredFact]: ...
 
     async def delete_memories(self, user_id: str) -> int: ...
+
+
+class Versions(Protocol):
+    """A counter per user shared by every process; a change of a user's facts bumps it."""
+
+    async def get(self, user_key: str) -> int: ...
+
+    async def bump(self, user_key: str) -> None: ...
+
+
+class RedisVersions:
+    def __init__(self, redis: Any, prefix: str = "rag:") -> None:
+        self.redis, self.prefix = redis, prefix
+
+    @classmethod
+    def from_url(cls, url: str) -> RedisVersions:
+        import redis.asyncio as aioredis
+
+        return cls(aioredis.Redis.from_url(url, socket_connect_timeout=1.0, socket_timeout=5.0))
+
+    async def close(self) -> None:
+        await self.redis.aclose()
+
+    def _key(self, user_key: str) -> str:
+        return f"{self.prefix}um:{{{user_key}}}:v"
+
+    async def get(self, user_key: str) -> int:
+        return int(await self.redis.get(self._key(user_key)) or 0)
+
+    async def bump(self, user_key: str) -> None:
+        await self.redis.incr(self._key(user_key))
 
 
 class FactExtractor(Protocol):
@@ -99,10 +133,12 @@ class UserMemory:
         counter: TokenCounter,
         settings: UserMemorySettings,
         masker: Masker | None = None,
+        versions: Versions | None = None,
     ) -> None:
         self.store, self.extractor, self.counter, self.settings = store, extractor, counter, settings
-        self.masker = masker
-        self._cache: dict[str, tuple[float, str, int]] = {}
+        self.masker, self.versions = masker, versions
+        # user -> (when cached, version, text, tokens)
+        self._cache: dict[str, tuple[float, int, str, int]] = {}
 
     @staticmethod
     def key(tenant: str, user: str) -> str:
@@ -128,15 +164,28 @@ class UserMemory:
         """The user-facts message (a quoted data block) and its token count ("" and 0 without facts)."""
         if not self.settings.enabled or not user_key:
             return "", 0
+        version = await self._version(user_key)
         hit = self._cache.get(user_key)
-        if hit and time.monotonic() - hit[0] < self.settings.cache_s:
-            return hit[1], hit[2]
+        if hit and version is not None and hit[1] == version and time.monotonic() - hit[0] < self.settings.cache_s:
+            return hit[2], hit[3]
         stored = await self.store.list_memories(user_key, self.settings.max_facts)
         facts = self.admissible([f.fact for f in stored])
         text = profile_message(self.settings.prompt_header, facts) if facts else ""
         tokens = self.counter.count(text) if text else 0
-        self._cache[user_key] = (time.monotonic(), text, tokens)
+        if version is not None:
+            self._cache[user_key] = (time.monotonic(), version, text, tokens)
         return text, tokens
+
+    async def _version(self, user_key: str) -> int | None:
+        """The user's facts' version; None when it cannot be known (then the cache is not used)."""
+        if self.versions is None:
+            return 0
+        try:
+            return await self.versions.get(user_key)
+        except Exception as exc:
+            # Redis unreachable: read the archive rather than trust a cache another process may have outdated.
+            log.warning("user-memory version unavailable, facts read from the archive: %s", exc)
+            return None
 
     def due(self, user_turns: int) -> bool:
         return self.settings.enabled and user_turns > 0 and user_turns % self.settings.every_turns == 0
@@ -146,8 +195,18 @@ class UserMemory:
         for fact in facts[: self.settings.max_facts]:
             await self.store.add_memory(user_key, fact, session_id)
         if facts:
-            self._cache.pop(user_key, None)
+            await self.changed(user_key)
         return len(facts)
+
+    async def close(self) -> None:
+        if isinstance(self.versions, RedisVersions):
+            await self.versions.close()
+
+    async def changed(self, user_key: str) -> None:
+        """The user's facts changed (learnt, deleted): no process may answer from its old cache."""
+        self._cache.pop(user_key, None)
+        if self.versions is not None:
+            await self.versions.bump(user_key)
 
     async def facts(self, user_key: str) -> Sequence[StoredFact]:
         """The user's facts as stored, newest first."""
@@ -156,5 +215,5 @@ class UserMemory:
     async def forget(self, user_key: str) -> int:
         """Deletes the user's facts; how many there were."""
         deleted = await self.store.delete_memories(user_key)
-        self._cache.pop(user_key, None)
+        await self.changed(user_key)
         return deleted

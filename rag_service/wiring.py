@@ -18,6 +18,7 @@ from rag_service.auth import ApiKeys, RateLimiter
 from rag_service.extractive import ExtractiveGenerator
 from rag_service.faq import FaqMatcher
 from rag_service.feedback import FeedbackStore
+from rag_service.intents.stage import IntentStage
 from rag_service.library import Library
 from rag_service.llm import ChatClient, Generator, LLMGenerator
 from rag_service.memory import make_memory
@@ -30,7 +31,7 @@ from rag_service.sessions.archive import Archive
 from rag_service.sessions.build import build_store, open_archive
 from rag_service.sessions.interface import SessionStore
 from rag_service.summary import ExtractiveSummarizer, LLMSummarizer, Summarizer
-from rag_service.user_memory import FactExtractor, LLMFactExtractor, RuleFactExtractor, UserMemory
+from rag_service.user_memory import FactExtractor, LLMFactExtractor, RedisVersions, RuleFactExtractor, UserMemory
 
 
 @dataclass
@@ -63,7 +64,10 @@ class Services:
             await client.close()
         await self.store.close()
         await self.rate_limiter.close()
+        if self.pipeline.s.user_memory is not None:
+            await self.pipeline.s.user_memory.close()
         await self.index.close()
+        self.metrics.close()
 
 
 def build_generator(settings: Settings, clients: list[ChatClient]) -> Generator:
@@ -110,7 +114,40 @@ def build_user_memory(
         client = ChatClient(endpoint)
         clients.append(client)
         extractor = LLMFactExtractor(client)
-    return UserMemory(archive, extractor, counter, settings.user_memory, Masker.from_settings(settings.privacy))
+    # Several processes share one Redis (workers, replicas): a change of facts in one reaches the others.
+    versions = RedisVersions.from_url(settings.redis.url) if settings.redis.url else None
+    return UserMemory(
+        archive, extractor, counter, settings.user_memory, Masker.from_settings(settings.privacy), versions
+    )
+
+
+def build_intents(
+    settings: Settings, embedder: Embedder, index: VectorIndex, counter: TokenCounter, clients: list[ChatClient]
+) -> IntentStage | None:
+    """The intent stage when `intents.files` names any; product names come from the tenant's document titles."""
+    cfg = settings.intents
+    if not cfg.files:
+        return None
+    from rag_service.intents.config import load_catalog
+    from rag_service.intents.llm_recognizer import LLMRecognizer
+
+    catalog = load_catalog(cfg.files, cfg.actions)
+    endpoint = settings.intent_endpoint()
+    explicit = cfg.llm.model_fields_set if cfg.llm else set()
+    defaults = {"temperature": 0.0, "timeout_s": 5.0, "max_tokens": 256}
+    endpoint = endpoint.model_copy(update={k: v for k, v in defaults.items() if k not in explicit})
+    if cfg.recognizer == "llm" and not endpoint.base_url:
+        raise ValueError("intents.recognizer is llm but no LLM endpoint is configured (llm.base_url / intents.llm)")
+    llm = None
+    if cfg.recognizer != "offline" and endpoint.base_url:
+        client = ChatClient(endpoint)
+        clients.append(client)
+        llm = LLMRecognizer(client, catalog, endpoint.timeout_s, endpoint.max_tokens)
+
+    async def titles(tenant: str) -> list[str]:
+        return [str(d.get("title") or "") for d in (await index.documents(tenant)).values()]
+
+    return IntentStage(cfg, catalog, embedder, counter, titles, llm)
 
 
 def build_services(
@@ -153,6 +190,7 @@ def build_services(
         else None,
         faq=FaqMatcher(faq_index, embedder, settings.faq),
         turn_log=feedback,
+        intents=build_intents(settings, embedder, index, counter, clients),
     )
     return Services(
         settings=settings,

@@ -96,6 +96,27 @@ async def test_migrations_apply_on_an_empty_database_and_are_idempotent(dialect:
             await archive.close()
 
 
+async def test_sessions_archived_before_task_state_load_after_migration_0002(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'old.db'}"
+    migrate(url, "0001")
+    archive = Archive(url)
+    try:
+        async with archive.engine.begin() as conn:
+            await conn.execute(
+                sa.text("INSERT INTO sessions VALUES ('s1', '', '', 1.0, 1.0, '', :f, 0, 0, 0, 0)"),
+                {"f": False},
+            )
+    finally:
+        await archive.close()
+    await migrate_async(url)
+    archive = Archive(url)
+    try:
+        found = await archive.load("s1")
+        assert found is not None and found[0].task == ""  # no task yet, not an error
+    finally:
+        await archive.close()
+
+
 def test_urls_get_async_drivers_and_utf8mb4(tmp_path: Path) -> None:
     assert normalize_url("postgresql://u@h/db").drivername == "postgresql+asyncpg"
     mysql_url = normalize_url("mysql://root@127.0.0.1/test")

@@ -60,7 +60,9 @@ CORPUS = [
     {"doc_id": "a1", "title": "", "text": "apple apple", "domain": "A"},
     {"doc_id": "a2", "title": "", "text": "banana split", "domain": "A"},
     {"doc_id": "a3", "title": "", "text": "cherry pie is sweet", "domain": "A"},
-    {"doc_id": "b1", "title": "", "text": "date date", "domain": "B"},
+    # "elder" keeps b1 from tying exactly with b2 for a query naming both date and fig (the order of a
+    # tie is the vector store's to choose).
+    {"doc_id": "b1", "title": "", "text": "date date elder", "domain": "B"},
     {"doc_id": "b2", "title": "", "text": "fig", "domain": "B"},
     {"doc_id": "b3", "title": "Elder", "text": "tree", "domain": "B"},
 ]

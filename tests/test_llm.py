@@ -1,5 +1,6 @@
-"""The OpenAI-compatible client every LLM stage shares: request shape, retries, errors and stream parsing,
-against the project's fake upstream and, for stream shapes it never sends, a raw aiohttp server."""
+"""The OpenAI-compatible client every LLM stage shares (AsyncOpenAI under tenacity): request shape, usage
+and finish_reason, retries, errors and stream endings, against the project's fake upstream and, for stream
+shapes it never sends, a raw aiohttp server."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from aiohttp import web
 
 from rag_core.settings import LLMEndpoint
-from rag_service.llm import ChatClient, UpstreamError
+from rag_service.llm import ChatClient, Finish, UpstreamError, Usage
 from rag_service.testing.fake_llm import FakeLLM, Fault, Waits
 
 MSGS = [{"role": "system", "content": "你是客服。"}, {"role": "user", "content": "保修多久？"}]
@@ -20,6 +21,12 @@ MSGS = [{"role": "system", "content": "你是客服。"}, {"role": "user", "cont
 
 def client(base_url: str, **kw: Any) -> ChatClient:
     return ChatClient(LLMEndpoint(base_url=base_url, api_key="k-123", model="m-test", retry_backoff_s=0.01, **kw))
+
+
+def texts(items: list[str | Finish]) -> list[str]:
+    """The text pieces of a stream, which ends with exactly one `Finish`."""
+    assert isinstance(items[-1], Finish) and not any(isinstance(i, Finish) for i in items[:-1])
+    return [i for i in items if isinstance(i, str)]
 
 
 async def test_complete_sends_the_request_as_built(fake_llm: FakeLLM) -> None:
@@ -42,12 +49,41 @@ async def test_stream_yields_the_pieces_in_order(fake_llm: FakeLLM) -> None:
     fake_llm.chunk_chars = 4
     c = client(fake_llm.base_url)
     try:
-        pieces = [p async for p in c.stream(MSGS)]
+        items = [p async for p in c.stream(MSGS)]
     finally:
         await c.close()
+    pieces = texts(items)
     assert "".join(pieces) == text
     assert len(pieces) == -(-len(text) // 4)
     assert fake_llm.requests[-1]["stream"] is True
+    assert fake_llm.requests[-1]["stream_options"] == {"include_usage": True}
+
+
+async def test_usage_and_finish_reason_come_from_the_upstream(fake_llm: FakeLLM) -> None:
+    fake_llm.set_responder(lambda req: "两年。")
+    c = client(fake_llm.base_url)
+    try:
+        plain = await c.completion(MSGS)
+        streamed = [p async for p in c.stream(MSGS)]
+    finally:
+        await c.close()
+    # The fake counts len // 4 + 1 tokens per text: not this service's tokenizer, so these are its numbers.
+    prompt = len("\n".join(m["content"] for m in MSGS)) // 4 + 1
+    usage = Usage(prompt, len("两年。") // 4 + 1, prompt + len("两年。") // 4 + 1)
+    assert plain.text == "两年。" and plain.finish == Finish("stop", usage)
+    assert texts(streamed) == ["两年。"] and streamed[-1] == Finish("stop", usage)
+
+
+async def test_an_upstream_without_usage_reports_none() -> None:
+    with FakeLLM(lambda req: "两年。", usage=False) as llm:
+        c = client(llm.base_url)
+        try:
+            plain = await c.completion(MSGS)
+            streamed = [p async for p in c.stream(MSGS)]
+        finally:
+            await c.close()
+    assert plain.finish == Finish("stop", None)
+    assert texts(streamed) == ["两年。"] and streamed[-1] == Finish("stop", None)
 
 
 @pytest.mark.parametrize("status", [500, 503, 429])
@@ -120,7 +156,7 @@ async def test_stream_retries_only_before_the_first_piece(fake_llm: FakeLLM) -> 
     fake_llm.fail_next(1, Fault(status=500))
     c = client(fake_llm.base_url, max_retries=1)
     try:
-        assert "".join([p async for p in c.stream(MSGS)]) == "好的"
+        assert "".join(texts([p async for p in c.stream(MSGS)])) == "好的"
     finally:
         await c.close()
     assert len(fake_llm.requests) == 2
@@ -193,7 +229,7 @@ def delta(text: str) -> str:
     return "data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": text}}]}, ensure_ascii=False)
 
 
-async def collect(lines: list[str]) -> list[str]:
+async def collect(lines: list[str]) -> list[str | Finish]:
     runner, url = await serve(sse(lines))
     c = client(url, max_retries=0)
     try:
@@ -221,13 +257,14 @@ async def test_stream_skips_comments_role_chunks_usage_and_crlf() -> None:
         delta("after done"),
         "",
     ]
-    assert await collect(lines) == ["你好", "，世界"]
+    # The usage chunk marks the end as complete even without a finish_reason.
+    assert await collect(lines) == ["你好", "，世界", Finish(None, Usage(3, 2, 5))]
 
 
 async def test_stream_joins_multi_line_data_fields() -> None:
     event = json.dumps({"choices": [{"index": 0, "delta": {"content": "多行"}}]}, indent=1).splitlines()
-    lines = [*("data: " + part for part in event), "", "data: [DONE]", ""]
-    assert await collect(lines) == ["多行"]
+    lines = [*("data: " + part for part in event), "", finish(), "", "data: [DONE]", ""]
+    assert await collect(lines) == ["多行", Finish("stop")]
 
 
 async def test_stream_error_event_is_an_upstream_error() -> None:
@@ -241,15 +278,22 @@ def finish(reason: str = "stop") -> str:
 
 
 async def test_stream_ending_without_done_after_finish_reason_keeps_what_arrived() -> None:
-    assert await collect([delta("a"), "", delta("b"), "", finish(), ""]) == ["a", "b"]
-    # The last event may lack its blank line when the body ends.
-    assert await collect([delta("a"), "", delta("b"), "", finish("length")]) == ["a", "b"]
+    assert await collect([delta("a"), "", delta("b"), "", finish("length"), ""]) == ["a", "b", Finish("length")]
 
 
-async def test_truncated_stream_is_an_upstream_error() -> None:
-    """No [DONE] and no finish_reason: the upstream was cut mid-answer; half an answer is not an answer."""
+async def test_an_unterminated_last_event_is_not_taken() -> None:
+    """As the SSE standard says, an event the body ends in the middle of (no blank line after it) is not
+    dispatched: the finish it would have carried never arrived, so the answer counts as cut."""
     with pytest.raises(UpstreamError, match="ended before the answer was complete"):
-        await collect([delta("a"), "", delta("b"), ""])
+        await collect([delta("a"), "", delta("b"), "", finish("length")])
+
+
+@pytest.mark.parametrize("done", [False, True])
+async def test_truncated_stream_is_an_upstream_error(done: bool) -> None:
+    """No finish_reason and no usage: the upstream was cut mid-answer; half an answer is not an answer. The
+    SDK ends a stream at [DONE] and at the end of the body alike, so a [DONE] alone does not make it whole."""
+    with pytest.raises(UpstreamError, match="ended before the answer was complete"):
+        await collect([delta("a"), "", delta("b"), "", *(["data: [DONE]", ""] if done else [])])
 
 
 async def test_stream_status_error_before_any_piece() -> None:

@@ -208,6 +208,18 @@ async def test_topic_start(env: Env) -> None:
     assert got.topic_start == 2
 
 
+async def test_task_state(env: Env) -> None:
+    store = env.make()
+    meta = new_meta()
+    await store.create(meta)
+    await store.append(meta.session_id, turn(0))
+    await store.set_task(meta.session_id, '{"intent": "order_status", "slots": {"order_no": "XC20250301000123"}}')
+    got, _, _ = await store.load(meta.session_id, lambda m: 0)
+    assert got.task == '{"intent": "order_status", "slots": {"order_no": "XC20250301000123"}}'
+    with pytest.raises(SessionNotFound):
+        await store.set_task(new_session_id(16), "{}")
+
+
 async def test_delete(env: Env) -> None:
     store = env.make()
     meta = new_meta()
@@ -582,6 +594,7 @@ async def test_live_store_lost_mid_conversation_restores_from_archive(
     await _converse(store, meta.session_id, range(3))
     await store.update_summary(meta.session_id, SummaryUpdate(0, "用户在问 iPhone 的价格", 12, 2, 40))
     await store.set_topic_start(meta.session_id, 4)
+    await store.set_task(meta.session_id, '{"intent": "return_request", "slots": {"reason": "质量问题"}}')
     before_meta, before, _ = await store.load(meta.session_id, lambda m: 0)
     await store.flush()
 
@@ -589,7 +602,7 @@ async def test_live_store_lost_mid_conversation_restores_from_archive(
     after_meta, after, _ = await store.load(meta.session_id, lambda m: 0)
     assert store.restored == 1
     assert after == before
-    assert after_meta == before_meta  # summary, counters, topic start, user, created_at
+    assert after_meta == before_meta  # summary, counters, topic start, task state, user, created_at
 
     await _converse(store, meta.session_id, [3])  # the conversation goes on where it was
     await store.flush()
@@ -749,6 +762,9 @@ async def test_pii_is_masked_before_redis_and_sql(env_factory: Callable[..., Any
     assert "13812345678" not in "".join(raw_redis)
     summary = await archived.live.redis.hget(archived.live.keys(meta.session_id)[0], "summary")  # type: ignore[attr-defined]
     assert summary == "用户留了手机 138****5678"
+    await store.set_task(meta.session_id, '{"slots": {"phone": "13812345678"}}')
+    task = await archived.live.redis.hget(archived.live.keys(meta.session_id)[0], "task")  # type: ignore[attr-defined]
+    assert task == '{"slots": {"phone": "138****5678"}}'  # slots are masked like messages
     rows = await _archived_rows(env.archive_url, meta.session_id)
     assert rows[0][2] == MASKED and rows[1][2] == "好的，已记录 138****5678。"
 

@@ -1,6 +1,7 @@
 """The web page in real headless Chromium (Debian's chromium, driven by Playwright). The chat tab: two
-turns, the second a follow-up; the page shows the rewritten query, the sources and the budget receipt.
-The admin tab: a thumbs-down turn with its receipt, corrected into an FAQ entry that answers at once."""
+turns, the second a follow-up; the page shows the rewritten query, the sources and the budget receipt; the
+task and its slots with intents. The admin tab: a thumbs-down turn with its receipt, corrected into an FAQ
+entry that answers at once."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import secrets
 import shutil
 import socket
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,10 +37,29 @@ CHROMIUM_ARGS = [
 ]
 
 
+async def _serve(app: AppClient) -> AsyncIterator[str]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(services=app.services), port=port, log_level="warning"))
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        await asyncio.sleep(0.01)
+    yield f"http://127.0.0.1:{port}/"
+    server.should_exit = True
+    await task
+
+
 @pytest.fixture
 async def served(app_factory: Any) -> AsyncIterator[str]:
-    app: AppClient = await app_factory(rewrite={"mode": "rule"})
-    async for url in _serve(app):
+    async for url in _serve(await app_factory(rewrite={"mode": "rule"})):
+        yield url
+
+
+@pytest.fixture
+async def served_with_intents(app_factory: Any) -> AsyncIterator[str]:
+    files = [str(Path(__file__).resolve().parent.parent / "configs" / "intents" / "ecommerce.yaml")]
+    async for url in _serve(await app_factory(rewrite={"mode": "rule"}, intents={"files": files})):
         yield url
 
 
@@ -53,19 +74,6 @@ async def served_with_keys(app_factory: Any) -> AsyncIterator[str]:
     app: AppClient = await app_factory(rewrite={"mode": "rule"}, auth=auth)
     async for url in _serve(app):
         yield url
-
-
-async def _serve(app: AppClient) -> AsyncIterator[str]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(services=app.services), port=port, log_level="warning"))
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        await asyncio.sleep(0.01)
-    yield f"http://127.0.0.1:{port}/"
-    server.should_exit = True
-    await task
 
 
 async def test_two_turns_show_rewrite_sources_and_receipt(served: str, tmp_path: Any) -> None:
@@ -98,6 +106,26 @@ async def test_two_turns_show_rewrite_sources_and_receipt(served: str, tmp_path:
             assert "total_prompt_tokens" in receipt and "history_tokens" in receipt
             assert (await second.locator(".a").inner_text()).strip()
             await page.screenshot(path=str(tmp_path / "chat.png"))
+        finally:
+            await browser.close()
+
+
+async def test_the_page_shows_the_task_and_its_slots(served_with_intents: str) -> None:
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = await browser.new_page()
+            await page.goto(served_with_intents)
+            await page.wait_for_function("document.getElementById('session').textContent.length > 1")
+            assert await page.locator("#task").is_hidden()
+            await page.fill("#question", "我想退掉这台 iPhone 16 Pro")
+            await page.click("#send")
+            await page.wait_for_selector(".turn[data-done='1']", timeout=60_000)
+            task = await page.locator("#task").inner_text()
+            assert "return_request" in task and "product = iPhone 16 Pro" in task, task
+            assert "order_no ?" in task and "reason ?" in task, task
         finally:
             await browser.close()
 

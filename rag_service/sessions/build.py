@@ -60,7 +60,7 @@ def build_store(
         on_conflict=metrics.archive_conflicts.inc if metrics is not None else None,
     )
     if metrics is not None:
-        metrics.archive_backlog.set_function(lambda: archived.pending)
+        metrics.track_backlog(lambda: archived.pending)
     masker = Masker.from_settings(settings.privacy)
     if masker is None:
         return archived

@@ -105,6 +105,9 @@ class MemoryStore:
         entry = self._get(session_id)
         entry.meta.topic_start = max(0, min(index, entry.meta.message_count))
 
+    async def set_task(self, session_id: str, task: str) -> None:
+        self._get(session_id).meta.task = task
+
     async def messages(self, session_id: str) -> list[Message]:
         return list(self._get(session_id).messages)
 

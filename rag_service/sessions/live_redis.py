@@ -91,6 +91,15 @@ redis.call('EXPIRE', KEYS[2], ARGV[1])
 return 1
 """
 
+# KEYS: meta, msgs. ARGV: ttl, task JSON.
+_SET_TASK = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+redis.call('HSET', KEYS[1], 'task', ARGV[2])
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+redis.call('EXPIRE', KEYS[2], ARGV[1])
+return 1
+"""
+
 # KEYS: meta, msgs, tombstone. ARGV: ttl, number of meta pairs, field, value ..., message ...
 # Writes nothing if the session is there and complete (0: someone else restored it first) or was
 # deleted (-1: a restore racing a delete must not bring the session back).
@@ -135,6 +144,7 @@ def decode_meta(fields: dict[str, str]) -> SessionMeta:
         tenant=fields.get("tenant", ""),
         user=fields.get("user", ""),
         summary=fields.get("summary", ""),
+        task=fields.get("task", ""),
     )
     for name in _INT_FIELDS:
         setattr(meta, name, int(fields.get(name, "0")))
@@ -198,6 +208,7 @@ class RedisStore:
         self._append = client.register_script(_APPEND)
         self._update_summary = client.register_script(_UPDATE_SUMMARY)
         self._set_topic_start = client.register_script(_SET_TOPIC_START)
+        self._set_task = client.register_script(_SET_TASK)
         self._restore = client.register_script(_RESTORE)
         self._local = _LocalLocks()
 
@@ -274,6 +285,12 @@ class RedisStore:
     async def set_topic_start(self, session_id: str, index: int) -> None:
         args: list[str | int] = [self.ttl_s, index]
         if int(await self._set_topic_start(keys=list(self.keys(session_id)), args=args)) == -1:
+            raise SessionNotFound(session_id)
+
+    @_available
+    async def set_task(self, session_id: str, task: str) -> None:
+        args: list[str | int] = [self.ttl_s, task]
+        if int(await self._set_task(keys=list(self.keys(session_id)), args=args)) == -1:
             raise SessionNotFound(session_id)
 
     @_available

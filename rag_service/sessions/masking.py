@@ -66,6 +66,10 @@ class MaskedStore:
     async def set_topic_start(self, session_id: str, index: int) -> None:
         await self.inner.set_topic_start(session_id, index)
 
+    async def set_task(self, session_id: str, task: str) -> None:
+        # Slots hold what the customer typed (a phone number too): masked like the messages.
+        await self.inner.set_task(session_id, self.masker.mask(task))
+
     async def messages(self, session_id: str) -> list[Message]:
         return await self.inner.messages(session_id)
 

@@ -116,6 +116,10 @@ class ArchivedStore:
         await self._restoring(session_id, lambda: self.live.set_topic_start(session_id, index))
         await self._queue_meta(session_id)
 
+    async def set_task(self, session_id: str, task: str) -> None:
+        await self._restoring(session_id, lambda: self.live.set_task(session_id, task))
+        await self._queue_meta(session_id)
+
     async def messages(self, session_id: str) -> list[Message]:
         return await self._restoring(session_id, lambda: self.live.messages(session_id))
 

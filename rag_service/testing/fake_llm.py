@@ -536,7 +536,7 @@ class _Handler(BaseHTTPRequestHandler):
         }
         if stream:
             options = request.get("stream_options")
-            include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
+            include_usage = owner.usage and isinstance(options, dict) and bool(options.get("include_usage"))
             self._stream(
                 owner, completion_id, created, model, text, usage if include_usage else None, delay, truncate_after
             )
@@ -557,8 +557,9 @@ class _Handler(BaseHTTPRequestHandler):
                     "finish_reason": "stop",
                 }
             ],
-            "usage": usage,
         }
+        if owner.usage:
+            payload["usage"] = usage
         self._send_bytes(200, _dumps(payload))
 
     def _stream(
@@ -649,6 +650,10 @@ class FakeLLM:
     and the responder may be changed while it runs. ``record=False`` keeps
     ``requests`` empty; ``on_exchange`` is called (in the handler's thread) with
     each chat request's :class:`Exchange` once its reply has been sent.
+
+    Replies carry ``usage`` as OpenAI's do (plain replies always; streams in a
+    last chunk when the request asks with ``stream_options.include_usage``);
+    ``usage=False`` makes an upstream that reports none.
     """
 
     def __init__(
@@ -662,6 +667,7 @@ class FakeLLM:
         waits: Waits | None = None,
         record: bool = True,
         on_exchange: Callable[[Exchange], None] | None = None,
+        usage: bool = True,
     ) -> None:
         if chunk_chars < 1:
             raise ValueError("chunk_chars must be >= 1")
@@ -670,6 +676,7 @@ class FakeLLM:
         self.chunk_chars = chunk_chars
         self.stream_gate: StreamGate | None = None
         self.waits = waits
+        self.usage = usage
         self.host = host
         self._port = port
         self.requests: list[dict[str, Any]] = []
@@ -810,8 +817,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8001)
     parser.add_argument("--delay", type=float, default=0.0, help="seconds before the first byte/token of each reply")
     parser.add_argument("--chunk-chars", type=int, default=8, help="characters per streamed content delta")
+    parser.add_argument("--no-usage", action="store_true", help="report no token usage (as some servers do)")
     args = parser.parse_args(argv)
-    llm = FakeLLM(delay_s=args.delay, chunk_chars=args.chunk_chars, host=args.host, port=args.port)
+    llm = FakeLLM(
+        delay_s=args.delay, chunk_chars=args.chunk_chars, host=args.host, port=args.port, usage=not args.no_usage
+    )
     serve_until_signalled(llm, f"fake LLM listening on {{url}} (delay {args.delay}s, chunk {args.chunk_chars} chars)")
     return 0
 

@@ -123,16 +123,21 @@ def _stateless(history: list[Message], session_id: str | None) -> list[Message] 
     return history if session_id is None else None
 
 
+def _usage(result: TurnResult) -> dict[str, int]:
+    """The upstream's token usage (the receipt's, counted here when the upstream gave none)."""
+    usage = result.receipt["usage"]
+    return {k: int(usage[k]) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+
+
 def _completion(completion_id: str, model: str, result: TurnResult, session_id: str | None) -> dict[str, Any]:
-    prompt = result.receipt["total_prompt_tokens"]
-    completion = result.receipt["completion_tokens"]
+    message = {"role": "assistant", "content": result.answer}
     return {
         "id": completion_id,
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": result.answer}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+        "choices": [{"index": 0, "message": message, "finish_reason": result.receipt["finish_reason"]}],
+        "usage": _usage(result),
         "rag": _rag_extra(result, session_id),
     }
 
@@ -168,7 +173,9 @@ class _Chunks:
         if isinstance(event, Delta):
             return self.chunk({"content": event.text})
         if isinstance(event, Done):
-            return self.chunk({}, "stop", rag=_rag_extra(event.result, self.session_id))
+            result = event.result
+            extra = _rag_extra(result, self.session_id)
+            return self.chunk({}, result.receipt["finish_reason"], usage=_usage(result), rag=extra)
         return None
 
     def failure(self, status: int, detail: str) -> ServerSentEvent:

@@ -27,6 +27,7 @@ from rag_service.api.models import (
     MessageList,
     SessionCreated,
     SessionList,
+    TaskStateResponse,
     sources,
     turn_json,
 )
@@ -70,6 +71,11 @@ async def list_messages(session_id: str, store: StoreDep, principal: ChatterDep)
             for m in messages
         ],
     }
+
+
+@router.get("/{session_id}/state", response_model=TaskStateResponse)
+async def task_state(session_id: str, pipeline: PipelineDep, principal: ChatterDep) -> dict[str, Any]:
+    return await pipeline.task_state(owned(principal, session_id))
 
 
 @router.get("", response_model=SessionList)

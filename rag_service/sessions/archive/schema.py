@@ -61,6 +61,10 @@ sessions = sa.Table(
     sa.Column("summarized", sa.Integer(), nullable=False),
     sa.Column("summarized_source_tokens", sa.Integer(), nullable=False),
     sa.Column("topic_start", sa.Integer(), nullable=False),
+    # The task state (rag_service.intents), migration 0002; NULL in rows written before it (MySQL gives
+    # TEXT columns no default).
+    sa.Column("task", _TEXT, nullable=True),
+    sa.Column("task_encrypted", sa.Boolean(), nullable=True),
     **MYSQL_TABLE_ARGS,
 )
 

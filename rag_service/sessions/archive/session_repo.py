@@ -33,6 +33,7 @@ class _Tail:
 class SessionRepository(Database):
     def _session_row(self, meta: SessionMeta, now: float) -> dict[str, Any]:
         summary, encrypted = seal(self.cipher, meta.summary)
+        task, task_encrypted = seal(self.cipher, meta.task)
         return {
             "session_id": meta.session_id,
             "tenant": meta.tenant,
@@ -45,6 +46,8 @@ class SessionRepository(Database):
             "summarized": meta.summarized,
             "summarized_source_tokens": meta.summarized_source_tokens,
             "topic_start": meta.topic_start,
+            "task": task,
+            "task_encrypted": task_encrypted,
         }
 
     def _message_rows(self, session_id: str, items: Sequence[tuple[int, Message]]) -> list[dict[str, Any]]:
@@ -217,6 +220,7 @@ class SessionRepository(Database):
             summarized=min(row.summarized, n),
             summarized_source_tokens=row.summarized_source_tokens,
             topic_start=min(row.topic_start, n),
+            task=unseal(self.cipher, row.task or "", bool(row.task_encrypted)),
         )
         return meta, items
 

@@ -1,0 +1,240 @@
+"""The intent stage of a turn: recognise, move the task on, and say what the turn sends and does.
+
+The pipeline runs it right after memory (before rewriting, so the rewriter and the prompt see only the
+current task's rounds) and applies what it returns: the task's start (earlier messages are not sent), a
+canned reply (the question for a missing slot, or the answer when the action failed) instead of
+retrieval and generation, the action's reply as context, the active intent's prompt module appended to
+the system prompt, and the state block.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rag_core.embedding import Embedder
+from rag_core.settings import IntentSettings
+from rag_core.tokens import TokenCounter
+from rag_service.domain import Chunk, Round
+from rag_service.intents.actions import ActionResult, call_action
+from rag_service.intents.config import IntentCatalog
+from rag_service.intents.llm_recognizer import BadReply, LLMRecognizer
+from rag_service.intents.recognize import IntentRecognizer
+from rag_service.intents.slots import ProductCatalog, SlotExtractor, language
+from rag_service.intents.switch import (
+    DEFAULT_QUANTILE,
+    DEFAULT_STRICT_QUANTILE,
+    SwitchDetector,
+    calibrate_threshold,
+)
+from rag_service.intents.task import Recognition, Step, TaskState, TaskTracker, state_line
+from rag_service.prompt import escape_data
+
+log = logging.getLogger(__name__)
+
+OPEN_STATE, CLOSE_STATE = "<task_state>", "</task_state>"
+TITLES_TTL_S = 60.0
+
+
+@dataclass
+class TaskTurn:
+    before: TaskState
+    state: TaskState
+    step: Step
+    # Index of the first message of the current task: earlier messages are not sent.
+    start_message: int
+    recognition: Recognition
+    # A reply decided here (slot question, failed action): no retrieval, no generation.
+    reply: str | None = None
+    context: list[Chunk] = field(default_factory=list)
+    modules: list[str] = field(default_factory=list)
+    system_suffix: str = ""
+    module_tokens: int = 0
+    state_block: str = ""
+    previous_task: str | None = None
+    action: ActionResult | None = None
+    seconds: float = 0.0
+    # The state block's tokens as sent (set by the pipeline, which counts messages).
+    state_tokens: int = 0
+
+    def receipt(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "intent": self.state.intent,
+            "slots": dict(self.state.slots),
+            "missing": list(self.state.missing),
+            "prompt_modules": list(self.modules),
+            "prompt_module_tokens": self.module_tokens,
+            "task": {
+                "turn": self.step.action,
+                "new_task": self.step.new_task,
+                "previous_task": self.previous_task,
+                "task_started_at_round": self.state.task_started_at_round,
+                "done": self.state.done,
+                "recognizer": self.recognition.source,
+                "reason": self.step.reason,
+                "score": round(self.recognition.candidate.score, 4),
+                "state_tokens": self.state_tokens,
+                "filled": dict(self.step.filled),
+                "corrected": list(self.step.corrected),
+            },
+        }
+        if self.recognition.detail:
+            out["task"]["recognizer_detail"] = self.recognition.detail
+        if self.action is not None:
+            out["task"]["action"] = {"ok": self.action.ok, "status": self.action.status, "error": self.action.error}
+        return out
+
+
+class IntentStage:
+    def __init__(
+        self,
+        settings: IntentSettings,
+        catalog: IntentCatalog,
+        embedder: Embedder,
+        counter: TokenCounter,
+        titles: Callable[[str], Awaitable[Sequence[str]]] | None = None,
+        llm: LLMRecognizer | None = None,
+        switch_quantile: float = DEFAULT_QUANTILE,
+        strict_quantile: float = DEFAULT_STRICT_QUANTILE,
+    ) -> None:
+        self.settings, self.catalog, self.embedder, self.counter = settings, catalog, embedder, counter
+        self.recognizer = IntentRecognizer(catalog, embedder, settings.threshold)
+        groups = [i.examples for i in catalog.intents] + [catalog.knowledge_examples]
+        groups = [g for g in groups if g]
+        self.switch = SwitchDetector(
+            embedder,
+            calibrate_threshold(embedder, groups, switch_quantile),
+            calibrate_threshold(embedder, groups, strict_quantile),
+        )
+        self.tracker = TaskTracker(catalog)
+        self.llm = llm
+        self._titles = titles
+        self._catalogs: dict[str, tuple[float, SlotExtractor]] = {}
+        self.module_tokens = {i.name: counter.count("\n\n" + i.prompt.strip()) for i in catalog.intents if i.prompt}
+
+    async def extractor(self, tenant: str) -> SlotExtractor:
+        """Slot extractors with the tenant's product names (its documents' titles, re-read every minute)."""
+        now = time.monotonic()
+        cached = self._catalogs.get(tenant)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        titles: Sequence[str] = ()
+        if self._titles is not None:
+            try:
+                titles = await self._titles(tenant)
+            except Exception as exc:  # the index being down must not fail the turn: no catalog names then
+                log.warning("product names unavailable for slot filling: %s", exc)
+        extractor = SlotExtractor(ProductCatalog(titles))
+        self._catalogs[tenant] = (now + TITLES_TTL_S, extractor)
+        return extractor
+
+    def offline(
+        self, question: str, state: TaskState, rounds: Sequence[Round], extractor: SlotExtractor
+    ) -> Recognition:
+        vector = self.embedder.embed_query(question)
+        candidate = self.recognizer.score_vector(vector)
+        slots: dict[str, dict[str, str]] = {}
+        for name in {candidate.intent, state.intent} - {None}:
+            spec = self.catalog.get(name)
+            if spec is not None:
+                asked = state.asked if name == state.intent else None
+                slots[spec.name] = extractor.extract(spec, question, asked)
+        switch = self.switch.decide(
+            question, [r.user.content for r in rounds], [r.assistant.content for r in rounds], vector
+        )
+        return Recognition(candidate, slots, "offline", switch=switch)
+
+    async def recognize(
+        self, question: str, state: TaskState, rounds: Sequence[Round], extractor: SlotExtractor
+    ) -> Recognition:
+        offline = self.offline(question, state, rounds, extractor)
+        if self.llm is None:
+            return offline
+        try:
+            intent, slots, new = await self.llm.recognize(question, state, rounds, extractor)
+        except BadReply as exc:
+            log.warning("intent LLM reply unusable, using the offline recognizer: %s", exc)
+            return Recognition(offline.candidate, offline.slots, "fallback", switch=offline.switch, detail=str(exc))
+        candidate = offline.candidate.__class__(intent, offline.candidate.scores.get(intent or "", 0.0), {})
+        return Recognition(candidate, {intent: slots} if intent else {}, "llm", new_task=new, switch=offline.switch)
+
+    async def run(
+        self, question: str, state: TaskState, rounds: Sequence[Round], message_count: int, tenant: str
+    ) -> TaskTurn:
+        t0 = time.perf_counter()
+        extractor = await self.extractor(tenant)
+        rec = await self.recognize(question, state, rounds, extractor)
+        round_index = message_count // 2
+        step = self.tracker.step(state, question, round_index, rec)
+        new = step.state
+        new.start_message = message_count if step.new_task else state.start_message
+        turn = TaskTurn(state, new, step, new.start_message, rec)
+        if step.new_task and (state.intent is not None or rounds):
+            turn.previous_task = self.settings.on_new_task
+            if self.settings.on_new_task == "background" and not new.previous and rounds:
+                new.previous = "earlier topic: " + _clip(rounds[-1].user.content, 80)
+            if self.settings.on_new_task == "drop":
+                new.previous = ""
+        spec = self.catalog.get(new.intent)
+        lang = language(question)
+        if step.action == "ask" and spec is not None and step.ask is not None:
+            slot = spec.slot(step.ask)
+            turn.reply = slot.question(lang) if slot is not None else step.ask
+        elif step.action == "act" and spec is not None and spec.action is not None and spec.action.url:
+            turn.action = await call_action(spec.action, spec.name, dict(new.slots))
+            if turn.action.ok:
+                text = turn.action.text
+                turn.context = [_action_chunk(spec.action.context_title, spec.name, text, self.counter.count(text))]
+            else:
+                log.warning("intent action %s failed: %s", spec.name, turn.action.error)
+                turn.reply = spec.failure_reply(lang)
+        if spec is not None and spec.prompt:
+            turn.modules = [spec.name]
+            turn.system_suffix = "\n\n" + spec.prompt.strip()
+            turn.module_tokens = self.module_tokens[spec.name]
+        turn.state_block = self.state_block(new)
+        turn.seconds = time.perf_counter() - t0
+        return turn
+
+    def finish(self, turn: TaskTurn, answered: bool) -> TaskState:
+        """The state to store after the turn: an acted-on task is done once it was answered (a failed
+        action leaves it open, so the customer can try again)."""
+        state = turn.state
+        if answered and turn.step.action == "act" and (turn.action is None or turn.action.ok):
+            state = state.model_copy(update={"done": True})
+        return state
+
+    def state_block(self, state: TaskState) -> str:
+        lines = [line for line in (state_line(self.catalog, state), _earlier(state.previous)) if line]
+        if not lines:
+            return ""
+        body = "\n".join(escape_data(line) for line in lines)
+        return f"{self.settings.state_header}\n{OPEN_STATE}\n{body}\n{CLOSE_STATE}"
+
+    def all_modules(self) -> str:
+        """Every intent's prompt module (what a prompt holds without per-intent modules; the benchmark's baseline)."""
+        return "".join("\n\n" + i.prompt.strip() for i in self.catalog.intents if i.prompt)
+
+
+def _earlier(previous: str) -> str:
+    if not previous:
+        return ""
+    return previous if previous.startswith("earlier") else f"earlier {previous}"
+
+
+def _clip(text: str, n: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[:n] + "…"
+
+
+def _action_chunk(title: str, intent: str, text: str, tokens: int) -> Chunk:
+    # Score 1: the action's reply is about this very request, ahead of every retrieved chunk.
+    return Chunk(f"action:{intent}", f"action:{intent}", f"action:{intent}", title, text, 1.0, tokens)
+
+
+def state_json(state: TaskState) -> str:
+    return json.dumps(state.model_dump(), ensure_ascii=False)

@@ -1,0 +1,134 @@
+"""Intent configuration, typed slot extractors, the task tracker and the LLM reply parser (no model)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+
+from rag_service.intents.config import IntentConfigError, load_catalog
+from rag_service.intents.llm_recognizer import BadReply, parse_reply
+from rag_service.intents.recognize import IntentScore
+from rag_service.intents.slots import ProductCatalog, SlotExtractor, dates, enum_values, order_numbers, phones
+from rag_service.intents.switch import SwitchDecision
+from rag_service.intents.task import Recognition, TaskState, TaskTracker
+
+ROOT = Path(__file__).resolve().parent.parent
+ECOMMERCE = str(ROOT / "configs" / "intents" / "ecommerce.yaml")
+TITLES = ["iPhone 16 Pro 商品详情", "iPhone 16 商品详情 - 星辰数码", "小米 15 Pro 商品详情", "星辰数码退换货政策"]
+TODAY = dt.date(2025, 3, 20)
+
+
+def test_shipped_intents_load_with_their_slots() -> None:
+    catalog = load_catalog([ECOMMERCE])
+    assert catalog.names == ["order_status", "return_request", "warranty_claim", "installment_inquiry"]
+    spec = catalog.get("return_request")
+    assert spec is not None and [s.name for s in spec.slots] == ["order_no", "product", "reason"]
+    assert all(s.ask.get("zh") and s.ask.get("en") for i in catalog.intents for s in i.slots)
+
+
+def test_config_errors_name_the_problem(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("intents:\n  - name: x\n    examples: [a]\n    slots: [{name: k, type: enum}]\n", encoding="utf-8")
+    with pytest.raises(IntentConfigError, match="enum slot needs `values`"):
+        load_catalog([str(bad)])
+    with pytest.raises(IntentConfigError, match="does not exist"):
+        load_catalog([str(tmp_path / "missing.yaml")])
+    with pytest.raises(IntentConfigError, match="no intent file defines"):
+        load_catalog([ECOMMERCE], {"nope": "http://127.0.0.1:1/"})
+
+
+def test_order_numbers_phones_and_the_last_value_wins() -> None:
+    assert order_numbers("不对，订单号是 XC20250301000456，不是 XC20250301000123") == [
+        "XC20250301000456",
+        "XC20250301000123",
+    ]
+    assert order_numbers("order no. 318765432109") == ["318765432109"]
+    assert order_numbers("我的手机号 13812345678") == []
+    assert phones("电话 138-1234-5678 或 +86 139 8765 4321") == ["13812345678", "13987654321"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2025年1月10日买的", "2025-01-10"),
+        ("去年十二月五号", "2024-12-05"),
+        ("3月2日", "2025-03-02"),
+        ("bought on February 3, 2025", "2025-02-03"),
+        ("12 January 2025", "2025-01-12"),
+        ("2025-01-28", "2025-01-28"),
+        ("昨天", "2025-03-19"),
+        ("two weeks ago", "2025-03-06"),
+    ],
+)
+def test_dates_in_chinese_and_english_forms(text: str, expected: str) -> None:
+    assert dates(text, TODAY)[-1] == expected
+
+
+def test_enum_synonyms_respect_numbers_and_words() -> None:
+    periods = {"3": ["3期", "三期"], "12": ["12期", "12 期", "12 months"], "24": ["24期"]}
+    assert enum_values("分12期", periods) == ["12"]
+    assert enum_values("MacBook Air M3 能分期吗", periods) == []
+    assert enum_values("ThinkPad Gen 12 月供", periods) == []
+    assert enum_values("pay over 12 months", periods) == ["12"]
+
+
+def test_products_come_from_titles_longest_first_with_brand_aliases() -> None:
+    catalog = ProductCatalog(TITLES)
+    assert catalog.find("我想退 iphone16pro") == ["iPhone 16 Pro"]
+    assert catalog.find("iPhone 16 多少钱") == ["iPhone 16"]
+    assert catalog.find("The Xiaomi 15 Pro is broken") == ["小米 15 Pro"]
+    assert catalog.find("不是 iPhone 16，是小米 15 Pro")[-1] == "小米 15 Pro"
+    assert catalog.find("订单 XC20250301000123") == []
+
+
+def _rec(intent: str | None, slots: dict[str, dict[str, str]], switch: bool = False) -> Recognition:
+    return Recognition(IntentScore(intent, 0.9, {}), slots, "offline", switch=SwitchDecision(switch, "test"))
+
+
+def test_tracker_asks_fills_corrects_and_starts_new_tasks() -> None:
+    catalog = load_catalog([ECOMMERCE])
+    tracker = TaskTracker(catalog)
+    step = tracker.step(TaskState(), "我要退货", 0, _rec("return_request", {"return_request": {}}))
+    assert step.action == "ask" and step.ask == "order_no" and step.state.missing == ["order_no", "product", "reason"]
+    state = step.state
+    step = tracker.step(state, "小米 15 Pro", 1, _rec(None, {"return_request": {"product": "小米 15 Pro"}}))
+    assert step.action == "ask" and step.state.slots == {"product": "小米 15 Pro"} and not step.new_task
+    step = tracker.step(
+        step.state, "…", 2, _rec("return_request", {"return_request": {"order_no": "XC1", "reason": "quality"}})
+    )
+    assert step.action == "act" and step.state.missing == []
+    done = step.state.model_copy(update={"done": True})
+    step = tracker.step(done, "不对", 3, _rec(None, {"return_request": {"order_no": "XC2"}}))
+    assert step.corrected == ["order_no"] and step.action == "act" and step.state.slots["order_no"] == "XC2"
+    step = tracker.step(done, "门店在哪", 4, _rec(None, {"return_request": {}}, switch=True))
+    assert step.new_task and step.state.intent is None and step.state.task_started_at_round == 4
+    assert "return_request" in step.state.previous
+
+
+def test_state_round_trips_and_bad_json_is_no_state() -> None:
+    state = TaskState(intent="order_status", slots={"order_no": "XC1"}, missing=[], task_started_at_round=2)
+    assert TaskState.from_json(state.to_json()) == state
+    assert TaskState.from_json("{not json") == TaskState()
+    assert TaskState.from_json("") == TaskState()
+
+
+def test_llm_replies_are_validated() -> None:
+    catalog = load_catalog([ECOMMERCE])
+    extractor = SlotExtractor(ProductCatalog(TITLES), today=TODAY)
+    intent, slots, new = parse_reply(
+        '```json\n{"intent": "return_request", "slots": {"order_no": "xc20250301000123", "reason": "quality"},'
+        ' "task": "continue"}\n```',
+        catalog,
+        extractor,
+    )
+    assert (intent, slots, new) == ("return_request", {"order_no": "XC20250301000123", "reason": "quality"}, False)
+    for bad in ("not json", '{"intent": "fly_to_moon", "slots": {}, "task": "new"}', '{"intent": null}'):
+        with pytest.raises(BadReply):
+            parse_reply(bad, catalog, extractor)
+    # A value the slot's type cannot read is dropped, not trusted.
+    _, slots, _ = parse_reply(
+        '{"intent": "order_status", "slots": {"order_no": "soon"}, "task": "new"}', catalog, extractor
+    )
+    assert slots == {}
