@@ -99,7 +99,7 @@ user_memories = sa.Table(
 
 
 # Ratings of answers and the receipts of the turns they rate (rag_service/feedback.py), and annotations:
-# FAQ pairs written by admins (rag_service/annotations.py). Migration 0002.
+# FAQ pairs written by admins (rag_service/annotations.py). Migration 0003.
 turn_receipts = sa.Table(
     "turn_receipts",
     metadata,
