@@ -36,6 +36,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 from rich.table import Table
 
+from rag_core.documents.faq import faq_collection
 from rag_core.documents.loaders import LoadError, check_file, supported_extensions
 from rag_core.documents.pipeline import IngestReport, delete_document, doc_id_for, ingest_file, iter_files, source_for
 from rag_core.embedding import make_embedder
@@ -101,6 +102,8 @@ class LocalBackend:
             self._embedder = make_embedder(settings.embedding)
             self._counter = make_counter(settings.tokens)
             self._index = open_index(settings.qdrant, self._embedder.dim, self._embedder.name)
+            # FAQ entries live beside the chunks; closing the index closes them too.
+            self._faq = self._index.sibling(faq_collection(settings.qdrant.collection))
         except BaseException:
             self._runner.close()
             raise
@@ -114,11 +117,11 @@ class LocalBackend:
     def ingest(self, path: Path, source: str, on_chunks: Callable[[int], None]) -> IngestReport:
         return self._run(ingest_file(
             path, index=self._index, embedder=self._embedder, counter=self._counter, settings=self._settings,
-            source=source, tenant=self._tenant, on_chunks=on_chunks,
+            source=source, tenant=self._tenant, on_chunks=on_chunks, faq_index=self._faq,
         ))  # fmt: skip
 
     def delete(self, source: str) -> int | None:
-        return self._run(delete_document(self._index, doc_id_for(source, self._tenant), self._tenant))
+        return self._run(delete_document(self._index, doc_id_for(source, self._tenant), self._tenant, self._faq))
 
     def documents(self) -> dict[str, dict[str, Any]]:
         return self._run(self._index.documents(self._tenant))
@@ -128,6 +131,7 @@ class LocalBackend:
 
     def finish(self) -> None:
         self._run(self._index.optimize())
+        self._run(self._faq.optimize())
 
     def push(self, target: str, on_points: Callable[[str, int], None]) -> dict[str, int]:
         """Every tenant's points into the Qdrant server at `target`, or (`edge`) into Edge shards in this
@@ -280,6 +284,7 @@ def _report_from_json(body: dict[str, Any] | None, source: str) -> IngestReport:
             upserted=int(body.get("upserted", 0)),
             deleted=int(body.get("deleted", 0)),
             unchanged=bool(body.get("unchanged", False)),
+            faq_entries=int(body.get("faq_entries", 0)),
         )
     except (TypeError, ValueError) as exc:
         raise BackendError(f"{source}: unexpected answer from the server ({exc})") from exc
@@ -381,8 +386,9 @@ def _print_outcome(console: Console, outcome: _Outcome) -> None:
     report = outcome.report
     assert report is not None
     state = " [dim](unchanged)[/]" if report.unchanged else ""
+    faq = f", {report.faq_entries} FAQ entries" if report.faq_entries else ""
     console.print(
-        f"[green]✓[/] {escape(report.source)}: {report.chunks} chunks, {report.upserted} upserted, "
+        f"[green]✓[/] {escape(report.source)}: {report.chunks} chunks{faq}, {report.upserted} upserted, "
         f"{report.deleted} deleted{state}",
         soft_wrap=True,
     )

@@ -132,7 +132,15 @@ class IngestSettings(BaseModel):
     pdf_max_content_mb: float = Field(default=100.0, gt=0)
     pdf_max_memory_mb: float = Field(default=1024.0, ge=256)
     upsert_batch: int = 64
-    extensions: list[str] = Field(default_factory=lambda: [".txt", ".md", ".markdown", ".html", ".htm", ".pdf"])
+    extensions: list[str] = Field(
+        default_factory=lambda: [".txt", ".md", ".markdown", ".html", ".htm", ".pdf", ".docx", ".pptx", ".xlsx", ".csv"]
+    )
+    # What Word, PowerPoint and Excel files (zip archives) may expand to.
+    office_max_content_mb: float = Field(default=200.0, gt=0)
+    # Header names of an FAQ table's question and answer columns (CSV files, and FAQ sheets of a workbook),
+    # compared case-insensitively; every column named like a question holds questions of the row's answer.
+    faq_question_headers: list[str] = Field(default_factory=lambda: ["question", "questions", "问题", "相似问题"])
+    faq_answer_headers: list[str] = Field(default_factory=lambda: ["answer", "答案"])
 
 
 class RetrievalSettings(BaseModel):
@@ -154,6 +162,14 @@ class RetrievalSettings(BaseModel):
     bm25_avg_tokens: int = 120
     bm25_k1: float = 1.2
     bm25_b: float = 0.75
+
+
+class FaqSettings(BaseModel):
+    # The FAQ short path: a (rewritten) question whose nearest FAQ question, in the same language, scores
+    # at least `threshold` (cosine, query to query) is answered with that entry's answer and no LLM call.
+    # Embedder-specific; chosen on a paraphrase set (docs/faq.md, bench/faq_threshold.py).
+    short_path: bool = True
+    threshold: float = Field(default=0.955, ge=0.0, le=1.0)
 
 
 class BudgetSettings(BaseModel):
@@ -448,6 +464,7 @@ class Settings(BaseSettings):
     chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
     ingest: IngestSettings = Field(default_factory=IngestSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    faq: FaqSettings = Field(default_factory=FaqSettings)
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
     rewrite: RewriteSettings = Field(default_factory=RewriteSettings)

@@ -99,6 +99,14 @@ class RewriteResult:
     detail: str = ""
 
 
+class FaqReceipt(TypedDict):
+    """The FAQ entry that answered a turn on the short path."""
+
+    question: str
+    score: float
+    source: str
+
+
 class Receipt(TypedDict):
     """What a turn sent and what it cost, part by part, built once when the turn is stored. Token counts
     are of the messages as sent (per-message overhead included); the prompt parts add up to
@@ -135,6 +143,12 @@ class Receipt(TypedDict):
     timings_ms: dict[str, float]
     # Why the answer did not come from the configured generator ("upstream_error"); absent when it did.
     fallback: NotRequired[str]
+    # The FAQ short path (mode "faq"): the entry that answered, and what the LLM call it saved would have
+    # cost (cost_estimate is then 0). Absent on other turns.
+    faq: NotRequired[FaqReceipt]
+    llm_calls_saved: NotRequired[int]
+    saved_tokens: NotRequired[int]
+    saved_cost_estimate: NotRequired[float]
     # With intents (rag_service.intents): the task after the turn, the prompt modules sent and their
     # tokens (part of system_tokens), and the task's details (turn kind, new task, recognizer, action ...).
     intent: NotRequired[str | None]

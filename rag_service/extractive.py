@@ -390,3 +390,30 @@ class ExtractiveGenerator:
             lines.append(figures + "; ".join(key))
         lines.extend(_cite(c, lang, trim_clauses(q, c.text)) for c in picked)
         return "\n".join(lines)
+
+
+def sources_payload(chunks: Sequence[Chunk], answer: str | None = None) -> list[dict[str, Any]]:
+    """One `Source` per document, best first: its best score, how many chunks were used, their text, and
+    the sentences used — those the answer quotes when it quotes any (the extractive answer does), else
+    the chunks' text. The same document six times is noise to a reader."""
+    groups: dict[str, list[Chunk]] = {}
+    for c in chunks:
+        groups.setdefault(c.doc_id, []).append(c)
+    out: list[dict[str, Any]] = []
+    for doc_chunks in groups.values():
+        first = doc_chunks[0]
+        sentences = [x.text for x in sentences_of(doc_chunks)]
+        quoted = [x for x in sentences if answer and x in answer]
+        used = quoted or list(dict.fromkeys(c.text for c in doc_chunks))
+        out.append(
+            {
+                "doc_id": first.doc_id,
+                "source": first.source,
+                "title": first.title,
+                "text": "\n".join(dict.fromkeys(c.text for c in doc_chunks)),
+                "sentences": used,
+                "chunks": len(doc_chunks),
+                "score": round(max(c.score for c in doc_chunks), 6),
+            }
+        )
+    return sorted(out, key=lambda e: -float(e["score"]))

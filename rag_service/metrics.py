@@ -49,6 +49,11 @@ class Metrics:
         self.tokens_saved = Counter("rag_compression_tokens_saved_total", "Verbatim tokens replaced", registry=r)
         self.upstream_errors = Counter("rag_upstream_errors_total", "LLM upstream failures", ["stage"], registry=r)
         self.cost = Counter("rag_cost_estimate_total", "Estimated LLM cost, in the price table's currency", registry=r)
+        self.faq = Counter("rag_faq_short_path_total", "FAQ short-path look-ups", ["outcome"], registry=r)
+        # Rating events (a changed rating counts again); the archive's report has the current ratings.
+        self.feedback = Counter(
+            "rag_feedback_total", "Answer ratings given", ["rating", "mode", "turn_kind"], registry=r
+        )
         self.filtered = Counter("rag_output_filtered_total", "Answers that leaked the system prompt", registry=r)
         # Sessions with changes not yet in the archive, summed over the live worker processes.
         self.archive_backlog = Gauge(

@@ -1,14 +1,19 @@
 """The chat pipeline: the one place that runs the stages of a turn, in order.
 
-1 memory -> 1b intent -> 2 rewrite -> 3 budget -> 4 retrieval -> 5 prompt -> 6 generation -> 7 store -> 8 compression
-(8 runs after the answer is returned, off the request's critical path). 1b (`_intent`) runs only with intents
-configured (rag_service.intents): it may start a new task (the earlier task's messages are then not sent),
-answer by itself (a question for a missing slot: no rewrite, retrieval or generation), add an action's reply
-as context, the active intent's prompt module and the task's state block.
+1 memory -> 1b intent -> 2 rewrite -> 3 budget -> 4 FAQ short path, else retrieval -> 5 prompt -> 6 generation
+-> 7 store -> 8 compression (8, and the turn's receipt for ratings, run after the answer is returned, off the
+request's critical path). 1b (`_intent`) runs only with intents configured (rag_service.intents): it may start
+a new task (the earlier task's messages are then not sent), answer by itself (a question for a missing slot:
+no rewrite, retrieval or generation), add an action's reply as context, the active intent's prompt module and
+the task's state block.
+
+The FAQ short path (4, `_faq`): a rewritten question that matches an FAQ question above `faq.threshold` is
+answered with that entry's answer and no LLM call (`"mode": "faq"`); the prompt is still built around the
+entry, so the receipt says how many tokens the call it saved would have cost.
 
 A turn has one path, `ChatPipeline._turn`, which yields its events as they happen; a streamed turn is
 those events sent on, a plain one (`answer`) the same events collected. Each stage is a method named
-after it (`_memory`, `_rewrite`, `_budget`, `_retrieve`, `_prompt`, `_generate`, `_store`,
+after it (`_memory`, `_rewrite`, `_budget`, `_faq`, `_retrieve`, `_prompt`, `_generate`, `_store`,
 `_schedule_compression`).
 """
 
@@ -28,7 +33,20 @@ import anyio
 from rag_core.settings import Settings
 from rag_core.tokens import TokenCounter
 from rag_service.budget import BudgetPlan, plan_budget, round_cost
-from rag_service.domain import Chunk, GenerationInput, MemoryView, Message, Receipt, RewriteResult, SessionMeta
+from rag_service.domain import (
+    Chunk,
+    FaqReceipt,
+    GenerationInput,
+    MemoryView,
+    Message,
+    Receipt,
+    RewriteResult,
+    SessionMeta,
+)
+from rag_service.extractive import sources_payload
+from rag_service.faq import MODE as FAQ_MODE
+from rag_service.faq import FaqHit, FaqMatcher
+from rag_service.feedback import FeedbackStore, TurnRecord, message_id
 from rag_service.guard import OutputGuard
 from rag_service.intents.stage import IntentStage, TaskTurn
 from rag_service.intents.task import TaskState
@@ -79,6 +97,9 @@ class Stages:
     user_memory: UserMemory | None = None
     # Answers when the LLM upstream fails (the extractive generator), or None to report the failure.
     fallback: Generator | None = None
+    # The FAQ short path (None: off), and where turn receipts go for ratings (None: nowhere).
+    faq: FaqMatcher | None = None
+    turn_log: FeedbackStore | None = None
     # Intents and slots (rag_service.intents), when `intents.files` names any.
     intents: IntentStage | None = None
 
@@ -122,6 +143,8 @@ class PreparedTurn:
     timings: dict[str, float] = field(default_factory=dict)
     # Why the answer did not come from the configured generator ("upstream_error"), if it did not.
     fallback: str | None = None
+    # The FAQ entry that answers this turn on the short path.
+    faq: FaqHit | None = None
     # How the upstream said the reply ended (finish_reason, token usage), when it said.
     finish: Finish | None = None
     # 1b. intent: the task's turn (None without intents or without a session).
@@ -139,6 +162,8 @@ class TurnResult:
     rewritten_query: str
     sources: list[Chunk]
     receipt: Receipt
+    # The answer's id in its session (None for a stateless turn): what a rating names.
+    message_id: str | None = None
 
 
 # -- a turn's events, in the order they come ---------------------------------------------------------
@@ -311,11 +336,18 @@ class ChatPipeline:
         t_rw = time.perf_counter()
         query_tokens = self.s.counter.count(question_part(self.s.settings.prompt, question)) + self.overhead
         plan = self._budget(query_tokens, memory, task)
+        faq: FaqHit | None = None
         if task is not None and task.reply is not None:
             chunks: list[Chunk] = []  # the turn asks for a slot (or reports a failed action): nothing to look up
         else:
-            tenant_ = memory.meta.tenant if tenant is None else tenant
-            chunks = await self._retrieve(rewrite.query, plan, tenant_, task.context if task is not None else [])
+            turn_tenant = memory.meta.tenant if tenant is None else tenant
+            faq = await self._faq(rewrite.query, turn_tenant)
+            if faq is not None:
+                chunks = [faq.chunk(self.s.counter.count(f"{faq.question}\n{faq.answer}"))]
+            else:
+                chunks = await self._retrieve(
+                    rewrite.query, plan, turn_tenant, task.context if task is not None else []
+                )
         t_ret = time.perf_counter()
         prompt = self._prompt(question, query_tokens, memory, plan, chunks, task)
         t_prompt = time.perf_counter()
@@ -335,6 +367,7 @@ class ChatPipeline:
             prompt=prompt,
             started=started,
             timings=timings,
+            faq=faq,
             task=task,
         )
 
@@ -418,7 +451,15 @@ class ChatPipeline:
             overhead=self.overhead,
         )
 
-    # -- 4. retrieval -----------------------------------------------------------------------------
+    # -- 4. FAQ short path, else retrieval ------------------------------------------------------------
+
+    async def _faq(self, query: str, tenant: str) -> FaqHit | None:
+        """The FAQ entry whose question the query matches above the threshold, if any."""
+        if self.s.faq is None:
+            return None
+        hit = await self.s.faq.match(query, tenant or None)
+        self.s.metrics.faq.labels("hit" if hit is not None else "miss").inc()
+        return hit
 
     async def _retrieve(self, query: str, plan: BudgetPlan, tenant: str, context: Sequence[Chunk] = ()) -> list[Chunk]:
         """The best chunks that fit the chunk budget. It and the rewrite gate run on the event loop, not in
@@ -483,9 +524,13 @@ class ChatPipeline:
         """The answer's pieces. A plain turn asks the upstream for the whole answer in one reply (one JSON
         body, cheaper than a stream of events), a streamed turn for its pieces. When the LLM upstream fails
         after its retries and before any text went out, the customer gets the extractive answer instead of
-        an error page (`llm.fallback_extractive`); the receipt says so."""
+        an error page (`llm.fallback_extractive`); the receipt says so. On the FAQ short path the answer is
+        the entry's, and no upstream is asked."""
         if turn.task is not None and turn.task.reply is not None:
             yield turn.task.reply  # decided by the intent stage: a slot question, or a failed action's answer
+            return
+        if turn.faq is not None:
+            yield turn.faq.answer
             return
         generator = self.s.generator
         emitted = False
@@ -537,9 +582,42 @@ class ChatPipeline:
         mode = s.fallback.mode if turn.fallback and s.fallback is not None else s.generator.mode
         if task is not None and task.reply is not None:
             mode = INTENT_MODE
+        elif turn.faq is not None:
+            mode = FAQ_MODE
         receipt = self._receipt(turn, answer)
         s.metrics.observe_turn(mode, streamed, turn.timings, receipt, receipt["cost_estimate"])
-        return TurnResult(text, mode, turn.rewrite.query, turn.prompt.chunks, receipt)
+        result = TurnResult(text, mode, turn.rewrite.query, turn.prompt.chunks, receipt)
+        if turn.session_id is not None:
+            result = dataclasses.replace(result, message_id=message_id(turn.session_id, "assistant", answer.created_at))
+            self._schedule_receipt(turn, result)
+        return result
+
+    def _schedule_receipt(self, turn: PreparedTurn, result: TurnResult) -> None:
+        """The turn's receipt for ratings (rag_service/feedback.py), written off the request path."""
+        turn_log = self.s.turn_log
+        if turn_log is None or turn.session_id is None or result.message_id is None:
+            return
+        record = TurnRecord(
+            message_id=result.message_id,
+            tenant=turn.memory.meta.tenant,
+            session_id=turn.session_id,
+            question=turn.question.content,
+            answer=result.answer,
+            rewritten_query=result.rewritten_query,
+            mode=result.mode,
+            sources=sources_payload(result.sources, result.answer),
+            receipt=dict(result.receipt),
+            created_at=time.time(),
+        )
+
+        async def write() -> None:
+            try:
+                await turn_log.record_turn(record)
+            except Exception as exc:
+                # A rating of this answer is still stored; the report shows it without a receipt.
+                log.warning("turn receipt not archived: %s", exc)
+
+        self._background_task(write())
 
     def _receipt(self, turn: PreparedTurn, answer: Message) -> Receipt:
         budget, plan, prompt, meta = self.s.settings.budget, turn.plan, turn.prompt, turn.memory.meta
@@ -581,6 +659,15 @@ class ChatPipeline:
         )
         if turn.fallback:
             receipt["fallback"] = turn.fallback
+        if turn.faq is not None:
+            # What the LLM call answering from this entry would have cost, and did not.
+            receipt["faq"] = FaqReceipt(
+                question=turn.faq.question, score=round(turn.faq.score, 6), source=turn.faq.source
+            )
+            receipt["llm_calls_saved"] = 1 if self.s.generator.mode != "extractive" else 0
+            receipt["saved_tokens"] = prompt.total_tokens + answer.tokens
+            receipt["saved_cost_estimate"] = round(cost, 8)
+            receipt["cost_estimate"] = 0.0
         if turn.task is not None:
             part = turn.task.receipt()
             receipt["intent"] = part["intent"]

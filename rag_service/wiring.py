@@ -7,13 +7,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rag_core.documents.faq import faq_collection
 from rag_core.embedding import CachedQueryEmbedder, Embedder, make_embedder
 from rag_core.lexical import warm_up
 from rag_core.settings import Settings
 from rag_core.tokens import TokenCounter, make_counter
 from rag_core.vectorstore import VectorIndex, open_index
+from rag_service.annotations import Annotations
 from rag_service.auth import ApiKeys, RateLimiter
 from rag_service.extractive import ExtractiveGenerator
+from rag_service.faq import FaqMatcher
+from rag_service.feedback import FeedbackStore
 from rag_service.intents.stage import IntentStage
 from rag_service.library import Library
 from rag_service.llm import ChatClient, Generator, LLMGenerator
@@ -45,6 +49,10 @@ class Services:
     # None when user_memory.enabled is off.
     user_memory: UserMemory | None = None
     clients: list[ChatClient] = field(default_factory=list)
+    # FAQ entries (rag_core/documents/faq.py); ratings and annotations, when there is an archive.
+    faq_index: VectorIndex | None = None
+    feedback: FeedbackStore | None = None
+    annotations: Annotations | None = None
 
     async def start(self) -> None:
         """Work that needs the event loop: the archive takes up writes spooled by an earlier run."""
@@ -159,6 +167,11 @@ def build_services(
     archive = open_archive(settings)
     store = build_store(settings, counter, metrics, archive=archive)
     user_memory = build_user_memory(settings, archive, counter, clients)
+    # FAQ entries live beside the chunks, in a sibling collection of the same store.
+    faq_index = index.sibling(faq_collection(index.collection))
+    library = Library(settings, index, embedder, counter, faq_index=faq_index)
+    feedback = FeedbackStore(archive, Masker.from_settings(settings.privacy)) if archive is not None else None
+    annotations = Annotations(archive, library) if archive is not None else None
     if isinstance(embedder, CachedQueryEmbedder):
         embedder.observe = metrics.stage_seconds.labels("embed").observe
     stages = Stages(
@@ -175,6 +188,8 @@ def build_services(
         fallback=ExtractiveGenerator(settings.prompt.extractive_sentences)
         if settings.llm.base_url and settings.llm.fallback_extractive
         else None,
+        faq=FaqMatcher(faq_index, embedder, settings.faq),
+        turn_log=feedback,
         intents=build_intents(settings, embedder, index, counter, clients),
     )
     return Services(
@@ -187,7 +202,10 @@ def build_services(
         metrics=metrics,
         api_keys=ApiKeys(settings.auth),
         rate_limiter=RateLimiter(settings.auth, settings.server.trusted_proxies, settings.redis.url),
-        library=Library(settings, index, embedder, counter),
+        library=library,
         user_memory=user_memory,
         clients=clients,
+        faq_index=faq_index,
+        feedback=feedback,
+        annotations=annotations,
     )

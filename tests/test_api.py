@@ -225,7 +225,8 @@ async def test_upload_and_delete_document(app_factory: Any, tmp_path: Any) -> No
     ("name", "content", "status", "fragment"),
     [
         ("garbage.pdf", bytes(range(256)) * 40, 422, "garbage.pdf"),
-        ("notes.docx", b"hello", 422, "unsupported"),
+        ("notes.odt", b"hello", 422, "unsupported"),
+        ("notes.docx", b"hello", 422, "not a valid Word (.docx) file"),
         ("empty.txt", b"", 422, "empty"),
     ],
 )

@@ -72,7 +72,7 @@ async def test_migrations_apply_on_an_empty_database_and_are_idempotent(dialect:
         await migrate_async(url)  # again: nothing to do
         archive = Archive(url)
         try:
-            assert await scalar(archive, f"SELECT version_num FROM {VERSION_TABLE}") == "0002"
+            assert await scalar(archive, f"SELECT version_num FROM {VERSION_TABLE}") == "0003"
             async with archive.engine.connect() as conn:
                 tables = set(await conn.run_sync(lambda c: sa.inspect(c).get_table_names()))
                 # The migration and the models agree (what `alembic check` verifies).
@@ -82,7 +82,15 @@ async def test_migrations_apply_on_an_empty_database_and_are_idempotent(dialect:
                         metadata,
                     )
                 )
-            assert {"sessions", "messages", "user_memories", VERSION_TABLE} <= tables
+            assert {
+                "sessions",
+                "messages",
+                "user_memories",
+                "turn_receipts",
+                "feedback",
+                "annotations",
+                VERSION_TABLE,
+            } <= tables
             assert diff == []
         finally:
             await archive.close()

@@ -277,13 +277,13 @@ def test_utf16_with_bom(tmp_path: Path) -> None:
 
 
 def test_unsupported_extension_lists_the_supported_ones(tmp_path: Path) -> None:
-    path = tmp_path / "sheet.docx"
+    path = tmp_path / "sheet.odt"
     path.write_bytes(b"PK\x03\x04")
     with pytest.raises(LoadError) as info:
         load_document(path, settings())
     message = str(info.value)
-    assert "sheet.docx" in message and "unsupported" in message
-    for ext in (".txt", ".md", ".markdown", ".html", ".htm", ".pdf"):
+    assert "sheet.odt" in message and "unsupported" in message
+    for ext in (".txt", ".md", ".markdown", ".html", ".htm", ".pdf", ".docx", ".pptx", ".xlsx", ".csv"):
         assert ext in message
 
 

@@ -1,9 +1,12 @@
-"""The chat page in real headless Chromium (Debian's chromium, driven by Playwright): two turns, the
-second a follow-up; the page shows the rewritten query, the sources and the budget receipt."""
+"""The web page in real headless Chromium (Debian's chromium, driven by Playwright). The chat tab: two
+turns, the second a follow-up; the page shows the rewritten query, the sources and the budget receipt; the
+task and its slots with intents. The admin tab: a thumbs-down turn with its receipt, corrected into an FAQ
+entry that answers at once."""
 
 from __future__ import annotations
 
 import asyncio
+import secrets
 import shutil
 import socket
 from collections.abc import AsyncIterator
@@ -14,6 +17,7 @@ import pytest
 import uvicorn
 
 from rag_service.api import create_app
+from rag_service.auth import hash_key
 from tests.conftest import AppClient
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -56,6 +60,19 @@ async def served(app_factory: Any) -> AsyncIterator[str]:
 async def served_with_intents(app_factory: Any) -> AsyncIterator[str]:
     files = [str(Path(__file__).resolve().parent.parent / "configs" / "intents" / "ecommerce.yaml")]
     async for url in _serve(await app_factory(rewrite={"mode": "rule"}, intents={"files": files})):
+        yield url
+
+
+ADMIN_KEY = "page-admin-key"
+
+
+@pytest.fixture
+async def served_with_keys(app_factory: Any) -> AsyncIterator[str]:
+    # A tenant of its own: the tests share one Qdrant index, and the FAQ entry written here outlives the test.
+    tenant = f"page{secrets.token_hex(3)}"
+    auth = {"admins": {tenant: [hash_key(ADMIN_KEY)]}, "rate_limit": {"per_key": "", "per_session": ""}}
+    app: AppClient = await app_factory(rewrite={"mode": "rule"}, auth=auth)
+    async for url in _serve(app):
         yield url
 
 
@@ -109,5 +126,57 @@ async def test_the_page_shows_the_task_and_its_slots(served_with_intents: str) -
             task = await page.locator("#task").inner_text()
             assert "return_request" in task and "product = iPhone 16 Pro" in task, task
             assert "order_no ?" in task and "reason ?" in task, task
+        finally:
+            await browser.close()
+
+
+async def test_admin_tab_turns_a_thumbs_down_into_an_faq_answer(served_with_keys: str, tmp_path: Any) -> None:
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = await browser.new_page()
+            await page.goto(f"{served_with_keys}?key={ADMIN_KEY}")
+            await page.wait_for_function("document.getElementById('session').textContent.length > 1")
+            await page.fill("#question", "你们的仓库在哪个城市？")
+            await page.click("#send")
+            await page.wait_for_selector(".turn[data-done='1'] .rate-down", timeout=60_000)
+            await page.click(".turn .rate-down")
+            await page.wait_for_selector(".turn[data-rated='down']")
+            assert await page.get_attribute(".turn .rate-down", "aria-pressed") == "true"
+
+            await page.click("#tab-admin")
+            worst = page.locator("#worst .worst")
+            await worst.first.wait_for(timeout=30_000)
+            assert "你们的仓库在哪个城市？" in await worst.first.locator(".q").inner_text()
+            assert "total_prompt_tokens" in (await worst.first.locator(".receipt").text_content() or "")
+            assert "1 ratings" in await page.inner_text("#report-summary")
+            await page.screenshot(path=str(tmp_path / "admin.png"), full_page=True)
+
+            await worst.first.locator(".correct").click()
+            assert await page.input_value("#ann-question") == "你们的仓库在哪个城市？"
+            await page.fill("#ann-answer", "我们的仓库在苏州工业园区。")
+            await page.click("#ann-save")
+            await page.wait_for_function(
+                "[...document.querySelectorAll('#faq .faq-entry .a')].some(e => e.textContent.includes('苏州'))",
+                timeout=30_000,
+            )
+
+            await page.click("#tab-chat")
+            await page.fill("#question", "仓库在哪个城市")
+            await page.click("#send")
+            await page.wait_for_function(
+                "document.querySelectorAll(\".turn[data-done='1']\").length === 2", timeout=60_000
+            )
+            second = page.locator(".turn").nth(1)
+            assert await second.get_attribute("data-mode") == "faq"
+            assert (await second.locator(".a").inner_text()).strip() == "我们的仓库在苏州工业园区。"
+            await page.screenshot(path=str(tmp_path / "chat-faq.png"), full_page=True)
+
+            await page.click("#tab-admin")
+            await page.locator("#faq .faq-entry .delete").first.wait_for()
+            await page.locator("#faq .faq-entry .delete").first.click()
+            await page.wait_for_selector("#faq .faq-entry", state="detached", timeout=30_000)
         finally:
             await browser.close()

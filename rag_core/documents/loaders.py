@@ -27,6 +27,7 @@ from typing import Any
 from bs4 import BeautifulSoup
 from bs4.element import NavigableString, Tag
 
+from rag_core.documents.office import FaqPair, OfficeDoc, OfficeError, load_docx, load_faq_csv, load_pptx, load_xlsx
 from rag_core.documents.pdf_worker import PdfLimits
 from rag_core.settings import IngestSettings
 from rag_core.text import UNSPACED_CHARS
@@ -55,6 +56,10 @@ _KIND_BY_EXTENSION = {
     ".html": "html",
     ".htm": "html",
     ".pdf": "pdf",
+    ".docx": "docx",
+    ".pptx": "pptx",
+    ".xlsx": "xlsx",
+    ".csv": "csv",
 }
 
 _MD_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
@@ -96,6 +101,8 @@ class LoadCancelled(LoadError):
 class LoadedDoc:
     title: str
     blocks: Iterator[str]
+    # Question/answer pairs of an FAQ file (CSV, or FAQ sheets of a workbook); indexed as FAQ entries.
+    faq: tuple[FaqPair, ...] = ()
 
 
 def supported_extensions(settings: IngestSettings) -> list[str]:
@@ -146,6 +153,8 @@ def load_document(
             return _load_pdf(path, label, settings, cancel)
         if kind == "html":
             return _load_html(path, label, stem)
+        if kind in _OFFICE_LOADERS:
+            return _load_office(path, label, stem, kind, settings)
         return _load_text(path, label, stem, markdown=kind == "markdown")
     except OSError as exc:
         raise LoadError(f"{label}: cannot read the file ({exc.strerror or exc})") from exc
@@ -356,6 +365,43 @@ def _collapse_source_whitespace(soup: BeautifulSoup) -> None:
     for node in soup.find_all(string=True):
         if type(node) is NavigableString and node.find_parent("pre") is None:
             node.replace_with(_SPACES.sub(" ", _CJK_LINE_BREAK.sub("", str(node))))
+
+
+# ---------------------------------------------------------------- Office files and FAQ tables
+
+_OFFICE_LOADERS: dict[str, Callable[[Path, IngestSettings], OfficeDoc]] = {
+    "docx": load_docx,
+    "pptx": load_pptx,
+    "xlsx": load_xlsx,
+    "csv": lambda path, settings: load_faq_csv(_decode_whole(path, path.name), settings),
+}
+
+
+def _load_office(path: Path, label: str, stem: str, kind: str, settings: IngestSettings) -> LoadedDoc:
+    try:
+        doc = _OFFICE_LOADERS[kind](path, settings)
+    except OfficeError as exc:
+        raise LoadError(f"{label}: {exc}") from exc
+    if not doc.lines and not doc.faq:
+        raise LoadError(f"{label}: the file has no text")
+    title = _clean_title(doc.title or "") or (_clean_title(doc.lines[0]) if kind != "xlsx" and doc.lines else "")
+    return LoadedDoc(
+        title=title or stem, blocks=iter(["\n".join(doc.lines) + "\n"] if doc.lines else []), faq=tuple(doc.faq)
+    )
+
+
+def _decode_whole(path: Path, label: str) -> str:
+    data = path.read_bytes()
+    encodings = ("utf-16",) if data[:2] in _UTF16_BOMS else TEXT_ENCODINGS
+    for encoding in encodings:
+        try:
+            text = data.decode(encoding)
+        except UnicodeDecodeError:
+            continue
+        if binary := _BINARY_CHAR.search(text):
+            raise OfficeError(f"looks like binary data, not text (control character U+{ord(binary.group()):04X})")
+        return text
+    raise OfficeError(f"cannot decode the text as {', '.join(_encoding_label(e) for e in encodings)}")
 
 
 # ---------------------------------------------------------------- PDF

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import json
 import os
 import threading
@@ -23,7 +24,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from rag_core.documents.chunker import chunk_text
+from rag_core.documents.faq import FAQ_KIND, faq_chunk_texts, faq_points
 from rag_core.documents.loaders import LoadCancelled, LoadError, load_document
+from rag_core.documents.office import FaqPair
 from rag_core.embedding import Embedder, Vector
 from rag_core.lexical import document_vector
 from rag_core.settings import DEFAULT_TENANT, Settings
@@ -48,6 +51,7 @@ __all__ = [
     "iter_files",
     "point_id",
     "source_for",
+    "write_document",
 ]
 
 
@@ -72,6 +76,8 @@ class IngestReport:
     upserted: int
     deleted: int
     unchanged: bool
+    # FAQ entries (one per question) of an FAQ file or sheet.
+    faq_entries: int = 0
 
 
 @dataclass(frozen=True)
@@ -81,6 +87,7 @@ class _Chunk:
     text: str
     content_hash: str
     section: str = ""
+    kind: str = ""
 
 
 def source_for(path: Path) -> str:
@@ -149,8 +156,12 @@ async def ingest_file(
     tenant: str = DEFAULT_TENANT,
     on_chunks: Callable[[int], None] | None = None,
     cancel: threading.Event | None = None,
+    faq_index: ChunkIndex | None = None,
 ) -> IngestReport:
     """Bring `tenant`'s copy of `path` in the index up to date; `on_chunks(n)` reports n more chunks processed.
+
+    An FAQ file's pairs become chunks of `index` and, when `faq_index` is given, FAQ entries there
+    (rag_core/documents/faq.py), kept up to date the same way.
 
     Raises `LoadError` for a file that cannot be read; the document's stored chunks are then left as
     they were (points added before a late read error are removed again). Setting `cancel` (from another
@@ -163,12 +174,40 @@ async def ingest_file(
     source = source or source_for(path)
     doc_id = doc_id_for(source, tenant)
     doc = await asyncio.to_thread(load_document, path, settings.ingest, name=source, cancel=cancel)
+    return await write_document(
+        doc.title, doc.blocks, doc.faq, index=index, embedder=embedder, counter=counter, settings=settings,
+        source=source, doc_id=doc_id, tenant=tenant, on_chunks=on_chunks, cancel=cancel, faq_index=faq_index,
+    )  # fmt: skip
+
+
+async def write_document(
+    title: str,
+    blocks: Iterator[str],
+    faq: Sequence[FaqPair],
+    *,
+    index: ChunkIndex,
+    embedder: Embedder,
+    counter: TokenCounter,
+    settings: Settings,
+    source: str,
+    doc_id: str,
+    tenant: str = DEFAULT_TENANT,
+    on_chunks: Callable[[int], None] | None = None,
+    cancel: threading.Event | None = None,
+    faq_index: ChunkIndex | None = None,
+) -> IngestReport:
+    """Bring the stored copy of a loaded document (text blocks and FAQ pairs) up to date: what
+    `ingest_file` does after reading the file, and what an annotation (an FAQ pair written by an
+    admin) does without one."""
     existing = await index.doc_point_ids(doc_id, tenant)
-    chunks = _chunks(doc_id, doc.title, doc.blocks, counter, settings, embedder.name)
+    chunks = _chunks(doc_id, title, blocks, faq, counter, settings, embedder.name)
     # Pulling a batch reads (and for a PDF parses) more of the file: done in a worker thread.
     batches = _batches(chunks, settings.ingest.upsert_batch)
-    writer = _Writer(index, embedder, counter, settings, tenant=tenant, source=source, doc_id=doc_id, title=doc.title)
+    writer = _Writer(index, embedder, counter, settings, tenant=tenant, source=source, doc_id=doc_id, title=title)
     seen: set[str] = set()
+    faq_written: list[str] = []
+    faq_existing: set[str] = set()
+    faq_ids: list[str] = []
     try:
         while (batch := await asyncio.to_thread(next, batches, None)) is not None:
             if cancel is not None and cancel.is_set():
@@ -177,31 +216,58 @@ async def ingest_file(
             await writer.write([c for c in batch if c.id not in existing])
             if on_chunks is not None:
                 on_chunks(len(batch))
+        if faq_index is not None:
+            faq_existing = await faq_index.doc_point_ids(doc_id, tenant)
+            # Embedding the questions is CPU work: off the event loop, as the chunks' is.
+            faq_ids, points = await asyncio.to_thread(
+                faq_points, faq, doc_id=doc_id, source=source, title=title, tenant=tenant, embedder=embedder,
+                settings=settings, skip=faq_existing,
+            )  # fmt: skip
+            # Noted before they are sent: a batch that fails half-way is removed again too.
+            faq_written.extend(p.id for p in points)
+            for start in range(0, len(points), settings.ingest.upsert_batch):
+                await faq_index.upsert(points[start : start + settings.ingest.upsert_batch], tenant)
     except BaseException:
         # Shielded: a cancelled upload still removes what it added.
-        await asyncio.shield(index.delete_ids(writer.written, tenant))
+        await asyncio.shield(_undo(index, writer.written, faq_index, faq_written, tenant))
         raise
     if not seen:
         # Only invisible characters (zero-width spaces, control codes): as good as an empty file.
         raise LoadError(f"{source}: no text to index")
     stale = existing - seen
     await index.delete_ids(stale, tenant)
-    upserted = len(writer.written)
+    faq_stale = faq_existing - set(faq_ids)
+    if faq_index is not None:
+        await faq_index.delete_ids(faq_stale, tenant)
+    upserted = len(writer.written) + len(faq_written)
+    deleted = len(stale) + len(faq_stale)
     return IngestReport(
         source=source,
         doc_id=doc_id,
-        title=doc.title,
+        title=title,
         chunks=len(seen),
         upserted=upserted,
-        deleted=len(stale),
-        unchanged=upserted == 0 and not stale,
+        deleted=deleted,
+        unchanged=upserted == 0 and not deleted,
+        faq_entries=len(faq_ids) if faq_index is not None else sum(len(p.questions) for p in faq),
     )
 
 
-async def delete_document(index: ChunkIndex, doc_id: str, tenant: str | None = None) -> int:
-    """Remove every chunk of a document (only if it is `tenant`'s, when given); the number removed
-    (0: it was not in the index)."""
-    return await index.delete_doc(doc_id, tenant)
+async def _undo(
+    index: ChunkIndex, written: list[str], faq_index: ChunkIndex | None, faq_written: list[str], tenant: str
+) -> None:
+    await index.delete_ids(written, tenant)
+    if faq_index is not None:
+        await faq_index.delete_ids(faq_written, tenant)
+
+
+async def delete_document(
+    index: ChunkIndex, doc_id: str, tenant: str | None = None, faq_index: ChunkIndex | None = None
+) -> int:
+    """Remove every chunk of a document (only if it is `tenant`'s, when given), and its FAQ entries;
+    the number of points removed (0: it was not in the index)."""
+    removed = await index.delete_doc(doc_id, tenant)
+    return removed + (await faq_index.delete_doc(doc_id, tenant) if faq_index is not None else 0)
 
 
 def iter_files(paths: Iterable[Path], extensions: Iterable[str]) -> Iterator[Path]:
@@ -234,13 +300,22 @@ def _walk(root: Path, suffixes: set[str], seen: frozenset[Path] = frozenset()) -
 
 
 def _chunks(
-    doc_id: str, title: str, blocks: Iterator[str], counter: TokenCounter, settings: Settings, embedder_name: str
+    doc_id: str,
+    title: str,
+    blocks: Iterator[str],
+    faq: Sequence[FaqPair],
+    counter: TokenCounter,
+    settings: Settings,
+    embedder_name: str,
 ) -> Iterator[_Chunk]:
     texts = chunk_text(blocks, counter, settings.chunking.chunk_tokens, settings.chunking.overlap_tokens)
-    for i, (text, section) in enumerate(chunk_sections(texts)):
+    # An FAQ answer's chunk starts with its question, which is heading enough.
+    faq_texts = ((text, "", FAQ_KIND) for text in faq_chunk_texts(faq, counter, settings))
+    doc_texts = ((text, section, "") for text, section in chunk_sections(texts))
+    for i, (text, section, kind) in enumerate(itertools.chain(doc_texts, faq_texts)):
         section = "" if section == title else section
         digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-        yield _Chunk(point_id(doc_id, i, digest, title, embedder_name, section), i, text, digest, section)
+        yield _Chunk(point_id(doc_id, i, digest, title, embedder_name, section), i, text, digest, section, kind)
 
 
 def _batches(chunks: Iterable[_Chunk], size: int) -> Iterator[list[_Chunk]]:
@@ -317,4 +392,4 @@ class _Writer:
             "section": chunk.section,
             "lang": language(chunk.text),
             "token_count": self._counter.count(chunk.text),
-        }
+        } | ({"kind": chunk.kind} if chunk.kind else {})

@@ -76,6 +76,7 @@ class VectorIndex(Protocol):
     """One collection per tenant; every method takes the tenant (None: the default tenant)."""
 
     dim: int
+    collection: str  # the default tenant's; a tenant's is `collection_for(collection, tenant)`
 
     async def upsert(self, points: Sequence[ChunkPoint], tenant: str | None = None) -> None: ...
 
@@ -135,6 +136,12 @@ class VectorIndex(Protocol):
 
     async def optimize(self) -> None:
         """Build what the engine builds in the background on a server (Edge: the HNSW graphs)."""
+        ...
+
+    def sibling(self, collection: str) -> VectorIndex:
+        """Another collection (and its tenants' collections) of the same store, with the same schema,
+        sharing this index's client or folder (FAQ entries live beside the chunks). One object per name;
+        closing this index closes its siblings too."""
         ...
 
     async def ping(self) -> None: ...

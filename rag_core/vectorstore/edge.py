@@ -57,6 +57,7 @@ class EdgeIndex(VectorIndex):
         self._root = Path(settings.path) / "shards"
         self._shards: dict[str, qe.EdgeShard] = {}
         self._open_lock = threading.Lock()
+        self._siblings: dict[str, EdgeIndex] = {}
         if not beside_local_mode:
             _refuse_local_mode_folder(Path(settings.path), self._root)
         self._root.mkdir(parents=True, exist_ok=True)
@@ -167,7 +168,10 @@ class EdgeIndex(VectorIndex):
         await self._run(self._optimize)
 
     def _optimize(self) -> None:
+        # Only this index's shards: a sibling's (the FAQ entries) are open in the sibling.
         for name in self._names():
+            if tenant_of(self.collection, name) is None:
+                continue
             shard = self._shard(name, create=False)
             if shard is not None:
                 shard.optimize()
@@ -315,7 +319,21 @@ class EdgeIndex(VectorIndex):
             raise IndexSchemaError(f"shard {self._root / self.collection} is gone")
         shard.info()
 
+    def sibling(self, collection: str) -> EdgeIndex:
+        if collection == self.collection:
+            return self
+        with self._open_lock:
+            found = self._siblings.get(collection)
+            if found is None:
+                settings = self._settings.model_copy(update={"collection": collection})
+                # This index already checked the folder is not a local-mode one.
+                found = EdgeIndex(settings, self.dim, self._embedder_name, beside_local_mode=True)
+                self._siblings[collection] = found
+            return found
+
     async def close(self) -> None:
+        for sibling in list(self._siblings.values()):
+            await sibling.close()
         await self._run(self._close)
 
     def _close(self) -> None:

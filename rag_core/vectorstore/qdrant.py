@@ -46,6 +46,9 @@ class QdrantIndex(VectorIndex):
         self._local = type(client._client).__name__ == "AsyncQdrantLocal"
         self._ready: set[str] = set()
         self._hnsw_ef: int | None = None
+        self._siblings: dict[str, QdrantIndex] = {}
+        # A sibling uses its parent's client; only the parent closes it.
+        self._owns_client = True
 
     @classmethod
     def open(cls, settings: QdrantSettings, dim: int, embedder_name: str) -> QdrantIndex:
@@ -266,8 +269,19 @@ class QdrantIndex(VectorIndex):
     async def ping(self) -> None:
         await self.client.get_collections()
 
+    def sibling(self, collection: str) -> QdrantIndex:
+        if collection == self.collection:
+            return self
+        found = self._siblings.get(collection)
+        if found is None:
+            found = QdrantIndex(self.client, collection, self.dim, self._embedder_name)
+            found._hnsw_ef, found._owns_client = self._hnsw_ef, False
+            self._siblings[collection] = found
+        return found
+
     async def close(self) -> None:
-        await self.client.close()
+        if self._owns_client:
+            await self.client.close()
 
 
 def _doc_filter(doc_id: str) -> models.Filter:

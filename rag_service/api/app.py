@@ -12,7 +12,7 @@ from rag_core.settings import Settings
 from rag_service import logs
 from rag_service.api.errors import install_error_handlers
 from rag_service.api.middleware import RequestContext
-from rag_service.api.routes import documents, health, openai, page, sessions, users
+from rag_service.api.routes import documents, feedback, health, openai, page, sessions, users
 from rag_service.privacy import Masker
 from rag_service.wiring import Services, build_services
 
@@ -41,6 +41,6 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app = FastAPI(title="RAG customer-service chat", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
     app.add_middleware(RequestContext)
-    for module in (page, health, sessions, users, documents, openai):
+    for module in (page, health, sessions, users, documents, feedback, openai):
         app.include_router(module.router)
     return app

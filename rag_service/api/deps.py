@@ -11,8 +11,11 @@ from fastapi import Depends, Header, HTTPException, Request
 
 from rag_core.settings import Settings
 from rag_core.tokens import TokenCounter
+from rag_service.annotations import Annotations
 from rag_service.auth import Forbidden, Permission, Principal, Role, is_loopback
+from rag_service.feedback import FeedbackStore
 from rag_service.library import Library
+from rag_service.metrics import Metrics
 from rag_service.pipeline import ChatPipeline
 from rag_service.sessions.interface import SessionNotFound, SessionStore
 from rag_service.user_memory import UserMemory
@@ -53,12 +56,37 @@ async def get_user_memory(services: ServicesDep) -> UserMemory:
     return services.user_memory
 
 
+async def get_metrics(services: ServicesDep) -> Metrics:
+    return services.metrics
+
+
+async def get_turn_log(services: ServicesDep) -> FeedbackStore | None:
+    """Where turns' receipts and ratings are kept; None without an archive."""
+    return services.feedback
+
+
+async def get_feedback(turn_log: Annotated[FeedbackStore | None, Depends(get_turn_log)]) -> FeedbackStore:
+    if turn_log is None:
+        raise HTTPException(404, "this deployment keeps no archive to store ratings in")
+    return turn_log
+
+
+async def get_annotations(services: ServicesDep) -> Annotations:
+    if services.annotations is None:
+        raise HTTPException(404, "this deployment keeps no archive to store annotations in")
+    return services.annotations
+
+
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 PipelineDep = Annotated[ChatPipeline, Depends(get_pipeline)]
 CounterDep = Annotated[TokenCounter, Depends(get_counter)]
 StoreDep = Annotated[SessionStore, Depends(get_store)]
 LibraryDep = Annotated[Library, Depends(get_library)]
 UserMemoryDep = Annotated[UserMemory, Depends(get_user_memory)]
+MetricsDep = Annotated[Metrics, Depends(get_metrics)]
+TurnLogDep = Annotated[FeedbackStore | None, Depends(get_turn_log)]
+FeedbackDep = Annotated[FeedbackStore, Depends(get_feedback)]
+AnnotationsDep = Annotated[Annotations, Depends(get_annotations)]
 
 
 async def get_principal(

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rag_service.domain import Chunk, Receipt
-from rag_service.extractive import sentences_of
+from rag_service.domain import Receipt
+from rag_service.extractive import sources_payload
 from rag_service.pipeline import TurnResult
+
+# One `Source` per document, best first (built where the turn's receipt for ratings is built too).
+sources = sources_payload
 
 # -- sessions and chat ----------------------------------------------------------------------------------
 
@@ -24,6 +26,7 @@ class SessionCreated(BaseModel):
 
 
 class StoredMessage(BaseModel):
+    id: str = Field(description="The message's id in its session, for ratings")
     role: Literal["user", "assistant"]
     content: str
     tokens: int = Field(description="Tokens of the content (without the per-message overhead)")
@@ -66,41 +69,15 @@ class Source(BaseModel):
     score: float = Field(description="The best retrieval score among those chunks")
 
 
-def sources(chunks: Sequence[Chunk], answer: str | None = None) -> list[dict[str, Any]]:
-    """One `Source` per document, best first: its best score, how many chunks were used, their text, and
-    the sentences used — those the answer quotes when it quotes any (the extractive answer does), else
-    the chunks' text. The same document six times is noise to a reader."""
-    groups: dict[str, list[Chunk]] = {}
-    for c in chunks:
-        groups.setdefault(c.doc_id, []).append(c)
-    out: list[dict[str, Any]] = []
-    for doc_chunks in groups.values():
-        first = doc_chunks[0]
-        sentences = [x.text for x in sentences_of(doc_chunks)]
-        quoted = [x for x in sentences if answer and x in answer]
-        used = quoted or list(dict.fromkeys(c.text for c in doc_chunks))
-        out.append(
-            {
-                "doc_id": first.doc_id,
-                "source": first.source,
-                "title": first.title,
-                "text": "\n".join(dict.fromkeys(c.text for c in doc_chunks)),
-                "sentences": used,
-                "chunks": len(doc_chunks),
-                "score": round(max(c.score for c in doc_chunks), 6),
-            }
-        )
-    return sorted(out, key=lambda e: -float(e["score"]))
-
-
 class ChatResponse(BaseModel):
     """A turn's answer; also the `done` event of a streamed turn."""
 
     answer: str
-    mode: str = Field(description='"llm" or "extractive"')
+    mode: str = Field(description='"llm", "extractive" or "faq"')
     rewritten_query: str = Field(description="The query retrieval used")
     sources: list[Source]
     receipt: Receipt = Field(description="What the turn sent, part by part, in tokens, and what it cost")
+    message_id: str | None = Field(default=None, description="The answer's id, for ratings")
     intent: str | None = Field(default=None, description="The active task's intent (with intents configured)")
     slots: dict[str, str] = Field(default_factory=dict, description="The task's filled slots")
     missing: list[str] = Field(default_factory=list, description="Required slots still missing")
@@ -127,8 +104,9 @@ def turn_json(result: TurnResult) -> dict[str, Any]:
         "answer": result.answer,
         "mode": result.mode,
         "rewritten_query": result.rewritten_query,
-        "sources": sources(result.sources, result.answer),
+        "sources": sources_payload(result.sources, result.answer),
         "receipt": result.receipt,
+        "message_id": result.message_id,
         **{k: result.receipt[k] for k in TASK_FIELDS if k in result.receipt},  # type: ignore[literal-required]
     }
 
@@ -165,6 +143,7 @@ class DocumentIngested(BaseModel):
     upserted: int
     deleted: int
     unchanged: bool = Field(description="The document was indexed already with this content")
+    faq_entries: int = Field(default=0, description="FAQ entries (questions of FAQ pairs) the document holds")
 
 
 class DocumentInfo(BaseModel):
@@ -181,7 +160,118 @@ class DocumentList(BaseModel):
 
 class DocumentDeleted(BaseModel):
     doc_id: str
-    deleted: int = Field(description="Chunks removed")
+    deleted: int = Field(description="Points removed (chunks and FAQ entries)")
+
+
+# -- ratings, annotations and the FAQ ------------------------------------------------------------------
+
+MAX_ANSWER_CHARS = 20_000
+
+
+class FeedbackRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    rating: Literal["up", "down"]
+    reason: str = Field(default="", max_length=64, description="A short code, e.g. wrong, outdated, off_topic")
+    comment: str = Field(default="", max_length=2000)
+
+
+class FeedbackResponse(BaseModel):
+    message_id: str
+    rating: Literal["up", "down"]
+    reason: str
+    comment: str
+    updated_at: float
+
+
+class Tally(BaseModel):
+    up: int
+    down: int
+
+
+class RatedSource(BaseModel):
+    doc_id: str | None
+    source: str | None
+    title: str | None
+    score: float | None
+
+
+class RatedTurn(BaseModel):
+    message_id: str
+    session_id: str
+    rating: Literal["up", "down"]
+    reason: str
+    comment: str
+    answer: str | None = Field(description="None when the turn's receipt was not archived")
+    rewritten_query: str | None
+    mode: str
+    turn_kind: str
+    intent: str
+    sources: list[RatedSource]
+    receipt: dict[str, Any] | None
+
+
+class RatedQuestion(BaseModel):
+    question: str
+    up: int
+    down: int
+    turns: list[RatedTurn]
+
+
+class FeedbackReport(BaseModel):
+    tenant: str
+    since: float = Field(description="Epoch seconds the report starts at")
+    ratings: int
+    up: int
+    down: int
+    by_day: dict[str, Tally]
+    by_mode: dict[str, Tally]
+    by_turn_kind: dict[str, Tally]
+    memory_hit_rate: float | None = Field(description="Share of rated follow-up answers rated up")
+    rated_follow_ups: int
+    worst: list[RatedQuestion] = Field(description="Questions with thumbs-down ratings, most first")
+
+
+class AnnotationRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    question: str = Field(min_length=1, max_length=2000)
+    answer: str = Field(min_length=1, max_length=MAX_ANSWER_CHARS)
+    from_message_id: str | None = Field(default=None, max_length=64)
+
+
+class AnnotationUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    question: str | None = Field(default=None, min_length=1, max_length=2000)
+    answer: str | None = Field(default=None, min_length=1, max_length=MAX_ANSWER_CHARS)
+
+
+class AnnotationOut(BaseModel):
+    id: str
+    question: str
+    answer: str
+    from_message_id: str | None
+    created_at: float
+    updated_at: float
+    source: str
+    doc_id: str
+
+
+class AnnotationList(BaseModel):
+    tenant: str
+    annotations: list[AnnotationOut]
+
+
+class FaqEntry(BaseModel):
+    """The questions of one FAQ answer (an FAQ file's pair, or an annotation)."""
+
+    doc_id: str
+    source: str | None
+    answer: str
+    questions: list[str | None]
+
+
+class FaqList(BaseModel):
+    tenant: str
+    entries: list[FaqEntry]
 
 
 # -- health ---------------------------------------------------------------------------------------------

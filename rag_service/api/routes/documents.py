@@ -30,7 +30,9 @@ async def upload_document(
     settings: SettingsDep,
     library: LibraryDep,
     principal: LibrarianDep,
-    file: Annotated[UploadFile, File(description="A .txt, .md, .html or .pdf document")],
+    file: Annotated[
+        UploadFile, File(description="A .txt, .md, .html, .pdf, .docx, .pptx or .xlsx document, or a .csv FAQ")
+    ],
     source: Annotated[str | None, Form(max_length=1024)] = None,
 ) -> dict[str, Any]:
     name = Path(file.filename or "upload.txt").name
@@ -66,6 +68,7 @@ async def upload_document(
         "upserted": report.upserted,
         "deleted": report.deleted,
         "unchanged": report.unchanged,
+        "faq_entries": report.faq_entries,
     }
 
 

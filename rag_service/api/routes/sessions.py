@@ -16,6 +16,7 @@ from rag_service.api.deps import (
     PipelineDep,
     SettingsDep,
     StoreDep,
+    TurnLogDep,
     checked_question,
     owned,
 )
@@ -32,6 +33,7 @@ from rag_service.api.models import (
 )
 from rag_service.api.streaming import PrimedTurn, relay
 from rag_service.domain import SessionMeta
+from rag_service.feedback import message_id
 from rag_service.pipeline import Delta, Done, Retrieved, Rewritten, TurnEvent
 from rag_service.sessions.interface import SessionCatalog, SessionNotFound, new_session_id
 
@@ -59,7 +61,14 @@ async def list_messages(session_id: str, store: StoreDep, principal: ChatterDep)
     return {
         "session_id": session_id,
         "messages": [
-            {"role": m.role, "content": m.content, "tokens": m.tokens, "created_at": m.created_at} for m in messages
+            {
+                "id": message_id(session_id, m.role, m.created_at),
+                "role": m.role,
+                "content": m.content,
+                "tokens": m.tokens,
+                "created_at": m.created_at,
+            }
+            for m in messages
         ],
     }
 
@@ -84,10 +93,13 @@ async def list_sessions(
 
 
 @router.delete("/{session_id}", status_code=204)
-async def delete_session(session_id: str, pipeline: PipelineDep, principal: ChatterDep) -> None:
-    """Ends the session: durable facts about its user are learnt, then it is removed from every store."""
+async def delete_session(session_id: str, pipeline: PipelineDep, turn_log: TurnLogDep, principal: ChatterDep) -> None:
+    """Ends the session: durable facts about its user are learnt, then it is removed from every store
+    (its turns' receipts and ratings too)."""
     if not await pipeline.end_session(owned(principal, session_id), tenant=principal.tenant):
         raise SessionNotFound(session_id)
+    if turn_log is not None:
+        await turn_log.forget_session(principal.tenant, session_id)
 
 
 @router.post(

@@ -96,3 +96,56 @@ user_memories = sa.Table(
     sa.UniqueConstraint("user_id", "fact_hash"),
     **MYSQL_TABLE_ARGS,
 )
+
+
+# Ratings of answers and the receipts of the turns they rate (rag_service/feedback.py), and annotations:
+# FAQ pairs written by admins (rag_service/annotations.py). Migration 0003.
+turn_receipts = sa.Table(
+    "turn_receipts",
+    metadata,
+    sa.Column("message_id", sa.String(64), primary_key=True),
+    sa.Column("tenant", _ID, nullable=False),
+    sa.Column("session_id", _ID, nullable=False, index=True),
+    sa.Column("question", _TEXT, nullable=False),
+    sa.Column("answer", _TEXT, nullable=False),
+    sa.Column("rewritten_query", _TEXT, nullable=False),
+    sa.Column("mode", sa.String(32), nullable=False),
+    sa.Column("turn_kind", sa.String(32), nullable=False),
+    sa.Column("intent", sa.String(64), nullable=False),
+    sa.Column("sources", _TEXT, nullable=False),
+    sa.Column("receipt", _TEXT, nullable=False),
+    sa.Column("encrypted", sa.Boolean(), nullable=False),
+    sa.Column("created_at", sa.Double(), nullable=False),
+    sa.Index("ix_turn_receipts_tenant_created_at", "tenant", "created_at"),
+    **MYSQL_TABLE_ARGS,
+)
+
+feedback = sa.Table(
+    "feedback",
+    metadata,
+    sa.Column("message_id", sa.String(64), primary_key=True),
+    sa.Column("tenant", _ID, nullable=False),
+    sa.Column("session_id", _ID, nullable=False),
+    sa.Column("rating", sa.String(8), nullable=False),
+    sa.Column("reason", sa.String(64), nullable=False),
+    sa.Column("comment", _TEXT, nullable=False),
+    sa.Column("encrypted", sa.Boolean(), nullable=False),
+    sa.Column("created_at", sa.Double(), nullable=False),
+    sa.Column("updated_at", sa.Double(), nullable=False),
+    sa.Index("ix_feedback_tenant_updated_at", "tenant", "updated_at"),
+    **MYSQL_TABLE_ARGS,
+)
+
+
+annotation_rows = sa.Table(
+    "annotations",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("tenant", _ID, nullable=False, index=True),
+    sa.Column("question", _TEXT, nullable=False),
+    sa.Column("answer", _TEXT, nullable=False),
+    sa.Column("from_message_id", sa.String(64), nullable=True),
+    sa.Column("created_at", sa.Double(), nullable=False),
+    sa.Column("updated_at", sa.Double(), nullable=False),
+    **MYSQL_TABLE_ARGS,
+)

@@ -1,0 +1,275 @@
+"""Ratings of answers, the receipts they are judged by, and the report built from them.
+
+Every answered turn of a session leaves a receipt row (`turn_receipts`: the question, the answer, the
+rewritten query, the sources, the turn's kind and its budget receipt), written off the request path like
+the archive's messages. A rating (`feedback`) is one row per assistant message, replaced when the user
+changes their mind. Both live in the archive database (tables added by migration 0002).
+
+An answer's message id is derived from what the archive already identifies a message by (session, role,
+creation time), so the id handed out with the answer is the one `GET /messages` shows, without a new
+column on the messages table or a change to how the live stores keep messages.
+
+Turn kinds: `first` (nothing before it), `follow_up` (the rewriter read it in context), `standalone`
+(a later question the rewriter left as it was), `new_topic` (a topic switch), `unrewritten` (rewriting
+is off). The memory hit rate is the share of rated follow-ups rated up: did the service understand a
+question that depended on what was said before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import sqlalchemy as sa
+
+from rag_service.privacy import Masker
+from rag_service.sessions.archive.base import Database
+from rag_service.sessions.archive.base import available as _available
+from rag_service.sessions.archive.schema import feedback, turn_receipts
+
+Rating = Literal["up", "down"]
+TURN_KINDS = ("first", "follow_up", "standalone", "new_topic", "unrewritten")
+_REWRITTEN = ("called", "rule", "fallback")
+
+
+def message_id(session_id: str, role: str, created_at: float) -> str:
+    return hashlib.sha256(f"{session_id}\0{role}\0{created_at!r}".encode()).hexdigest()[:32]
+
+
+def turn_kind(receipt: Mapping[str, Any]) -> str:
+    action = str(receipt.get("rewrite", "none"))
+    if action in _REWRITTEN:
+        return "follow_up"
+    if action == "none":
+        return "unrewritten"
+    if receipt.get("topic_switch"):
+        return "new_topic"
+    if not receipt.get("rounds_kept") and not receipt.get("compressed"):
+        return "first"
+    return "standalone"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRecord:
+    message_id: str
+    tenant: str
+    session_id: str
+    question: str
+    answer: str
+    rewritten_query: str
+    mode: str
+    sources: list[dict[str, Any]]
+    receipt: dict[str, Any]
+    created_at: float
+
+    @property
+    def kind(self) -> str:
+        return turn_kind(self.receipt)
+
+    @property
+    def intent(self) -> str:
+        return str(self.receipt.get("intent") or "")[:64]
+
+
+class UnknownMessage(LookupError):
+    """No answer with this id in this session (or not yet archived)."""
+
+
+class FeedbackStore:
+    """Receipts and ratings in the archive database. Text is PII-masked like the messages, and encrypted
+    with `database.encryption_key` when one is set."""
+
+    def __init__(self, archive: Database, masker: Masker | None = None) -> None:
+        self.archive, self.masker = archive, masker
+
+    def _seal(self, text: str) -> str:
+        text = self.masker.mask(text) if self.masker is not None else text
+        return self.archive.cipher.encrypt(text) if self.archive.cipher is not None else text
+
+    def _open(self, text: str, encrypted: bool) -> str:
+        return self.archive.cipher.decrypt(text) if encrypted and self.archive.cipher is not None else text
+
+    @_available
+    async def record_turn(self, turn: TurnRecord) -> None:
+        await self.archive._connect_ready()
+        row = {
+            "message_id": turn.message_id,
+            "tenant": turn.tenant,
+            "session_id": turn.session_id,
+            "question": self._seal(turn.question),
+            "answer": self._seal(turn.answer),
+            "rewritten_query": self._seal(turn.rewritten_query),
+            "mode": turn.mode[:32],
+            "turn_kind": turn.kind,
+            "intent": turn.intent,
+            "sources": self._seal(json.dumps(turn.sources, ensure_ascii=False)),
+            "receipt": json.dumps(turn.receipt, ensure_ascii=False, default=str),
+            "encrypted": self.archive.cipher is not None,
+            "created_at": turn.created_at,
+        }
+        stmt = self.archive._upsert(turn_receipts, ["message_id"], [k for k in row if k != "message_id"])
+        async with self.archive.engine.begin() as conn:
+            await conn.execute(stmt.values(**row))
+
+    @_available
+    async def turn(self, tenant: str, message_id: str) -> TurnRecord | None:
+        await self.archive._connect_ready()
+        async with self.archive.engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    sa.select(turn_receipts).where(
+                        turn_receipts.c.message_id == message_id, turn_receipts.c.tenant == tenant
+                    )
+                )
+            ).first()
+        return self._record(dict(row._mapping)) if row is not None else None
+
+    def _record(self, m: Mapping[str, Any]) -> TurnRecord:
+        enc = bool(m["encrypted"])
+        return TurnRecord(
+            message_id=m["message_id"],
+            tenant=m["tenant"],
+            session_id=m["session_id"],
+            question=self._open(m["question"], enc),
+            answer=self._open(m["answer"], enc),
+            rewritten_query=self._open(m["rewritten_query"], enc),
+            mode=m["mode"],
+            sources=json.loads(self._open(m["sources"], enc)),
+            receipt=json.loads(m["receipt"]),
+            created_at=m["created_at"],
+        )
+
+    @_available
+    async def rate(
+        self, tenant: str, session_id: str, message_id: str, rating: Rating, reason: str = "", comment: str = ""
+    ) -> dict[str, Any]:
+        """Set (or change) the rating of an answer; the row as stored."""
+        await self.archive._connect_ready()
+        now = time.time()
+        row = {
+            "message_id": message_id,
+            "tenant": tenant,
+            "session_id": session_id,
+            "rating": rating,
+            "reason": reason[:64],
+            "comment": self._seal(comment),
+            "encrypted": self.archive.cipher is not None,
+            "created_at": now,
+            "updated_at": now,
+        }
+        update = ["rating", "reason", "comment", "encrypted", "updated_at"]
+        async with self.archive.engine.begin() as conn:
+            await conn.execute(self.archive._upsert(feedback, ["message_id"], update).values(**row))
+        return {"message_id": message_id, "rating": rating, "reason": reason, "comment": comment, "updated_at": now}
+
+    @_available
+    async def forget_session(self, tenant: str, session_id: str) -> None:
+        """Remove a deleted session's receipts and ratings: they hold what its user said."""
+        await self.archive._connect_ready()
+        async with self.archive.engine.begin() as conn:
+            for table in (turn_receipts, feedback):
+                await conn.execute(table.delete().where(table.c.tenant == tenant, table.c.session_id == session_id))
+
+    @_available
+    async def rows(self, tenant: str, since: float) -> list[dict[str, Any]]:
+        """The tenant's ratings since `since`, each with its turn's receipt (None while not archived)."""
+        await self.archive._connect_ready()
+        query = (
+            sa.select(feedback, *[c.label(f"t_{c.name}") for c in turn_receipts.c])
+            .select_from(feedback.outerjoin(turn_receipts, turn_receipts.c.message_id == feedback.c.message_id))
+            .where(feedback.c.tenant == tenant, feedback.c.updated_at >= since)
+            .order_by(feedback.c.updated_at.desc())
+        )
+        async with self.archive.engine.connect() as conn:
+            result = (await conn.execute(query)).mappings().all()
+        out: list[dict[str, Any]] = []
+        for m in result:
+            turn = None
+            if m["t_message_id"] is not None:
+                turn = self._record({c.name: m[f"t_{c.name}"] for c in turn_receipts.c})
+            out.append(
+                {
+                    "message_id": m["message_id"],
+                    "session_id": m["session_id"],
+                    "rating": m["rating"],
+                    "reason": m["reason"],
+                    "comment": self._open(m["comment"], bool(m["encrypted"])),
+                    "updated_at": m["updated_at"],
+                    "turn": turn,
+                }
+            )
+        return out
+
+
+def report(rows: Sequence[dict[str, Any]], *, worst: int = 20) -> dict[str, Any]:
+    """Ratings by day, by mode and by turn kind, the memory hit rate, and the worst-rated questions (most
+    thumbs-down first; a question asked in several turns counts once, with all its ratings)."""
+
+    def tally() -> dict[str, int]:
+        return {"up": 0, "down": 0}
+
+    by_day: dict[str, dict[str, int]] = {}
+    by_mode: dict[str, dict[str, int]] = {}
+    by_kind: dict[str, dict[str, int]] = {}
+    questions: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        turn: TurnRecord | None = r["turn"]
+        rating = r["rating"]
+        day = time.strftime("%Y-%m-%d", time.gmtime(r["updated_at"]))
+        by_day.setdefault(day, tally())[rating] += 1
+        mode = turn.mode if turn else "unknown"
+        kind = turn.kind if turn else "unknown"
+        by_mode.setdefault(mode, tally())[rating] += 1
+        by_kind.setdefault(kind, tally())[rating] += 1
+        key = (turn.question if turn else r["message_id"]).strip()
+        entry = questions.setdefault(key, {"question": key, "up": 0, "down": 0, "turns": []})
+        entry[rating] += 1
+        entry["turns"].append(
+            {
+                "message_id": r["message_id"],
+                "session_id": r["session_id"],
+                "rating": rating,
+                "reason": r["reason"],
+                "comment": r["comment"],
+                "answer": turn.answer if turn else None,
+                "rewritten_query": turn.rewritten_query if turn else None,
+                "mode": mode,
+                "turn_kind": kind,
+                "intent": turn.intent if turn else "",
+                "sources": [
+                    {k: s.get(k) for k in ("doc_id", "source", "title", "score")}
+                    for s in (turn.sources if turn else [])
+                ],
+                "receipt": turn.receipt if turn else None,
+            }
+        )
+    follow = by_kind.get("follow_up", tally())
+    rated_follow = follow["up"] + follow["down"]
+    ranked = sorted(questions.values(), key=lambda q: (-q["down"], q["up"], q["question"]))
+    return {
+        "ratings": len(rows),
+        "up": sum(r["rating"] == "up" for r in rows),
+        "down": sum(r["rating"] == "down" for r in rows),
+        "by_day": dict(sorted(by_day.items())),
+        "by_mode": by_mode,
+        "by_turn_kind": by_kind,
+        "memory_hit_rate": round(follow["up"] / rated_follow, 4) if rated_follow else None,
+        "rated_follow_ups": rated_follow,
+        "worst": [q for q in ranked if q["down"]][:worst],
+    }
+
+
+def parse_since(text: str) -> float:
+    """`7d`, `24h`, `30m` (ago) or epoch seconds -> epoch seconds."""
+    units = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+    text = text.strip().lower()
+    if text and text[-1] in units and text[:-1].replace(".", "", 1).isdigit():
+        return time.time() - float(text[:-1]) * units[text[-1]]
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"since {text!r}: use a duration like 7d, 24h, 30m or epoch seconds") from None
