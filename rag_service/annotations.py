@@ -63,7 +63,7 @@ class Annotations:
 
     @_available
     async def create(self, tenant: str, question: str, answer: str, from_message_id: str | None) -> Annotation:
-        await self.archive._connect_ready()
+        await self.archive.connect_ready()
         now = time.time()
         row = {
             "id": uuid.uuid4().hex,
@@ -87,7 +87,7 @@ class Annotations:
 
     @_available
     async def list(self, tenant: str) -> list[Annotation]:
-        await self.archive._connect_ready()
+        await self.archive.connect_ready()
         async with self.archive.engine.connect() as conn:
             rows = (
                 await conn.execute(sa.select(table).where(table.c.tenant == tenant).order_by(table.c.updated_at.desc()))
@@ -96,7 +96,7 @@ class Annotations:
 
     @_available
     async def get(self, tenant: str, annotation_id: str) -> Annotation | None:
-        await self.archive._connect_ready()
+        await self.archive.connect_ready()
         async with self.archive.engine.connect() as conn:
             m = (
                 (await conn.execute(sa.select(table).where(table.c.tenant == tenant, table.c.id == annotation_id)))

@@ -95,7 +95,7 @@ class FeedbackStore:
 
     @_available
     async def record_turn(self, turn: TurnRecord) -> None:
-        await self.archive._connect_ready()
+        await self.archive.connect_ready()
         row = {
             "message_id": turn.message_id,
             "tenant": turn.tenant,
@@ -117,7 +117,7 @@ class FeedbackStore:
 
     @_available
     async def turn(self, tenant: str, message_id: str) -> TurnRecord | None:
-        await self.archive._connect_ready()
+        await self.archive.connect_ready()
         async with self.archive.engine.connect() as conn:
             row = (
                 await conn.execute(
@@ -148,7 +148,7 @@ class FeedbackStore:
         self, tenant: str, session_id: str, message_id: str, rating: Rating, reason: str = "", comment: str = ""
     ) -> dict[str, Any]:
         """Set (or change) the rating of an answer; the row as stored."""
-        await self.archive._connect_ready()
+        await self.archive.connect_ready()
         now = time.time()
         row = {
             "message_id": message_id,
@@ -169,7 +169,7 @@ class FeedbackStore:
     @_available
     async def forget_session(self, tenant: str, session_id: str) -> None:
         """Remove a deleted session's receipts and ratings: they hold what its user said."""
-        await self.archive._connect_ready()
+        await self.archive.connect_ready()
         async with self.archive.engine.begin() as conn:
             for table in (turn_receipts, feedback):
                 await conn.execute(table.delete().where(table.c.tenant == tenant, table.c.session_id == session_id))
@@ -177,7 +177,7 @@ class FeedbackStore:
     @_available
     async def rows(self, tenant: str, since: float) -> list[dict[str, Any]]:
         """The tenant's ratings since `since`, each with its turn's receipt (None while not archived)."""
-        await self.archive._connect_ready()
+        await self.archive.connect_ready()
         query = (
             sa.select(feedback, *[c.label(f"t_{c.name}") for c in turn_receipts.c])
             .select_from(feedback.outerjoin(turn_receipts, turn_receipts.c.message_id == feedback.c.message_id))

@@ -31,7 +31,9 @@ class Database:
         self._ready = not sqlite_in_memory(self.url)
         self._ready_lock = asyncio.Lock()
 
-    async def _connect_ready(self) -> None:
+    async def connect_ready(self) -> None:
+        """Public because the feedback and annotation repositories share this archive's engine and must
+        wait, as the session repositories do, for an in-memory database's tables."""
         if self._ready:
             return
         async with self._ready_lock:

@@ -43,7 +43,7 @@ class MemoryRepository(Database):
         fact = _normalize_fact(fact)
         if not fact:
             raise ValueError("empty fact")
-        await self._connect_ready()
+        await self.connect_ready()
         digest, now = self._fact_hash(fact), time.time()
         stored, encrypted = seal(self.cipher, fact)
         row = {
@@ -70,7 +70,7 @@ class MemoryRepository(Database):
     @available
     async def list_memories(self, user_id: str, limit: int | None = None) -> list[StoredFact]:
         """Newest first."""
-        await self._connect_ready()
+        await self.connect_ready()
         stmt = (
             sa.select(user_memories)
             .where(user_memories.c.user_id == user_id)
@@ -87,7 +87,7 @@ class MemoryRepository(Database):
 
     @available
     async def delete_memory(self, user_id: str, memory_id: int) -> bool:
-        await self._connect_ready()
+        await self.connect_ready()
         async with self.engine.begin() as conn:
             result = await conn.execute(
                 sa.delete(user_memories).where(user_memories.c.user_id == user_id, user_memories.c.id == memory_id)
@@ -97,7 +97,7 @@ class MemoryRepository(Database):
     @available
     async def delete_memories(self, user_id: str) -> int:
         """Forgets everything about a user; returns how many facts were deleted."""
-        await self._connect_ready()
+        await self.connect_ready()
         async with self.engine.begin() as conn:
             result = await conn.execute(sa.delete(user_memories).where(user_memories.c.user_id == user_id))
         return int(result.rowcount)

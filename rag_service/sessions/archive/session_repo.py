@@ -87,7 +87,7 @@ class SessionRepository(Database):
 
     @available
     async def save_meta(self, meta: SessionMeta) -> None:
-        await self._connect_ready()
+        await self.connect_ready()
         async with self.engine.begin() as conn:
             await self._save_meta(conn, [meta], time.time())
 
@@ -103,7 +103,7 @@ class SessionRepository(Database):
         writes = [w for w in writes if w.meta is not None or w.messages]
         if not writes:
             return set()
-        await self._connect_ready()
+        await self.connect_ready()
         now = time.time()
         metas = [w.meta for w in writes if w.meta is not None]
         bare = [(w.session_id, w.messages[0][1].created_at) for w in writes if w.meta is None]
@@ -182,7 +182,7 @@ class SessionRepository(Database):
     async def max_seqs(self, session_ids: Sequence[str]) -> dict[str, int]:
         if not session_ids:
             return {}
-        await self._connect_ready()
+        await self.connect_ready()
         stmt = (
             sa.select(messages.c.session_id, sa.func.max(messages.c.seq))
             .where(messages.c.session_id.in_(list(session_ids)))
@@ -194,7 +194,7 @@ class SessionRepository(Database):
     @available
     async def load(self, session_id: str) -> tuple[SessionMeta, list[Message]] | None:
         """The session's meta (message_count = the archived messages) and messages in order."""
-        await self._connect_ready()
+        await self.connect_ready()
         async with self.engine.connect() as conn:
             row = (await conn.execute(sa.select(sessions).where(sessions.c.session_id == session_id))).first()
             if row is None:
@@ -235,7 +235,7 @@ class SessionRepository(Database):
 
     @available
     async def delete(self, session_id: str) -> bool:
-        await self._connect_ready()
+        await self.connect_ready()
         async with self.engine.begin() as conn:
             await conn.execute(sa.delete(messages).where(messages.c.session_id == session_id))
             result = await conn.execute(sa.delete(sessions).where(sessions.c.session_id == session_id))
@@ -243,7 +243,7 @@ class SessionRepository(Database):
 
     @available
     async def session_ids(self, user_id: str | None = None) -> list[str]:
-        await self._connect_ready()
+        await self.connect_ready()
         stmt = sa.select(sessions.c.session_id).order_by(sessions.c.updated_at)
         if user_id is not None:
             stmt = stmt.where(sessions.c.user_id == user_id)
@@ -253,7 +253,7 @@ class SessionRepository(Database):
     @available
     async def list_sessions(self, tenant: str, limit: int, offset: int) -> list[dict[str, Any]]:
         """A tenant's sessions, most recently active first (an admin's view: ids, users, times)."""
-        await self._connect_ready()
+        await self.connect_ready()
         stmt = (
             sa.select(sessions.c.session_id, sessions.c.user_id, sessions.c.created_at, sessions.c.updated_at)
             .where(sessions.c.tenant == tenant)
