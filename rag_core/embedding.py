@@ -14,6 +14,7 @@ the retriever then calls it from a worker thread.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections import OrderedDict
@@ -204,3 +205,12 @@ def make_embedder(settings: EmbeddingSettings) -> Embedder:
     if settings.query_cache_size > 0:
         return CachedQueryEmbedder(inner, settings.query_cache_size)
     return inner
+
+
+async def embed_query_off_loop(embedder: Embedder, text: str) -> Vector:
+    """The query's embedding for a coroutine: an in-process embedder runs on the loop (a thread hop buys
+    no parallelism for its C code and cost time, see the pipeline's retrieval step); one that waits on a
+    server runs in a worker thread, so the round trip never holds the loop."""
+    if embedder.remote:
+        return await asyncio.to_thread(embedder.embed_query, text)
+    return embedder.embed_query(text)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rag_core.embedding import Embedder
+from rag_core.embedding import Embedder, embed_query_off_loop
 from rag_core.settings import FaqSettings
 from rag_core.text import language
 from rag_core.vectorstore import VectorIndex
@@ -54,9 +54,8 @@ class FaqMatcher:
 
     async def nearest(self, query: str, tenant: str | None = None) -> FaqHit | None:
         """The tenant's FAQ entry nearest to `query` in its language, whatever its score."""
-        hits = await self.index.search(
-            self.embedder.embed_query(query), None, 1, _RRF_K, tenant=tenant, lang=language(query)
-        )
+        dense = await embed_query_off_loop(self.embedder, query)
+        hits = await self.index.search(dense, None, 1, _RRF_K, tenant=tenant, lang=language(query))
         if not hits:
             return None
         p = hits[0].payload

@@ -3,11 +3,10 @@ budget greedily by score with whole chunks."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from rag_core.embedding import Embedder
+from rag_core.embedding import Embedder, embed_query_off_loop
 from rag_core.lexical import query_vector
 from rag_core.settings import RetrievalSettings
 from rag_core.vectorstore import ScoredChunk, VectorIndex
@@ -25,12 +24,7 @@ class Retriever:
         """Candidates for `query` from `tenant`'s documents (None: the default tenant's)."""
         cfg = self.settings
         n = limit or cfg.candidates
-        # An in-process embedder runs here, on the loop (see the pipeline's retrieval step); one that waits
-        # on a server runs in a worker thread.
-        if self.embedder.remote:
-            dense = await asyncio.to_thread(self.embedder.embed_query, query)
-        else:
-            dense = self.embedder.embed_query(query)
+        dense = await embed_query_off_loop(self.embedder, query)
         sparse = query_vector(query) if cfg.mode == "hybrid" else None
         if not cfg.rerank:
             return [_to_chunk(h) for h in await self.index.search(dense, sparse, n, cfg.rrf_k, tenant=tenant)]
