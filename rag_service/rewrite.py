@@ -28,6 +28,7 @@ question with an entity, the previous question with the new value, or a checked 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -232,6 +233,8 @@ class RuleRewriter:
         d = self.gate.decide(question, view, self.topic_product(view))
         if d.kind == "dependent" or (d.kind == "standalone" and not self.settings.skip_standalone):
             result = self.resolve(question, d, "rule")
+            if d.kind == "dependent":
+                result = dataclasses.replace(result, continues=self.continuity(view, d))
         else:
             result = RewriteResult(question, "skipped", d.kind == "switch", d.reason)
         self._memo[key] = result
@@ -253,6 +256,19 @@ class RuleRewriter:
         if len(query) > self.settings.max_query_chars:
             query, detail = question, "rewrite would exceed max_query_chars"
         return RewriteResult(query, action, False, f"{why or decision.reason}; {detail}")
+
+    def continuity(self, view: MemoryView, decision: Decision) -> tuple[str, ...]:
+        """The earlier questions (as rewritten) a dependent follow-up continues: the previous one, and the
+        ones it continued in turn, back to the question that set the topic (at most `_CONTEXT_DEPTH`).
+        Nothing when the follow-up moves to another product or name ("What about the Pro?", "悲惨世界呢"):
+        it leaves the previous question's pages."""
+        if decision.contrast is not None and decision.contrast.kind in _SUBJECT_CHANGES:
+            return ()
+        for i in range(len(view.rounds) - 1, -1, -1):
+            previous = self.previous_at(view, i)
+            if previous is not None:
+                return (previous.query, *previous.continues)[:_CONTEXT_DEPTH]
+        return ()
 
     def previous_query(self, history: History, contrast: Contrast | None = None) -> str:
         """The previous question as this rewriter made it standalone (its own previous question read the
@@ -308,6 +324,11 @@ class Topic:
 
 
 _MEMO_SIZE = 512
+# Contrast kinds that name another subject: the follow-up is read against the previous question, but its
+# answer is on another page.
+_SUBJECT_CHANGES = frozenset({"variant", "standard", "named"})
+# How many earlier questions a follow-up's retrieval leans on (the previous one, and what it continued).
+_CONTEXT_DEPTH = 2
 # How far back a place, category or term contrast looks for the question whose value it replaces.
 _SLOT_ROUNDS = 6
 
@@ -322,6 +343,7 @@ class LLMRewriter:
         d = self.rules.gate.decide(question, view, self.rules.topic_product(view))
         if d.kind in ("first", "switch") or (d.kind == "standalone" and self.settings.skip_standalone):
             return RewriteResult(question, "skipped", d.kind == "switch", d.reason)
+        continues = self.rules.continuity(view, d) if d.kind == "dependent" else ()
         messages = rewrite_messages(self.settings.prompt, question, view.summary, self.rules.gate.recent(view))
         try:
             reply = await asyncio.wait_for(
@@ -334,9 +356,9 @@ class LLMRewriter:
         else:
             query, problem_or_none = check_output(reply, question, self.settings.max_query_chars)
             if problem_or_none is None:
-                return RewriteResult(query, "called", False, d.reason)
+                return RewriteResult(query, "called", False, d.reason, continues)
             problem = problem_or_none
-        return self.rules.resolve(question, d, "fallback", f"llm {problem}")
+        return dataclasses.replace(self.rules.resolve(question, d, "fallback", f"llm {problem}"), continues=continues)
 
 
 _PROMPT_ANSWER_CHARS = 400  # of each answer, shown to the rewriting model
