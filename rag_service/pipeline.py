@@ -436,7 +436,7 @@ class ChatPipeline:
     # -- 2. rewrite -------------------------------------------------------------------------------
 
     async def _rewrite(self, question: str, memory: TurnMemory) -> RewriteResult:
-        return await self.s.rewriter.rewrite(question, memory.view)
+        return await self.s.rewriter.rewrite(question, memory.view, memory.meta.tenant)
 
     # -- 3. budget --------------------------------------------------------------------------------
 

@@ -37,8 +37,8 @@ class Retriever:
         sparse = query_vector(query) if cfg.mode == "hybrid" else None
         prior = await self.prior(continues, tenant) if continues else {}
         if not cfg.rerank:
-            hits = [_to_chunk(h) for h in await self.index.search(dense, sparse, n, cfg.rrf_k, tenant=tenant)]
-            return lean(hits, prior, 1.0 if cfg.mode == "dense" else _rrf_scale(hits))
+            found = [_to_chunk(h) for h in await self.index.search(dense, sparse, n, cfg.rrf_k, tenant=tenant)]
+            return lean(found, prior, 1.0 if cfg.mode == "dense" else _rrf_scale(found))
         # A wide pool with only the language of each hit (cheap), narrowed to the best `n` plus the other
         # language's best: the embedder ranks the question's own language first, and an English question
         # may have its answer on a Chinese page. Whole payloads are read for the narrowed pool only.

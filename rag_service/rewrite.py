@@ -29,9 +29,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import re
+import time
+import unicodedata
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal, Protocol
@@ -42,6 +45,7 @@ from rag_core.embedding import Embedder, Vector
 from rag_core.settings import LLMEndpoint, RewriteSettings, Settings
 from rag_core.text import has_han as is_chinese
 from rag_service.domain import MemoryView, RewriteResult, Round
+from rag_service.intents.slots import ProductCatalog
 from rag_service.llm import ChatClient, ChatMessages, UpstreamError
 from rag_service.rewrite_rules import (
     Contrast,
@@ -75,24 +79,50 @@ from rag_service.rewrite_rules import (
     topic_words,
 )
 
+log = logging.getLogger(__name__)
+
 
 class Rewriter(Protocol):
-    async def rewrite(self, question: str, view: MemoryView) -> RewriteResult: ...
+    async def rewrite(self, question: str, view: MemoryView, tenant: str | None = None) -> RewriteResult: ...
 
 
 class NoRewriter:
     """Retrieval sees the question as asked."""
 
-    async def rewrite(self, question: str, view: MemoryView) -> RewriteResult:
+    async def rewrite(self, question: str, view: MemoryView, tenant: str | None = None) -> RewriteResult:
         return RewriteResult(question, "none", detail="rewriting is off")
+
+
+Titles = Callable[[str], Awaitable[Sequence[str]]]
+
+
+class KnownNames:
+    """The products a knowledge base names in its document titles (as `ProductCatalog` reads them): the only
+    names an answer may lend a follow-up. An extractive answer quotes sentences from several pages, and the
+    codes, zones and figures in them ("Zone 1", "MIL-STD-810H") are no subject of the conversation."""
+
+    def __init__(self, titles: Iterable[str]) -> None:
+        self.keys = frozenset(p.key for p in ProductCatalog(titles).names)
+
+    def __call__(self, text: str) -> bool:
+        key = _squash(text)
+        return len(key) >= 2 and any(k in key or (len(key) >= 4 and key in k) for k in self.keys)
+
+
+def _squash(text: str) -> str:
+    return "".join(unicodedata.normalize("NFKC", text).lower().split())
 
 
 class History:
     """The conversation as the rules see it (the summary and the recent rounds); entities are extracted
     once, on first use."""
 
-    def __init__(self, summary: str, rounds: Sequence[Round], view: MemoryView | None = None) -> None:
+    def __init__(
+        self, summary: str, rounds: Sequence[Round], view: MemoryView | None = None, known: KnownNames | None = None
+    ) -> None:
         self.summary, self.rounds = summary, rounds
+        # The knowledge base's product names (None: no knowledge base to ask, answers lend short model names).
+        self.known = known
         # All the rounds memory holds (the rules look at `rounds`, the latest few; earlier questions are read
         # against all of theirs).
         self.view = view or MemoryView(summary, 0, tuple(rounds))
@@ -104,7 +134,7 @@ class History:
     @cached_property
     def candidates(self) -> list[Entity]:
         """Salient entities, most salient first."""
-        return salient_entities(self.texts, limit=5)
+        return salient_entities(self.texts, limit=5, known=self.known)
 
     @cached_property
     def words(self) -> set[str]:
@@ -142,10 +172,12 @@ class Gate:
         n = self.settings.history_rounds
         return view.rounds[-n:] if n > 0 else ()
 
-    def decide(self, question: str, view: MemoryView, topic: Topic | None = None) -> Decision:
+    def decide(
+        self, question: str, view: MemoryView, topic: Topic | None = None, known: KnownNames | None = None
+    ) -> Decision:
         """`topic`: the product and place the conversation is about (`RuleRewriter.topic_product`)."""
         rounds = self.recent(view)
-        history = History(view.summary, rounds, view)
+        history = History(view.summary, rounds, view, known)
         if not rounds and not view.summary:
             return Decision("first", "first turn", history)
         contrast = contrast_followup(question)
@@ -213,24 +245,47 @@ def _cosine(a: Vector, b: Vector) -> float:
 class RuleRewriter:
     """The default without an LLM, and the LLM's fallback."""
 
-    def __init__(self, settings: RewriteSettings, embedder: Embedder | None = None) -> None:
+    def __init__(
+        self, settings: RewriteSettings, embedder: Embedder | None = None, titles: Titles | None = None
+    ) -> None:
         self.settings = settings
         self.gate = Gate(settings, embedder)
         # Earlier questions are read again on every turn (a follow-up is read against the previous question
         # as rewritten, which was read against its own): each is rewritten once per session history.
-        self._memo: OrderedDict[tuple[str, str, tuple[str, ...]], RewriteResult] = OrderedDict()
+        self._memo: OrderedDict[tuple[str, str, tuple[str, ...], KnownNames | None], RewriteResult] = OrderedDict()
+        self._titles = titles
+        self._known: dict[str, tuple[float, KnownNames]] = {}
 
-    async def rewrite(self, question: str, view: MemoryView) -> RewriteResult:
+    async def rewrite(self, question: str, view: MemoryView, tenant: str | None = None) -> RewriteResult:
         # Run on the event loop, like retrieval: see the note on `ChatPipeline._prepare`.
-        return self.rewrite_now(question, view)
+        return self.rewrite_now(question, view, await self.known(tenant))
 
-    def rewrite_now(self, question: str, view: MemoryView) -> RewriteResult:
-        key = (question, view.summary, tuple(t for r in view.rounds for t in (r.user.content, r.assistant.content)))
+    async def known(self, tenant: str | None) -> KnownNames | None:
+        """The tenant's product names (its documents' titles, re-read every `_TITLES_TTL_S`); None without a
+        knowledge base to ask."""
+        if self._titles is None:
+            return None
+        key, now = tenant or "", time.monotonic()
+        cached = self._known.get(key)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        try:
+            titles = await self._titles(key)
+        except Exception as exc:  # the index being down must not fail the turn: answers lend no names then
+            log.warning("product names unavailable for rewriting: %s", exc)
+            titles = []
+        known = KnownNames(titles)
+        self._known[key] = (now + _TITLES_TTL_S, known)
+        return known
+
+    def rewrite_now(self, question: str, view: MemoryView, known: KnownNames | None = None) -> RewriteResult:
+        rounds = tuple(t for r in view.rounds for t in (r.user.content, r.assistant.content))
+        key = (question, view.summary, rounds, known)
         hit = self._memo.get(key)
         if hit is not None:
             self._memo.move_to_end(key)
             return hit
-        d = self.gate.decide(question, view, self.topic_product(view))
+        d = self.gate.decide(question, view, self.topic_product(view, known), known)
         if d.kind == "dependent" or (d.kind == "standalone" and not self.settings.skip_standalone):
             result = self.resolve(question, d, "rule")
             if d.kind == "dependent":
@@ -265,7 +320,7 @@ class RuleRewriter:
         if decision.contrast is not None and decision.contrast.kind in _SUBJECT_CHANGES:
             return ()
         for i in range(len(view.rounds) - 1, -1, -1):
-            previous = self.previous_at(view, i)
+            previous = self.previous_at(view, i, decision.history.known)
             if previous is not None:
                 return (previous.query, *previous.continues)[:_CONTEXT_DEPTH]
         return ()
@@ -280,7 +335,7 @@ class RuleRewriter:
         back = max(len(history.rounds), _SLOT_ROUNDS) if slot else len(history.rounds)
         latest = ""
         for i in range(len(rounds) - 1, max(-1, len(rounds) - 1 - back), -1):
-            result = self.previous_at(history.view, i)
+            result = self.previous_at(history.view, i, history.known)
             if result is None:
                 continue
             if not slot:
@@ -293,14 +348,14 @@ class RuleRewriter:
             latest = latest or result.query
         return latest
 
-    def previous_at(self, view: MemoryView, i: int) -> RewriteResult | None:
+    def previous_at(self, view: MemoryView, i: int, known: KnownNames | None = None) -> RewriteResult | None:
         """Round `i`'s question as rewritten against the rounds before it."""
         asked = view.rounds[i].user.content
         if not asked.strip():
             return None
-        return self.rewrite_now(asked, MemoryView(view.summary, 0, view.rounds[:i]))
+        return self.rewrite_now(asked, MemoryView(view.summary, 0, view.rounds[:i]), known)
 
-    def topic_product(self, view: MemoryView) -> Topic:
+    def topic_product(self, view: MemoryView, known: KnownNames | None = None) -> Topic:
         """What the conversation is about: the product and the place of the latest questions (as rewritten)
         that name one, back to the latest topic switch or `history_rounds` rounds."""
         rounds = view.rounds
@@ -309,7 +364,7 @@ class RuleRewriter:
             asked = rounds[i].user.content
             if not asked.strip():
                 continue
-            result = self.rewrite_now(asked, MemoryView(view.summary, 0, rounds[:i]))
+            result = self.rewrite_now(asked, MemoryView(view.summary, 0, rounds[:i]), known)
             product = product or next(iter(product_names(result.query)), None)
             place = place or next(iter(place_names(result.query)), None)
             if (product and place) or result.topic_switch:
@@ -324,6 +379,7 @@ class Topic:
 
 
 _MEMO_SIZE = 512
+_TITLES_TTL_S = 60.0
 # Contrast kinds that name another subject: the follow-up is read against the previous question, but its
 # answer is on another page.
 _SUBJECT_CHANGES = frozenset({"variant", "standard", "named"})
@@ -339,8 +395,9 @@ class LLMRewriter:
         self.timeout_s = client.endpoint.timeout_s
         self.max_tokens = min(client.endpoint.max_tokens, max(64, settings.max_query_chars))
 
-    async def rewrite(self, question: str, view: MemoryView) -> RewriteResult:
-        d = self.rules.gate.decide(question, view, self.rules.topic_product(view))
+    async def rewrite(self, question: str, view: MemoryView, tenant: str | None = None) -> RewriteResult:
+        known = await self.rules.known(tenant)
+        d = self.rules.gate.decide(question, view, self.rules.topic_product(view, known), known)
         if d.kind in ("first", "switch") or (d.kind == "standalone" and self.settings.skip_standalone):
             return RewriteResult(question, "skipped", d.kind == "switch", d.reason)
         continues = self.rules.continuity(view, d) if d.kind == "dependent" else ()

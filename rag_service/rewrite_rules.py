@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Literal
@@ -433,20 +433,23 @@ def answer_entity(entity: Entity) -> bool:
     return entity.model and not entity.ident and size <= _ANSWER_ENTITY_WORDS
 
 
-def salient_entities(history: Sequence[HistoryText], limit: int = 2) -> list[Entity]:
+def salient_entities(
+    history: Sequence[HistoryText], limit: int = 2, known: Callable[[str], bool] | None = None
+) -> list[Entity]:
     """Entities of the history, most salient first.
 
     A mention counts by its side (the user's questions most; answers only for short model names), its
     recency and its kind (names, models and ids beat noun phrases; longer beats shorter); an entity the
     user comes back to over several rounds is the conversation's subject and gains most (answers repeat
     the domain's own name everywhere, so their repetitions do not count). A one-word name inside a longer
-    one ("Jackson" in "Reggie Jackson") adds to the longer one.
+    one ("Jackson" in "Reggie Jackson") adds to the longer one. `known`: the names of the knowledge base's
+    products; when given, an answer contributes only those.
     """
     found: dict[str, _Score] = {}
     spelling: dict[str, str] = {}  # how answers capitalise what they may not contribute ("Bruno Mars")
     for item in history:
         for e in entities(item.text):
-            if item.source == "assistant" and not answer_entity(e):
+            if item.source == "assistant" and not (answer_entity(e) and (known is None or known(e.text))):
                 if e.named:
                     spelling.setdefault(e.key, e.text)
                 continue
