@@ -52,6 +52,7 @@ from rag_service.rewrite_rules import (
     Entity,
     HistoryText,
     antecedent_inside,
+    asks_about_pair,
     asks_about_product,
     asks_about_shipping,
     content_size,
@@ -160,6 +161,7 @@ class Decision:
     history: History
     contrast: Contrast | None = None
     product: str | None = None
+    pair: tuple[str, str] | None = None
 
 
 class Gate:
@@ -183,6 +185,8 @@ class Gate:
         contrast = contrast_followup(question)
         if contrast is not None:
             return Decision("dependent", f"contrast follow-up ({contrast.kind} {contrast.core!r})", history, contrast)
+        if topic is not None and topic.pair is not None and asks_about_pair(question):
+            return Decision("dependent", f"compares {' and '.join(topic.pair)!r}", history, pair=topic.pair)
         names = own_names(question)
         # (A jieba name tag alone is no new subject: 包邮 and 续航 are tagged as names.)
         new_names = [e for e in names if not history.knows(e) and (not is_chinese(e.text) or place_names(e.text))]
@@ -304,6 +308,9 @@ class RuleRewriter:
             read = substitute(previous, decision.contrast, question) if previous else None
             if read is not None:
                 query, detail = read
+        if not query and decision.pair is not None:
+            joined = " 和 ".join(decision.pair) if is_chinese(question) else " and ".join(decision.pair)
+            query, detail = f"{joined}: {question.strip()}", f"added {joined!r}"
         if not query and decision.product is not None:
             query, detail = resolve(question, Entity(decision.product, True)), f"added {decision.product!r}"
         if not query:
@@ -359,23 +366,27 @@ class RuleRewriter:
         """What the conversation is about: the product and the place of the latest questions (as rewritten)
         that name one, back to the latest topic switch or `history_rounds` rounds."""
         rounds = view.rounds
-        product = place = None
+        named: list[str] = []  # the products, latest first
+        place = None
         for i in range(len(rounds) - 1, max(-1, len(rounds) - 1 - max(self.settings.history_rounds, 1)), -1):
             asked = rounds[i].user.content
             if not asked.strip():
                 continue
             result = self.rewrite_now(asked, MemoryView(view.summary, 0, rounds[:i]), known)
-            product = product or next(iter(product_names(result.query)), None)
+            named.extend(p for p in product_names(result.query) if p not in named)
             place = place or next(iter(place_names(result.query)), None)
-            if (product and place) or result.topic_switch:
+            if (len(named) >= 2 and place) or result.topic_switch:
                 break
-        return Topic(product, place)
+        pair = (named[1], named[0]) if len(named) >= 2 else None
+        return Topic(named[0] if named else None, place, pair)
 
 
 @dataclass(frozen=True, slots=True)
 class Topic:
     product: str | None = None
     place: str | None = None
+    # The two latest products, the earlier first ("Which of the two …?" compares them).
+    pair: tuple[str, str] | None = None
 
 
 _MEMO_SIZE = 512
