@@ -74,7 +74,7 @@ class Retriever:
 # A follow-up's lean toward the previous question's documents, in cosine units (dense scores of one query
 # spread over ~0.2; a page fitting the follow-up clearly better still wins), for the documents of that
 # question's best `PRIOR_CHUNKS` chunks, each next document `PRIOR_DECAY` times the one before.
-DOC_PRIOR = 0.05
+DOC_PRIOR = 0.08
 PRIOR_CHUNKS = 3
 PRIOR_DECAY = 0.5
 
