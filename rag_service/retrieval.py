@@ -17,6 +17,7 @@ from rag_core.lexical import query_vector
 from rag_core.settings import RetrievalSettings
 from rag_core.vectorstore import ScoredChunk, VectorIndex
 from rag_service.domain import Chunk
+from rag_service.facts import BASE_WORDS, product_fit, products
 from rag_service.rerank import other_language, rerank
 
 
@@ -38,7 +39,7 @@ class Retriever:
         prior = await self.prior(continues, tenant) if continues else {}
         if not cfg.rerank:
             found = [_to_chunk(h) for h in await self.index.search(dense, sparse, n, cfg.rrf_k, tenant=tenant)]
-            return lean(found, prior, 1.0 if cfg.mode == "dense" else _rrf_scale(found))
+            return lean(query, found, prior, 1.0 if cfg.mode == "dense" else _rrf_scale(found))
         # A wide pool with only the language of each hit (cheap), narrowed to the best `n` plus the other
         # language's best: the embedder ranks the question's own language first, and an English question
         # may have its answer on a Chinese page. Whole payloads are read for the narrowed pool only.
@@ -55,10 +56,19 @@ class Retriever:
             )
             others.extend((h.id, h.score) for h in extra if h.id not in seen)
         hits = picked + others[: cfg.other_language_chunks]
-        payloads = await self.index.payloads([i for i, _ in hits], tenant)
+        # A follow-up's own words may rank its page's chunks just below the best `n`: the next ones are read
+        # too, and kept if they are on the documents it leans toward.
+        taken = {i for i, _ in hits}
+        wider = [(i, score) for i, score, _ in pool[n : n * PRIOR_WIDEN] if i not in taken] if prior else []
+        payloads = await self.index.payloads([i for i, _ in hits + wider], tenant)
         chunks = [_to_chunk(ScoredChunk(i, score, payloads[i])) for i, score in hits if i in payloads]
+        chunks += [
+            _to_chunk(ScoredChunk(i, score, payloads[i]))
+            for i, score in wider
+            if i in payloads and str(payloads[i].get("doc_id", "")) in prior
+        ]
         scale = 1.0 if cfg.mode == "dense" else _rrf_scale(chunks)
-        return lean(rerank(query, chunks, scale), prior, scale)[:n]
+        return lean(query, rerank(query, chunks, scale), prior, scale)[:n]
 
     async def prior(self, continues: Sequence[str], tenant: str | None) -> dict[str, float]:
         """Document id -> weight: the documents of the best chunks the previous question found (itself read
@@ -77,14 +87,26 @@ class Retriever:
 DOC_PRIOR = 0.08
 PRIOR_CHUNKS = 3
 PRIOR_DECAY = 0.5
+# How far past the best `candidates` dense hits a chunk of a leaned-on document is still taken (times).
+PRIOR_WIDEN = 3
 
 
-def lean(chunks: Sequence[Chunk], prior: dict[str, float], scale: float = 1.0) -> list[Chunk]:
-    """The chunks reordered with the documents of `prior` lifted by their weight times `DOC_PRIOR`."""
+def lean(query: str, chunks: Sequence[Chunk], prior: dict[str, float], scale: float = 1.0) -> list[Chunk]:
+    """The chunks reordered with the documents of `prior` lifted by their weight times `DOC_PRIOR`. A page
+    whose title names the query's product is lifted by the reranker already ("MacBook Air M3 学生买能便宜多少"
+    may be answered on the student page): the two do not add up."""
     if not prior:
         return list(chunks)
-    lifted = [replace(c, score=c.score + scale * DOC_PRIOR * prior.get(c.doc_id, 0.0)) for c in chunks]
-    return sorted(lifted, key=lambda c: -c.score)
+    named = list(products(query))
+    base = BASE_WORDS.search(query) is not None
+
+    def lift(c: Chunk) -> float:
+        weight = prior.get(c.doc_id, 0.0)
+        if weight and named and (product_fit(named, base, list(products(c.title))) or 0.0) > 0:
+            return 0.0
+        return scale * DOC_PRIOR * weight
+
+    return sorted((replace(c, score=c.score + lift(c)) for c in chunks), key=lambda c: -c.score)
 
 
 def fill_budget(chunks: Sequence[Chunk], budget: int, max_chunks: int, cost: Callable[[Chunk], int]) -> list[Chunk]:
