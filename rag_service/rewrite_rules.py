@@ -633,7 +633,7 @@ def product_names(text: str) -> list[str]:
         while len(words) > 1 and words[0].isalpha() and words[0].islower():
             words.pop(0)  # "cracked Pixel 8": an adjective before the name
         # "MacBook Air M3 15 寸": a number before a size unit is the screen size, not part of the name.
-        while len(words) > 1 and words[-1].isdigit() and _SIZE.match(text, _end_of(text, p.text)) is not None:
+        if len(words) > 1 and words[-1].isdigit() and _SIZE.match(text, _end_of(text, p.text)) is not None:
             words.pop()
         name = " ".join(words)
         if re.search(r"[^\W\d_]", name) and not _ID_DIGITS.search(name) and name not in out:
