@@ -56,17 +56,8 @@ class Retriever:
             )
             others.extend((h.id, h.score) for h in extra if h.id not in seen)
         hits = picked + others[: cfg.other_language_chunks]
-        # A follow-up's own words may rank its page's chunks just below the best `n`: the next ones are read
-        # too, and kept if they are on the documents it leans toward.
-        taken = {i for i, _ in hits}
-        wider = [(i, score) for i, score, _ in pool[n : n * PRIOR_WIDEN] if i not in taken] if prior else []
-        payloads = await self.index.payloads([i for i, _ in hits + wider], tenant)
+        payloads = await self.index.payloads([i for i, _ in hits], tenant)
         chunks = [_to_chunk(ScoredChunk(i, score, payloads[i])) for i, score in hits if i in payloads]
-        chunks += [
-            _to_chunk(ScoredChunk(i, score, payloads[i]))
-            for i, score in wider
-            if i in payloads and str(payloads[i].get("doc_id", "")) in prior
-        ]
         scale = 1.0 if cfg.mode == "dense" else _rrf_scale(chunks)
         return lean(query, rerank(query, chunks, scale), prior, scale)[:n]
 
@@ -87,8 +78,6 @@ class Retriever:
 DOC_PRIOR = 0.08
 PRIOR_CHUNKS = 3
 PRIOR_DECAY = 0.5
-# How far past the best `candidates` dense hits a chunk of a leaned-on document is still taken (times).
-PRIOR_WIDEN = 3
 
 
 def lean(query: str, chunks: Sequence[Chunk], prior: dict[str, float], scale: float = 1.0) -> list[Chunk]:
