@@ -366,6 +366,21 @@ def test_homeshop_set_covers_what_the_dev_set_covers_over_its_own_shop() -> None
     )
 
 
+def test_homeshop_rejects_a_sibling_stated_apart_from_the_answer() -> None:
+    # Where one line of the document (a sentence run, a table row) states the asked value and the
+    # sibling's together, an answer quoting that line is right; a reject string there would fail it.
+    texts = loaded_texts(HOMESHOP_KB)
+    clashes = [
+        (conv.id, i)
+        for conv in load_conversations(HOMESHOP)
+        for i, t in enumerate(conv.turns)
+        if t.doc and t.reject_any
+        for line in texts[t.doc].splitlines()
+        if all(contains(line, s) for s in t.expect_any[0]) and any(contains(line, r) for r in t.reject_any)
+    ]
+    assert clashes == []
+
+
 def test_homeshop_set_shares_nothing_with_the_sample_shop() -> None:
     home = load_conversations(HOMESHOP)
     sample = load_conversations(DEV) + load_conversations(CHECK)
