@@ -118,6 +118,8 @@ class TaskTurn:
                 "corrected": list(self.step.corrected),
             },
         }
+        if self.recognition.switch is not None:
+            out["task"]["switch"] = self.recognition.switch.reason
         if self.recognition.detail:
             out["task"]["recognizer_detail"] = self.recognition.detail
         if self.action is not None:

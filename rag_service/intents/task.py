@@ -136,10 +136,10 @@ class TaskTracker:
             if candidate is not None and candidate != active.name and not active_slots:
                 # Another intent replaces the task; its rounds stop being sent only on a real switch.
                 return start(candidate, switch, f"new intent {candidate}")
-            if switch and state.asked not in active_slots:
+            if switch and candidate != active.name and state.asked not in active_slots:
                 # A slot named in passing by a question on another subject (a product it asks about) is
                 # not an answer to the task; an answer to the slot just asked for is.
-                return start(candidate if candidate != active.name else None, True, "topic switch")
+                return start(candidate, True, "topic switch")
             if candidate == active.name or active_slots:
                 return self._continue(state, active, active_slots, "continues the task")
             if switch:
