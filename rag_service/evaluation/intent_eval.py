@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_core.embedding import Embedder
-from rag_core.settings import IntentSettings, RetrievalSettings, RewriteSettings, Settings
+from rag_core.settings import IntentSettings, QdrantSettings, RetrievalSettings, RewriteSettings, Settings
 from rag_core.tokens import TokenCounter
 from rag_core.vectorstore import VectorIndex, open_index
 from rag_service.domain import MemoryView, Message, Round
@@ -266,7 +266,7 @@ def evaluate_switches(
 async def _kb_index(kb: Path, embedder: Embedder, counter: TokenCounter, folder: Path) -> VectorIndex:
     from rag_core.documents.pipeline import ingest_file, iter_files
 
-    settings = Settings(qdrant={"path": str(folder / "qdrant")})
+    settings = Settings(qdrant=QdrantSettings(path=str(folder / "qdrant")))
     index = open_index(settings.qdrant, embedder.dim, embedder.name)
     for path in iter_files([kb], settings.ingest.extensions):
         await ingest_file(path, index=index, embedder=embedder, counter=counter, settings=settings, source=path.name)
@@ -406,7 +406,8 @@ def switches_table(result: dict[str, Any]) -> str:
     lines = [
         f"half {result['half'] or 'all'}: {result['conversations']} conversations; switch threshold "
         f"{result['switch_threshold']:.4f} / strict {result['strict_threshold']:.4f} (quantiles {result['quantile']} / "
-        f"{result['strict_quantile']}), intent threshold {result['intent_threshold']:.4f}",
+        f"{result['strict_quantile']}), landing margin {_fmt(result.get('landing_margin'))} (median less quantile "
+        f"{result.get('margin_quantile')}; none: no knowledge base), intent threshold {result['intent_threshold']:.4f}",
         "| detector | turns | switches | precision | recall | tp | fp | fn |",
         "|---|---|---|---|---|---|---|---|",
     ]
@@ -415,3 +416,7 @@ def switches_table(result: dict[str, Any]) -> str:
             f"| {name} | {s['turns']} | {s['switches']} | {s['precision']:.3f} | {s['recall']:.3f} | {s['tp']} | {s['fp']} | {s['fn']} |"
         )
     return "\n".join(lines)
+
+
+def _fmt(value: float | None) -> str:
+    return "none" if value is None else f"{value:.4f}"

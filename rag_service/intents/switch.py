@@ -112,9 +112,12 @@ _ANNOUNCE = re.compile(
 )
 
 
-# Place and time references the rewriter's markers leave out ("Can I try it there?", "那边能自提吗").
+# Place and time references the rewriter's markers leave out ("Can I try it there?", "那边能自提吗"); the
+# existential "there" ("Is there a …?", "there are …") refers to nothing.
 _BACK = re.compile(
-    r"\b(?:there|then|that one|those|these)\b|那里|那边|这边|那儿|这儿|那家|这家|那时|到时", re.IGNORECASE
+    r"(?<!\bis )(?<!\bare )(?<!\bwas )(?<!\bwere )\bthere\b(?!\s+(?:is|are|was|were)\b|'s)"
+    r"|\b(?:then|that one|those|these)\b|那里|那边|这边|那儿|这儿|那家|这家|那时|到时",
+    re.IGNORECASE,
 )
 
 
@@ -134,13 +137,24 @@ class SwitchDetector:
         self.embedder, self.threshold, self.recent_turns = embedder, threshold, recent_turns
         self.strict = threshold if strict is None else strict
         self.margin = margin
+        # The stage asks before probing the knowledge base and again when deciding: read the wording once.
+        self._settled: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], SwitchDecision | None] | None = None
 
     def settled(
         self, question: str, previous_questions: Sequence[str], previous_answers: Sequence[str] = ()
     ) -> SwitchDecision | None:
         """The decision the wording alone settles (no earlier turn, a reference back, an announced new
-        subject, a shared topic word, no subject of its own), else None: then similarity and where the
-        question lands decide."""
+        subject, a shared topic word), else None: then similarity and where the question lands decide."""
+        key = (question, tuple(previous_questions), tuple(previous_answers))
+        if self._settled is not None and self._settled[0] == key:
+            return self._settled[1]
+        decision = self._settle(question, previous_questions, previous_answers)
+        self._settled = (key, decision)
+        return decision
+
+    def _settle(
+        self, question: str, previous_questions: Sequence[str], previous_answers: Sequence[str]
+    ) -> SwitchDecision | None:
         recent = [q for q in previous_questions if q.strip()][-self.recent_turns :]
         if not recent:
             return SwitchDecision(False, "no earlier turn")
