@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from rag_core.text import language
 from rag_service.domain import Chunk
-from rag_service.facts import BASE_WORDS, Product, places, product_fit, products, related_product
+from rag_service.facts import BASE_WORDS, Product, places, product_fit, products, related_product, title_products
 from rag_service.glossary import concepts, weight
 
 # The dense score already reflects shared words in the question's language; across languages the shared
@@ -79,7 +79,7 @@ def bonus(q: Query, chunk: Chunk, own_page: bool = True) -> float:
 
 
 def _product_bonus(q: Query, chunk: Chunk, own_page: bool) -> float:
-    asked, titled = list(q.named), list(products(chunk.title))
+    asked, titled = list(q.named), list(title_products(chunk.title))
     fit = product_fit(asked, q.base_model, titled)
     if fit is not None and (own_page or fit >= OWN_PAGE_FIT):
         return OTHER_PRODUCT if fit == 0 else SAME_PRODUCT * fit
@@ -103,7 +103,8 @@ def rerank(query: str, chunks: Sequence[Chunk], scale: float = 1.0) -> list[Chun
     """The chunks reordered by dense score plus the bonuses (times `scale`); scores are the adjusted ones."""
     q = Query.parse(query)
     own_page = bool(q.named) and any(
-        (fit := product_fit(list(q.named), q.base_model, list(products(c.title)))) is not None and fit >= OWN_PAGE_FIT
+        (fit := product_fit(list(q.named), q.base_model, list(title_products(c.title)))) is not None
+        and fit >= OWN_PAGE_FIT
         for c in chunks
     )
     scored = [replace(c, score=c.score + scale * bonus(q, c, own_page)) for c in chunks]
