@@ -492,7 +492,7 @@ def title_products(title: str) -> tuple[Product, ...]:
 
 def related_product(asked: list[Product], named: list[Product]) -> bool:
     """Does one of `named` belong to the line of an asked product: a shared name word and no other model
-    number ("S8" or "PureAir Air Purifiers" for "S8 Pro" / "PureAir 500"; not "iPhone 15" for "iPhone 16")?
+    number ("K3" or "Brisa Fans" for "K3 Pro" / "Brisa 300"; not "Nova 15" for "Nova 16")?
     A page titled by the family covers all its variants when no page is titled by the variant itself."""
     for a in asked:
         core_a = a.core

@@ -56,7 +56,7 @@ class Query:
 
 def concept_match(wanted: frozenset[str], got: frozenset[str]) -> float:
     """The weighted share of the question's concepts that the text has, normalised by at least
-    `FULL_CONCEPT_WEIGHT`: sharing the one generic concept of "AirCrisp Pro 多少钱" (price) with a price list's
+    `FULL_CONCEPT_WEIGHT`: sharing only the generic concept of "<product> 多少钱" (price) with a price list's
     title is weak evidence that the price list answers it; sharing "return" with a return policy is strong."""
     total = max(FULL_CONCEPT_WEIGHT, sum(weight(c) for c in wanted))
     return sum(weight(c) for c in wanted & got) / total if wanted else 0.0
