@@ -44,6 +44,10 @@ _USER_SIDE = re.compile(
     re.I,
 )
 
+# How `summary.ExtractiveSummarizer` writes a folded round (here, so that summary.py may import this module).
+USER_LINE, ANSWER_LINE = "- The user asked:", "Answer:"
+PINNED_HEADER = "Pinned facts:"
+
 _ORDER = re.compile(r"(?<![A-Za-z0-9])(?=[A-Za-z0-9-]*\d)[A-Za-z]{0,4}-?\d[\dA-Za-z-]{5,}(?![A-Za-z0-9])")
 _PHONE = re.compile(r"(?<!\d)1[3-9]\d{9}(?!\d)|\+?\d{2,4}-\d{3,4}-\d{4}")
 _AMOUNT = re.compile(
@@ -113,6 +117,8 @@ _THRESHOLD_BEFORE = re.compile(
     re.I,
 )
 _THRESHOLD_AFTER = re.compile(r"^\s*(?:以上|及以上|起|或以上|\bor more\b|\band above\b|\band over\b)", re.I)
+
+_KIND_IDEAS = {"amount": {"@price"}, "duration": {"@time_limit"}}
 
 # Where a value's label stops: a clause mark, or another value.
 _CLAUSE = re.compile(r"[，,；;：:、。！!？?（）()\n]|\s-\s")
@@ -186,7 +192,21 @@ def _lines(memory: MemoryView) -> list[_Said]:
     said: list[_Said] = []
     if memory.summary:
         lines = [line.strip() for line in memory.summary.splitlines() if line.strip()]
-        said.extend(_Said(line, "summary", (i + 1) / (len(lines) + 1)) for i, line in enumerate(lines))
+        asked = ""
+        for i, line in enumerate(lines):
+            # The extractive summary says who said what; any other summary's lines may hold either side.
+            position = (i + 1) / (len(lines) + 1)
+            if line.startswith(PINNED_HEADER):
+                # One fact per entry, each with its label: read apart, like the lines they came from.
+                entries = [e.strip() for e in line.removeprefix(PINNED_HEADER).split("; ") if e.strip()]
+                said.extend(_Said(e, "summary", position + j * 1e-4) for j, e in enumerate(entries))
+            elif line.startswith(USER_LINE):
+                asked = line.removeprefix(USER_LINE).strip()
+                said.append(_Said(asked, "user", position))
+            elif line.startswith(ANSWER_LINE):
+                said.append(_Said(line.removeprefix(ANSWER_LINE).strip(), "assistant", position, asked))
+            else:
+                said.append(_Said(line, "summary", position))
     for i, r in enumerate(memory.rounds, start=1):
         said.append(_Said(r.user.content, "user", 2 * i))
         for line in r.assistant.content.splitlines():
@@ -296,7 +316,7 @@ def _values(kind: str, pattern: re.Pattern[str], line: str) -> list[_Value]:
     if kind == "product":
         # A sentence's own product first; the cited page's title ("（… 商品详情）") only when it names none.
         body, _, cited = line.rpartition("（") if line.endswith("）") else line.rpartition(" (")
-        named = _product_names(body or line) or (_product_names(cited) if body else [])
+        named = product_names(body or line) or (product_names(cited) if body else [])
         return [_Value(name, frozenset(), (), False) for name in named]
     matches = list(pattern.finditer(line))
     out: list[_Value] = []
@@ -310,19 +330,23 @@ def _values(kind: str, pattern: re.Pattern[str], line: str) -> list[_Value]:
         mark = _CLAUSE.search(after)
         after = after[: mark.start()] if mark else after
         words = terms(before)[-_LABEL_TERMS:] + terms(after)[:_LABEL_TERMS]
-        label = _content(" ".join(words)) | _quantities(before) | _quantities(after)
+        # Every amount is a price: the concept tells none of them apart.
+        label = (_content(" ".join(words)) | _quantities(before) | _quantities(after)) - _KIND_IDEAS.get(kind, set())
         threshold = bool(_THRESHOLD_BEFORE.search(before) or _THRESHOLD_AFTER.search(after))
         out.append(_Value(m.group().strip(), frozenset(label), tuple(words), threshold))
     return out
 
 
-def _product_names(text: str) -> list[str]:
+def product_names(text: str) -> list[str]:
     """Product names as a shop writes them: with a capital or a Chinese brand ("MacBook Air M3", "iPhone 16",
     "小米 15 Pro"), whole words only (not the "pro" of "processor")."""
     out: list[str] = []
     for p in products(text):
         at = text.find(p.text)
         whole = at >= 0 and not text[at + len(p.text) : at + len(p.text) + 1].isalpha()
+        # An order number or a standard's code ("XC2025…", "MIL-STD-810H") is not a product.
+        if re.search(r"\d{5}|[A-Z]+-[A-Z]+-", p.text):
+            continue
         if whole and (any(ch.isupper() for ch in p.text.split()[0]) or not p.text[0].isascii()):
             out.append(p.text)
     return out
@@ -341,7 +365,17 @@ def recall_answer(question: str, memory: MemoryView, lang: str) -> str | None:
     side = "assistant" if _ASSISTANT_SIDE.search(question) else "user" if _USER_SIDE.search(question) else ""
     if not side:
         side = "user" if kind is not None and kind[0] in ("order", "phone") else "assistant"
-    wanted = _content(question)
+    # What the question asks about, without the words that make it a recall ("你之前推荐的" is no topic).
+    topic = question
+    for cue in (_ASSISTANT_SIDE, _USER_SIDE, _RECALL_ZH, _RECALL_EN):
+        topic = cue.sub(" ", topic)
+    wanted = _content(topic)
+    # Whether the question names something beyond the kind of value ("典藏版多少钱", not just "价格是多少"):
+    # only then does a value's label weigh in choosing the line (else when it was said decides).
+    generic = _KIND_IDEAS.get(kind[0], set()) if kind else set()
+    topical = any(
+        not w.startswith("@") and len(w) > 1 and not {f"@{c}" for c in concepts(w)} <= generic for w in wanted
+    )
     first = _FIRST.search(question) is not None
     threshold = kind is not None and kind[0] == "amount" and _THRESHOLD_ASKED.search(question) is not None
     best: tuple[tuple[float, float], _Said, list[_Value]] | None = None
@@ -357,7 +391,7 @@ def recall_answer(question: str, memory: MemoryView, lang: str) -> str | None:
             continue
         if threshold and any(v.threshold for v in found):
             overlap += 1.5
-        if found and kind is not None and kind[0] != "product":
+        if found and topical and kind is not None and kind[0] != "product":
             overlap += 0.5 * max(v.fit(wanted, threshold) for v in found)
         # The side asked about first, then what the line shares with the question, then when it was said.
         key = (3.0 * (said.side in (side, "summary")) + overlap, -said.position if first else said.position)
