@@ -352,6 +352,12 @@ def product_names(text: str) -> list[str]:
     return out
 
 
+def _generic(word: str, generic: set[str]) -> bool:
+    """A word that only names the kind of value asked for ("价格" for an amount)."""
+    ideas = {f"@{c}" for c in concepts(word)}
+    return bool(ideas) and ideas <= generic
+
+
 def recall_answer(question: str, memory: MemoryView, lang: str) -> str | None:
     """The answer from memory, or None when the question is not about the conversation or memory holds
     nothing that answers it.
@@ -367,15 +373,14 @@ def recall_answer(question: str, memory: MemoryView, lang: str) -> str | None:
         side = "user" if kind is not None and kind[0] in ("order", "phone") else "assistant"
     # What the question asks about, without the words that make it a recall ("你之前推荐的" is no topic).
     topic = question
-    for cue in (_ASSISTANT_SIDE, _USER_SIDE, _RECALL_ZH, _RECALL_EN):
+    for cue in (_RECALL_ZH, _RECALL_EN, _ASSISTANT_SIDE, _USER_SIDE, _FIRST):
         topic = cue.sub(" ", topic)
     wanted = _content(topic)
     # Whether the question names something beyond the kind of value ("典藏版多少钱", not just "价格是多少"):
     # only then does a value's label weigh in choosing the line (else when it was said decides).
     generic = _KIND_IDEAS.get(kind[0], set()) if kind else set()
-    topical = any(
-        not w.startswith("@") and len(w) > 1 and not {f"@{c}" for c in concepts(w)} <= generic for w in wanted
-    )
+    topic_words = {w for w in wanted if not w.startswith("@") and len(w) > 1 and not _generic(w, generic)}
+    topical = bool(topic_words)
     first = _FIRST.search(question) is not None
     threshold = kind is not None and kind[0] == "amount" and _THRESHOLD_ASKED.search(question) is not None
     best: tuple[tuple[float, float], _Said, list[_Value]] | None = None
@@ -385,7 +390,7 @@ def recall_answer(question: str, memory: MemoryView, lang: str) -> str | None:
             continue
         own = wanted & _content(said.text)
         # The question an answer line answered tells what it was about, where the line does not say.
-        overlap = len(own) + 0.5 * len((wanted & _content(said.asked)) - own)
+        overlap = len(own) + 0.5 * len((topic_words & _content(said.asked)) - own)
         # With no value to look for, or a product "for students", the line must be about what is asked.
         if not overlap and (not kind or (kind[0] == "product" and wanted)):
             continue
