@@ -22,12 +22,14 @@ from rag_service.facts import VALUE_PATTERNS, Ask, attributes, products
 from rag_service.glossary import concepts
 
 _RECALL_ZH = re.compile(
-    r"(?:之前|刚才|刚刚|前面|上面|先前|早先|最开始|一开始|开始时|第一次|头一次|上次|前边|最早|开头)[^，。？?]{0,10}"
+    r"(?:之前|刚才|刚刚|前面|上面|先前|早先|最开始|一开始|开始时|第一次|头一次|上次|前边|最早|开头|上一条|上条|上一轮)"
+    r"[^，。？?]{0,10}"
     r"(?:说|提|报|讲|问|给|告诉|发|填|留|聊|推荐|算)"
-    r"|还记得|记得吗|记不记得|记住了吗|记住没|来着|是多少来着|我(?:报|说|给|留|提供|告诉你)的"
+    r"|刚(?:说|提|报|讲|问|推荐|给)|还记得|记得吗|记不记得|记住了吗|记住没|来着|是多少来着|我(?:报|说|给|留|提供|告诉你)的|再说一遍|再说一次|重复一下"
 )
 _RECALL_EN = re.compile(
     r"\bwhat (?:did|was it) (?:you|i) (?:say|said|tell|told|mention|give|quote|recommend|suggest)"
+    r"|\bdid (?:you|i) (?:say|mention|tell|quote|give|recommend|suggest)\b|\bwhat was my\b|\brepeat (?:the|that|what)\b"
     r"|\bwhich (?:one|model|product)? ?did you (?:recommend|suggest)"
     r"|\byou (?:said|told me|mentioned|quoted|gave me|recommended|suggested)\b|\bi (?:told you|mentioned|gave you|said|provided|gave)\b"
     r"|\bremember\b|\b(?:again|earlier|before)\s*\??\s*$|\bat the (?:start|beginning)\b|\b(?:the )?first (?:time|one you)\b",
@@ -35,12 +37,12 @@ _RECALL_EN = re.compile(
 )
 _FIRST = re.compile(r"第一次|头一次|最开始|一开始|最早|开头|\bfirst\b|\bat the (?:start|beginning)\b", re.I)
 _ASSISTANT_SIDE = re.compile(
-    r"你(?:们)?(?:之前|刚才|刚刚|前面|上面|第一次|最开始|一开始)?(?:说|讲|报|提|告诉|推荐|给)|客服说"
+    r"你(?:们)?(?:之前|刚才|刚刚|刚|前面|上面|第一次|最开始|一开始)?(?:说|讲|报|提|告诉|推荐|给)|客服说"
     r"|\byou (?:said|told|mentioned|quoted|gave|recommended|suggested)|\bdid you\b|\bwhat was it you\b",
     re.I,
 )
 _USER_SIDE = re.compile(
-    r"我(?:之前|刚才|刚刚|前面|第一次|最开始|一开始)?(?:说|报|给|留|提|提供|告诉)|\bi (?:said|told|mentioned|gave|provided)|\bdid i\b|\bmy\b",
+    r"我(?:之前|刚才|刚刚|刚|前面|第一次|最开始|一开始)?(?:说|报|给|留|提|提供|告诉)|\bi (?:said|told|mentioned|gave|provided)|\bdid i\b|\bmy\b",
     re.I,
 )
 
@@ -73,10 +75,15 @@ _PRODUCT_CUE = re.compile(
     re.I,
 )
 
+_DISCOUNT_CUE = re.compile(r"几折|折扣|优惠多少|打折|费率|利率|\bdiscount\b|\bpercent|\brate\b|\b% off\b", re.I)
+# A discount is said as a rate ("8 折", "5%") or as money off ("立减 300 元").
+_DISCOUNT = re.compile(f"{VALUE_PATTERNS[Ask.PERCENT].pattern}|{_AMOUNT.pattern}", re.I)
+
 _KINDS: list[tuple[str, re.Pattern[str], re.Pattern[str]]] = [
     ("order", re.compile(r"订单|单号|\border\b|\btracking\b", re.I), _ORDER),
     ("amount", _PRICE_CUE, _AMOUNT),
     ("duration", _DURATION_CUE, _DURATION),
+    ("discount", _DISCOUNT_CUE, _DISCOUNT),
     ("amount", re.compile(r"多少|\bminimum\b", re.I), _AMOUNT),
     ("product", _PRODUCT_CUE, _PRODUCT),
     ("phone", re.compile(r"电话|手机号|号码|联系方式|\bphone\b|\bnumber\b", re.I), _PHONE),
@@ -90,6 +97,7 @@ _NAMES = {
         "amount": "金额",
         "date": "日期",
         "duration": "时长",
+        "discount": "优惠",
         "product": "产品",
     },
     "en": {
@@ -98,6 +106,7 @@ _NAMES = {
         "amount": "amount",
         "date": "date",
         "duration": "duration",
+        "discount": "discount",
         "product": "product",
     },
 }

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from rag_core.settings import MemorySettings, PromptSettings
 from rag_core.tokens import TokenCounter
 from rag_service.domain import MemoryView, Message, Round
 from rag_service.prompt import OPEN_SUMMARY
-from rag_service.recall import recall_answer
+from rag_service.recall import is_recall, recall_answer
 from rag_service.summary import PINNED_HEADER, ExtractiveSummarizer, pin_facts
 from rag_service.testing.fake_llm import FakeLLM, message_text, scripted
 from tests.conftest import AppClient
@@ -73,6 +75,37 @@ def test_which_one_did_you_recommend_is_the_product_named_in_that_answer() -> No
     # A code that only looks like a model name is not a product.
     codes = _memory(("耐用吗", "- 通过 MIL-STD-810H 军标测试，订单 QX20251101 可查。"))
     assert recall_answer("你刚才说耐用测试的是哪一款？", codes, "zh") is None
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "你们刚说的运费是多少？",
+        "How much did you say the case costs?",
+        "你上一条回复里说的金额是多少",
+        "Can you repeat the price?",
+        "When did you say it ships?",
+        "那个价格再说一遍",
+    ],
+)
+def test_questions_about_what_was_said_are_recall(question: str) -> None:
+    assert is_recall(question)
+
+
+@pytest.mark.parametrize(
+    "question", ["刚买的手机能退吗", "我刚收到货屏幕有问题想问下", "How do I repeat an order?", "Is the discount 8%?"]
+)
+def test_questions_about_the_shop_are_not_recall(question: str) -> None:
+    assert not is_recall(question)
+
+
+def test_a_discount_is_recalled_as_a_rate_or_as_money_off() -> None:
+    memory = _memory(
+        ("学生买平板有优惠吗", "- 学生购买平板享 9 折，配件另减 50 元。"),
+        ("会员呢", "- 金卡会员购买平板可叠加 95 折。"),
+    )
+    rate = _recall("你刚才说学生买平板打几折来着？", memory)
+    assert "9 折" in rate.split("（")[0] and "95" not in rate.split("（")[0]
 
 
 ZETA = [
