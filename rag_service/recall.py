@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from rag_core.lexical import terms
 from rag_service.domain import MemoryView
-from rag_service.facts import VALUE_PATTERNS, Ask, attributes, products
+from rag_service.facts import BASE_WORDS, VALUE_PATTERNS, Ask, attributes, product_fit, products
 from rag_service.glossary import concepts
 
 _RECALL_ZH = re.compile(
@@ -55,7 +55,18 @@ _PHONE = re.compile(r"(?<!\d)1[3-9]\d{9}(?!\d)|\+?\d{2,4}-\d{3,4}-\d{4}")
 _AMOUNT = re.compile(
     r"(?:[¥￥$]|\b(?:RMB|CNY|USD)\s?)\d[\d,]*(?:\.\d+)?|\d[\d,]*(?:\.\d+)?\s?(?:万元|元|块|yuan\b|RMB\b|CNY\b)", re.I
 )
-_DATE = re.compile(r"\d{4}[-/年]\d{1,2}[-/月]\d{1,2}日?|\d{1,2}月\d{1,2}[日号]|\b\w+ \d{1,2}, \d{4}\b")
+_DATE = re.compile(
+    r"\d{4}\s?[-/年]\s?\d{1,2}\s?[-/月]\s?\d{1,2}\s?[日号]?|\d{1,2}\s?月\s?\d{1,2}\s?[日号]|\b\w+ \d{1,2}, \d{4}\b|(?<!\d)\d{1,2}\s?号"
+    r"|(?:下|这|本)?(?:周|星期)[一二三四五六日天]|\b(?:next |this )?(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b"
+    r"|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s\d{1,2}(?:st|nd|rd|th)?\b|\b\d{1,2}(?:st|nd|rd|th)?\s(?:of\s)?(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b",
+    re.I,
+)
+# A price the customer quotes may come without a currency ("别家卖 3299"): a bare number of 3+ digits that
+# is no model number, size or identifier, looked for only when no line has an amount with a currency.
+_BARE_AMOUNT = re.compile(
+    r"(?<![\w.+-])\d{1,3}(?:,\d{3})+(?![\w.%+-])|(?<![\w.+-])\d{3,6}(?:\.\d+)?(?![\w.%+-]|\s?(?:GB|TB|mAh|W|Hz|英寸|寸|克|千克|升|匹|号|年|月|日|天|期|分|个|台|次|%))",
+    re.I,
+)
 _DURATION = VALUE_PATTERNS[Ask.DURATION]
 # A product is a value like any other, found by `facts.products` (see `_values`).
 _PRODUCT = re.compile(r"(?!)")
@@ -87,7 +98,7 @@ _KINDS: list[tuple[str, re.Pattern[str], re.Pattern[str]]] = [
     ("amount", re.compile(r"多少|\bminimum\b", re.I), _AMOUNT),
     ("product", _PRODUCT_CUE, _PRODUCT),
     ("phone", re.compile(r"电话|手机号|号码|联系方式|\bphone\b|\bnumber\b", re.I), _PHONE),
-    ("date", re.compile(r"日期|哪天|几号|什么时候|\bdate\b|\bwhen\b", re.I), _DATE),
+    ("date", re.compile(r"日期|哪天|哪一天|几号|几月几|什么时候|\bdate\b|\bwhen\b|\bwhat day\b", re.I), _DATE),
 ]
 
 _NAMES = {
@@ -393,13 +404,22 @@ def recall_answer(question: str, memory: MemoryView, lang: str) -> str | None:
     first = _FIRST.search(question) is not None
     threshold = kind is not None and kind[0] == "amount" and _THRESHOLD_ASKED.search(question) is not None
     best: tuple[tuple[float, float], _Said, list[_Value]] | None = None
-    for said in _lines(memory):
+    lines = _lines(memory)
+    if kind and kind[0] == "amount" and not any(kind[1].search(said.text) for said in lines):
+        kind = ("amount", _BARE_AMOUNT)
+    asked_products = list(products(topic))
+    base_model = BASE_WORDS.search(question) is not None
+    for said in lines:
         found = _values(kind[0], kind[1], said.text) if kind else []
         if kind and not found:
             continue
         own = wanted & _content(said.text)
         # The question an answer line answered tells what it was about, where the line does not say.
         overlap = len(own) + 0.5 * len((topic_words & _content(said.asked)) - own)
+        # "S8 多少钱" is not answered by the line about the S8 Pro, though both say "S8".
+        fit = product_fit(asked_products, base_model, list(products(said.text)))
+        if fit is not None:
+            overlap += 2.0 * fit - 1.0
         # With no value to look for, or a product "for students", the line must be about what is asked.
         if not overlap and (not kind or (kind[0] == "product" and wanted)):
             continue

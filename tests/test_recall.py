@@ -108,6 +108,28 @@ def test_a_discount_is_recalled_as_a_rate_or_as_money_off() -> None:
     assert "9 折" in rate.split("（")[0] and "95" not in rate.split("（")[0]
 
 
+def test_a_sibling_model_s_line_does_not_answer_for_the_model_named() -> None:
+    memory = _memory(
+        ("扫地机多少钱", "- Orbit V5 售价 1999 元。（Orbit V5 商品详情）"),
+        ("Pro 呢", "- Orbit V5 Pro 售价 2599 元。（Orbit V5 Pro 商品详情）"),
+    )
+    base = _recall("你前面说 Orbit V5 多少钱？", memory)
+    assert "1999" in base.split("（")[0] and "2599" not in base.split("（")[0]
+    assert "2599" in _recall("你前面说 Orbit V5 Pro 多少钱？", memory).split("（")[0]
+
+
+def test_what_the_customer_said_is_found_without_a_currency_or_in_spaced_dates() -> None:
+    memory = _memory(
+        ("别的店卖 3,299，你们能便宜点吗？型号是 K9 256GB", "- 本店售价以页面为准。"),
+        ("我想 6 月 18 日 送到，可以吗", "- 可以预约配送时间。"),
+        ("好的", "- 好的，已记录。"),
+    )
+    quoted = _recall("我刚才说别的店卖多少来着？", memory)
+    assert "3,299" in quoted.split("（")[0] and "256" not in quoted.split("（")[0]
+    day = _recall("我之前说想哪天送到？", memory)
+    assert "6 月 18 日" in day.split("（")[0]
+
+
 ZETA = [
     (
         "Zeta 14 多少钱",
