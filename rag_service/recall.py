@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from rag_core.lexical import terms
 from rag_service.domain import MemoryView
 from rag_service.facts import BASE_WORDS, VALUE_PATTERNS, Ask, attributes, product_fit, products
-from rag_service.glossary import concepts
+from rag_service.glossary import ASPECTS, concepts
 
 _RECALL_ZH = re.compile(
     r"(?:之前|刚才|刚刚|前面|上面|先前|早先|最开始|一开始|开始时|第一次|头一次|上次|前边|最早|开头|上一条|上条|上一轮)"
@@ -62,9 +62,10 @@ _DATE = re.compile(
     re.I,
 )
 # A price the customer quotes may come without a currency ("别家卖 3299"): a bare number of 3+ digits that
-# is no model number, size or identifier, looked for only when no line has an amount with a currency.
+# is no model number, size or identifier, looked for when no line on the side asked about has a currency.
 _BARE_AMOUNT = re.compile(
-    r"(?<![\w.+-])\d{1,3}(?:,\d{3})+(?![\w.%+-])|(?<![\w.+-])\d{3,6}(?:\.\d+)?(?![\w.%+-]|\s?(?:GB|TB|mAh|W|Hz|英寸|寸|克|千克|升|匹|号|年|月|日|天|期|分|个|台|次|%))",
+    _AMOUNT.pattern
+    + r"|(?<![\w.+-])\d{1,3}(?:,\d{3})+(?![\w.%+-])|(?<![\w.+-])\d{3,6}(?:\.\d+)?(?![\w.%+-]|\s?(?:GB|TB|mAh|W|Hz|英寸|寸|克|千克|升|匹|号|年|月|日|天|期|分|个|台|次|%))",
     re.I,
 )
 _DURATION = VALUE_PATTERNS[Ask.DURATION]
@@ -318,16 +319,15 @@ class _Value:
     threshold: bool  # the amount a condition names ("满 10000 元")
 
     def fit(self, wanted: set[str], threshold: bool) -> float:
-        """How well the value's label fits the question: what they share, less what the label names that the
-        question does not ask about ("顶盖更换价格 1680 元" is not the price of the model asked about)."""
-        extra = sum(1 for w in self.words if _names_more(w, wanted))
-        return len(wanted & self.label) + (2.0 if threshold and self.threshold else 0.0) - 0.25 * min(extra, 4)
+        """How well the value's label fits the question: what they share, less the sub-topics it names that
+        the question does not ask about ("顶盖更换价格 1680 元" is not the price of the model asked about)."""
+        extra = len(_aspects(self.label) - wanted)
+        return len(wanted & self.label) + (2.0 if threshold and self.threshold else 0.0) - 0.5 * min(extra, 2)
 
 
-def _names_more(word: str, wanted: set[str]) -> bool:
-    if word in wanted or word.isdigit() or len(word) < 2 or (word.isascii() and len(word) < 3):
-        return False
-    return not any(f"@{c}" in wanted for c in concepts(word))
+def _aspects(content: set[str] | frozenset[str]) -> set[str]:
+    """The sub-topics (repair, shipping, trade-in ...) among a text's concepts."""
+    return {w for w in content if w.startswith("@") and w[1:] in ASPECTS}
 
 
 def _values(kind: str, pattern: re.Pattern[str], line: str) -> list[_Value]:
@@ -405,24 +405,34 @@ def recall_answer(question: str, memory: MemoryView, lang: str) -> str | None:
     threshold = kind is not None and kind[0] == "amount" and _THRESHOLD_ASKED.search(question) is not None
     best: tuple[tuple[float, float], _Said, list[_Value]] | None = None
     lines = _lines(memory)
-    if kind and kind[0] == "amount" and not any(kind[1].search(said.text) for said in lines):
-        kind = ("amount", _BARE_AMOUNT)
+    if kind and kind[0] == "amount":
+        # A customer's price may come without a currency: on the side asked about, when no line there has one.
+        asked_side = [said for said in lines if said.side in (side, "summary")]
+        if not any(kind[1].search(said.text) for said in asked_side):
+            kind = ("amount", _BARE_AMOUNT)
     asked_products = list(products(topic))
     base_model = BASE_WORDS.search(question) is not None
+    # Words that only name the kind of value ("价格" ~ "售价") are the concept, not a match of their own.
+    matchable = {w for w in wanted if not _generic(w, generic)}
+    wanted_aspects = _aspects(wanted)
     for said in lines:
         found = _values(kind[0], kind[1], said.text) if kind else []
         if kind and not found:
             continue
-        own = wanted & _content(said.text)
+        content = _content(said.text)
+        own = matchable & content
         # The question an answer line answered tells what it was about, where the line does not say.
         overlap = len(own) + 0.5 * len((topic_words & _content(said.asked)) - own)
+        # With no value to look for, or a product "for students", the line must be about what is asked.
+        if not overlap and (not kind or (kind[0] == "product" and wanted)):
+            continue
         # "S8 多少钱" is not answered by the line about the S8 Pro, though both say "S8".
         fit = product_fit(asked_products, base_model, list(products(said.text)))
         if fit is not None:
             overlap += 2.0 * fit - 1.0
-        # With no value to look for, or a product "for students", the line must be about what is asked.
-        if not overlap and (not kind or (kind[0] == "product" and wanted)):
-            continue
+        if kind is not None:
+            # A line about a sub-topic the question does not raise (a repair price for "多少钱") answers another.
+            overlap -= 0.75 * min(2, len(_aspects(content) - wanted_aspects))
         if threshold and any(v.threshold for v in found):
             overlap += 1.5
         if found and topical and kind is not None and kind[0] != "product":
