@@ -128,6 +128,13 @@ def test_what_the_customer_said_is_found_without_a_currency_or_in_spaced_dates()
     assert "3,299" in quoted.split("（")[0] and "256" not in quoted.split("（")[0]
     day = _recall("我之前说想哪天送到？", memory)
     assert "6 月 18 日" in day.split("（")[0]
+    # The assistant's prices have a currency, the customer's does not: the customer's is the one asked for.
+    quoted = _memory(
+        ("I saw the Orbit V5 256GB for 8,799 at another shop. Your price?", "- The 256GB model costs ¥9699."),
+        ("And delivery?", "- Delivery is free over ¥99."),
+    )
+    other = _recall("What price did I say the other shop had?", quoted)
+    assert "8,799" in other.split("(")[0] and "9699" not in other.split("(")[0]
 
 
 ZETA = [
