@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from rag_core.lexical import terms
 from rag_service.domain import MemoryView
-from rag_service.facts import BASE_WORDS, VALUE_PATTERNS, Ask, attributes, product_fit, products
+from rag_service.facts import BASE_WORDS, VALUE_PATTERNS, Ask, Product, attributes, product_fit, products
 from rag_service.glossary import ASPECTS, concepts
 
 _RECALL_ZH = re.compile(
@@ -357,6 +357,11 @@ def _values(kind: str, pattern: re.Pattern[str], line: str) -> list[_Value]:
     return out
 
 
+def _products(text: str) -> list[Product]:
+    names = set(product_names(text))
+    return [p for p in products(text) if p.text in names]
+
+
 def product_names(text: str) -> list[str]:
     """Product names as a shop writes them: with a capital or a Chinese brand ("MacBook Air M3", "iPhone 16",
     "小米 15 Pro"), whole words only (not the "pro" of "processor")."""
@@ -403,14 +408,14 @@ def recall_answer(question: str, memory: MemoryView, lang: str) -> str | None:
     topical = bool(topic_words)
     first = _FIRST.search(question) is not None
     threshold = kind is not None and kind[0] == "amount" and _THRESHOLD_ASKED.search(question) is not None
-    best: tuple[tuple[float, float], _Said, list[_Value]] | None = None
+    best: tuple[tuple[float, float], _Said, list[_Value], bool] | None = None
     lines = _lines(memory)
     if kind and kind[0] == "amount":
         # A customer's price may come without a currency: on the side asked about, when no line there has one.
         asked_side = [said for said in lines if said.side in (side, "summary")]
         if not any(kind[1].search(said.text) for said in asked_side):
             kind = ("amount", _BARE_AMOUNT)
-    asked_products = list(products(topic))
+    asked_products = _products(topic)
     base_model = BASE_WORDS.search(question) is not None
     # Words that only name the kind of value ("价格" ~ "售价") are the concept, not a match of their own.
     matchable = {w for w in wanted if not _generic(w, generic)}
@@ -427,7 +432,10 @@ def recall_answer(question: str, memory: MemoryView, lang: str) -> str | None:
         if not overlap and (not kind or (kind[0] == "product" and wanted)):
             continue
         # "S8 多少钱" is not answered by the line about the S8 Pro, though both say "S8".
-        fit = product_fit(asked_products, base_model, list(products(said.text)))
+        named = _products(said.text)
+        fit = product_fit(asked_products, base_model, named)
+        # A line that names only other models than the one asked about ("MacBook" may be the MacBook Air).
+        about = fit != 0 or any(a.tokens <= n.tokens for a in asked_products for n in named)
         if fit is not None:
             overlap += 2.0 * fit - 1.0
         if kind is not None:
@@ -440,10 +448,14 @@ def recall_answer(question: str, memory: MemoryView, lang: str) -> str | None:
         # The side asked about first, then what the line shares with the question, then when it was said.
         key = (3.0 * (said.side in (side, "summary")) + overlap, -said.position if first else said.position)
         if best is None or key > best[0]:
-            best = (key, said, found)
+            best = (key, said, found, about)
     if best is None:
         return None
-    _, said_line, found = best
+    _, said_line, found, about = best
+    if not about:
+        # Memory holds nothing about it (the earlier answer was about another model, or about something
+        # else): the knowledge base answers instead.
+        return None
     values = _pick(question, wanted, threshold, found)
     quote = said_line.text if len(said_line.text) <= 160 else said_line.text[:160] + "…"
     if lang == "zh":

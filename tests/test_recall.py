@@ -109,13 +109,18 @@ def test_a_discount_is_recalled_as_a_rate_or_as_money_off() -> None:
 
 
 def test_a_sibling_model_s_line_does_not_answer_for_the_model_named() -> None:
-    memory = _memory(
+    memory_rounds = [
         ("扫地机多少钱", "- Orbit V5 售价 1999 元。（Orbit V5 商品详情）"),
         ("Pro 呢", "- Orbit V5 Pro 售价 2599 元。（Orbit V5 Pro 商品详情）"),
-    )
+    ]
+    memory = _memory(*memory_rounds)
     base = _recall("你前面说 Orbit V5 多少钱？", memory)
     assert "1999" in base.split("（")[0] and "2599" not in base.split("（")[0]
     assert "2599" in _recall("你前面说 Orbit V5 Pro 多少钱？", memory).split("（")[0]
+    # Only the sibling's price was said: memory cannot answer, the knowledge base does.
+    assert recall_answer("你前面说 Orbit V5 Max 多少钱？", memory, "zh") is None
+    # A shorter name of the model is no other model.
+    assert "1999" in _recall("你前面说 Orbit 多少钱？", _memory(memory_rounds[0])).split("（")[0]
 
 
 def test_what_the_customer_said_is_found_without_a_currency_or_in_spaced_dates() -> None:
