@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from rag_core.lexical import terms
 from rag_service.domain import MemoryView
-from rag_service.facts import BASE_WORDS, VALUE_PATTERNS, Ask, Product, attributes, product_fit, products
+from rag_service.facts import BASE_WORDS, VALUE_PATTERNS, VARIANT_WORDS, Ask, Product, attributes, product_fit, products
 from rag_service.glossary import ASPECTS, concepts
 
 _RECALL_ZH = re.compile(
@@ -29,7 +29,8 @@ _RECALL_ZH = re.compile(
 )
 _RECALL_EN = re.compile(
     r"\bwhat (?:did|was it) (?:you|i) (?:say|said|tell|told|mention|give|quote|recommend|suggest)"
-    r"|\bdid (?:you|i) (?:say|mention|tell|quote|give|recommend|suggest)\b|\bwhat was my\b|\brepeat (?:the|that|what)\b"
+    r"|\bdid you (?:say|mention|tell|quote|give|recommend|suggest|promise|offer)\b|\bdid i (?:say|mention|tell|give|ask|want|request|choose|pick|book)\b"
+    r"|\bwhat was my\b|\brepeat (?:the|that|what)\b|\bremind me\b"
     r"|\bwhich (?:one|model|product)? ?did you (?:recommend|suggest)"
     r"|\byou (?:said|told me|mentioned|quoted|gave me|recommended|suggested)\b|\bi (?:told you|mentioned|gave you|said|provided|gave)\b"
     r"|\bremember\b|\b(?:again|earlier|before)\s*\??\s*$|\bat the (?:start|beginning)\b|\b(?:the )?first (?:time|one you)\b",
@@ -144,6 +145,7 @@ _KIND_IDEAS = {"amount": {"@price"}, "duration": {"@time_limit"}}
 # Where a value's label stops: a clause mark, or another value.
 _CLAUSE = re.compile(r"[，,；;：:、。！!？?（）()\n]|\s-\s")
 _LABEL_TERMS = 4
+_CONNECTIVE = re.compile(r"\b(?:and|or|but|while|whereas|vs\.?)\b|和|而|以及|或者|与", re.I)
 
 # "一年" and "1 年", "two years" and "2 years": a counted unit is one token whatever the spelling.
 _ZH_DIGITS = {"一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9, "十": 10}
@@ -230,10 +232,25 @@ def _lines(memory: MemoryView) -> list[_Said]:
                 said.append(_Said(line, "summary", position))
     for i, r in enumerate(memory.rounds, start=1):
         said.append(_Said(r.user.content, "user", 2 * i))
-        for line in r.assistant.content.splitlines():
-            if line.strip() and not line.startswith("[extractive answer"):
-                said.append(_Said(line.strip(), "assistant", 2 * i + 1, r.user.content))
+        answer = [line.strip() for line in r.assistant.content.splitlines() if line.strip()]
+        for j, line in enumerate(answer):
+            if line.startswith("[extractive answer") or _digest(line, answer[:j] + answer[j + 1 :]):
+                continue
+            said.append(_Said(line, "assistant", 2 * i + 1, r.user.content))
     return said
+
+
+def _digest(line: str, others: list[str]) -> bool:
+    """A heading over figures the answer states again below ("Key figures: ¥1,299; 12 months"): its
+    numbers say nothing the other lines do not, with what they are about."""
+    head, sep, rest = line.partition(":") if ":" in line else line.partition("：")
+    numbers = re.findall(r"\d[\d,.]*", rest)
+    words = [t for t in terms(rest) if not t[0].isdigit()]
+    # Only figures after the heading (a unit each at most), never a sentence ("金卡会员：满 10000 元即可升级").
+    if not sep or not numbers or len(terms(head)) > 3 or len(words) > len(numbers):
+        return False
+    elsewhere = " ".join(others)
+    return all(n in elsewhere for n in numbers)
 
 
 _RECALL_WORDS = frozenset(
@@ -322,7 +339,10 @@ class _Value:
         """How well the value's label fits the question: what they share, less the sub-topics it names that
         the question does not ask about ("顶盖更换价格 1680 元" is not the price of the model asked about)."""
         extra = len(_aspects(self.label) - wanted)
-        return len(wanted & self.label) + (2.0 if threshold and self.threshold else 0.0) - 0.5 * min(extra, 2)
+        # "Breeze 12 costs ¥1,299 and the Breeze 12 Max costs ¥1,899": a variant word not asked about.
+        variants = len({w for w in self.words if w in VARIANT_WORDS} - wanted)
+        shared = len(wanted & self.label)
+        return shared + (2.0 if threshold and self.threshold else 0.0) - 0.5 * min(extra, 2) - variants
 
 
 def _aspects(content: set[str] | frozenset[str]) -> set[str]:
@@ -335,8 +355,8 @@ def _values(kind: str, pattern: re.Pattern[str], line: str) -> list[_Value]:
     before it (the last few), and those after it up to the next."""
     if kind == "product":
         # A sentence's own product first; the cited page's title ("（… 商品详情）") only when it names none.
-        body, _, cited = line.rpartition("（") if line.endswith("）") else line.rpartition(" (")
-        named = product_names(body or line) or (product_names(cited) if body else [])
+        body = _body(line)
+        named = product_names(body) or (product_names(line[len(body) :]) if body != line else [])
         return [_Value(name, frozenset(), (), False) for name in named]
     matches = list(pattern.finditer(line))
     out: list[_Value] = []
@@ -347,14 +367,28 @@ def _values(kind: str, pattern: re.Pattern[str], line: str) -> list[_Value]:
         marks = list(_CLAUSE.finditer(before))
         before = before[marks[-1].end() :] if marks else before
         after = line[m.end() : end]
-        mark = _CLAUSE.search(after)
+        # What follows a value belongs to it up to a clause mark, or a connective before the next value
+        # ("¥1,299 and the Max costs ¥1,899": "Max" is the next value's).
+        mark = _CLAUSE.search(after) or (_CONNECTIVE.search(after) if i + 1 < len(matches) else None)
         after = after[: mark.start()] if mark else after
+        if i and not before.strip(" ,，、") and out:
+            # "Saturday, July 6": a value right after another shares its label.
+            out.append(_Value(m.group().strip(), out[-1].label, out[-1].words, out[-1].threshold))
+            continue
         words = terms(before)[-_LABEL_TERMS:] + terms(after)[:_LABEL_TERMS]
         # Every amount is a price: the concept tells none of them apart.
         label = (_content(" ".join(words)) | _quantities(before) | _quantities(after)) - _KIND_IDEAS.get(kind, set())
         threshold = bool(_THRESHOLD_BEFORE.search(before) or _THRESHOLD_AFTER.search(after))
         out.append(_Value(m.group().strip(), frozenset(label), tuple(words), threshold))
     return out
+
+
+def _body(line: str) -> str:
+    """A quoted line without the page it cites at its end ("…售价 7999 元。（iPhone 16 Pro 商品详情）")."""
+    for opening, closing in (("（", "）"), (" (", ")")):
+        if line.endswith(closing) and opening in line:
+            return line[: line.rindex(opening)].rstrip() or line
+    return line
 
 
 def _products(text: str) -> list[Product]:
@@ -439,8 +473,9 @@ def recall_answer(question: str, memory: MemoryView, lang: str) -> str | None:
         if fit is not None:
             overlap += 2.0 * fit - 1.0
         if kind is not None:
-            # A line about a sub-topic the question does not raise (a repair price for "多少钱") answers another.
-            overlap -= 0.75 * min(2, len(_aspects(content) - wanted_aspects))
+            # A line about a sub-topic the question does not raise (a repair price for "15 英寸价格") answers
+            # another question; what the line says counts, not the title of the page it cites.
+            overlap -= 0.75 * min(2, len(_aspects(_content(_body(said.text))) - wanted_aspects))
         if threshold and any(v.threshold for v in found):
             overlap += 1.5
         if found and topical and kind is not None and kind[0] != "product":

@@ -142,6 +142,23 @@ def test_what_the_customer_said_is_found_without_a_currency_or_in_spaced_dates()
     assert "8,799" in other.split("(")[0] and "9699" not in other.split("(")[0]
 
 
+def test_values_in_one_english_sentence_and_a_figures_heading() -> None:
+    marker = "[extractive answer, no LLM configured] "
+    memory = _memory(
+        (
+            "How much is the Aero 7 fan?",
+            marker
+            + "From the knowledge base:\nKey figures: ¥399\n- The Aero 7 costs ¥399 and the Aero 7 Max costs ¥599.",
+        ),
+        ("I want it delivered on Friday, May 9.", "- Weekday delivery is available."),
+    )
+    base = _recall("How much did you say the Aero 7 costs?", memory)
+    assert "¥399" in base.split("(")[0] and "¥599" not in base.split("(")[0] and "Key figures" not in base
+    assert "¥599" in _recall("Remind me what the Max version costs?", memory).split("(")[0]
+    day = _recall("What day did I want it delivered?", memory)
+    assert "Friday" in day.split("(")[0] and "May 9" in day.split("(")[0]
+
+
 ZETA = [
     (
         "Zeta 14 多少钱",
