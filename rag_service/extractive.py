@@ -21,10 +21,11 @@ import re
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from rag_core.lexical import terms
-from rag_core.text import LIST_MARK, is_heading, language, split_sentences
+from rag_core.text import HAN_CLASS, LIST_MARK, is_heading, language, split_sentences
 from rag_service.domain import Chunk, GenerationInput
 from rag_service.facts import (
     BASE_WORDS,
@@ -33,6 +34,7 @@ from rag_service.facts import (
     Product,
     attribute_fit,
     attributes,
+    has_value,
     product_fit,
     products,
     question_asks,
@@ -122,30 +124,57 @@ class Question:
     attrs: dict[str, set[str]]
     words: frozenset[str]
     ideas: frozenset[str]
+    # Concepts of the previous question the current one leaves implicit ("how much is that service?").
+    context: frozenset[str] = frozenset()
 
     @classmethod
-    def parse(cls, question: str, query: str) -> Question:
+    def parse(cls, question: str, query: str, previous: str = "") -> Question:
         # The rewritten query carries what a follow-up leaves out ("那它的保修期呢" -> the product); the
-        # question as asked decides the language and the type.
+        # question as asked decides the language and the type. `previous` is the customer's question
+        # before this one: "256GB 的呢" after "回收价多少" asks for the same kind of value.
         both = f"{query} {question}" if query and query != question else question
+        asks = question_asks(question) or question_asks(both)
+        if not asks and previous and _FOLLOW_UP.search(question):
+            asks = [a for a in question_asks(previous) if a is not Ask.YESNO]
+        if not asks and has_value(question, Ask.DURATION):
+            asks = [Ask.DURATION]  # "what if it breaks after 10 days?": the time limit that applies
+        ideas = concepts(both)
         return cls(
             text=question,
             lang=language(question),
-            asks=tuple(question_asks(question) or question_asks(both)),
+            asks=tuple(asks),
             named=products(query or question) or products(question),
             base_model=BASE_WORDS.search(question) is not None,
             attrs=attributes(question) or attributes(query),
-            words=frozenset(terms(both)),
-            ideas=concepts(both),
+            words=frozenset(_stems(terms(both))),
+            ideas=ideas,
+            context=concepts(previous) - ideas if previous and query != question else frozenset(),
         )
+
+
+# A question that leans on the one before: "那 256G 的呢", "and the blue one?", "what about in Europe?".
+_FOLLOW_UP = re.compile(r"呢[？?]?\s*$|^\s*(?:那|那么)|^\s*(?:and|what about|how about)\b", re.I)
+
+
+def _stems(words: Sequence[str] | set[str]) -> set[str]:
+    """English plurals folded ("keyboards" ~ "keyboard", "installments" ~ "installment"); other words kept."""
+    out: set[str] = set()
+    for w in words:
+        if w.isascii() and len(w) > 4 and w.endswith("s") and not w.endswith("ss"):
+            w = w[:-3] + "y" if w.endswith("ies") else w[:-1]
+        out.add(w)
+    return out
 
 
 def _context_products(c: Candidate, q: Question) -> list[Product]:
     """The products a sentence is about: those it names that touch the question's, else its section's,
     else its document's."""
-    own = [p for p in products(c.text) if any(p.core & a.core for a in q.named)]
+    named_here = products(c.text)
+    own = [p for p in named_here if any(p.core & a.core for a in q.named)]
     if own:
         return own
+    if named_here and c.text.startswith(named_here[0].text):
+        return [named_here[0]]  # a row that starts with another model ("Nova 7 128GB：完好 900 元")
     for text in (c.section, c.chunk.title):
         named = list(products(text)) if text else []
         if named:
@@ -159,7 +188,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     named_words = {t for p in q.named for t in terms(p.text)}
     asked_words = q.words - named_words
     for c in candidates:
-        c.words = (set(terms(c.text)) | set(terms(c.section))) - set(terms(c.chunk.title)) - named_words
+        c.words = _stems(set(terms(c.text)) | set(terms(c.section))) - _stems(terms(c.chunk.title)) - named_words
         c.ideas = concepts(f"{c.section} {c.text}")
     n = len(candidates)
     df: Counter[str] = Counter(t for c in candidates for t in c.words)
@@ -176,9 +205,16 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         # How much of what the question says the sentence covers: its words (rarer ones weigh more) and
         # its concepts. In the question's language they are mostly the same evidence ("warranty" is both),
         # across languages only concepts match: the larger coverage counts, the other a little.
-        by_words = sum(idf[t] for t in asked_words & c.words) / words_total if words_total else 0.0
+        shared = asked_words & c.words
+        by_words = sum(idf[t] for t in shared)
+        # A Chinese word written another way ("专票" ~ "专用发票", "碎了" ~ "碎裂") shares its characters.
+        by_words += 0.5 * sum(idf[t] for t in asked_words - shared if _HAN_WORD.fullmatch(t) and _chars_in(t, c))
+        by_words = by_words / words_total if words_total else 0.0
         by_ideas = coverage(q.ideas, c.ideas)
         score = 0.1 + max(by_words, by_ideas) + 0.25 * min(by_words, by_ideas)
+        if q.context:
+            # What the previous question was about still counts a little ("that service" = its topic).
+            score *= 1 + 0.3 * coverage(q.context, c.ideas)
         page_ideas = concepts(c.chunk.title) | c.ideas
         # A sentence about a sub-topic the question never raises (a repair price for "how much is it")
         # answers another question; one on a page that lacks the sub-topic asked ("国际运费" on the domestic
@@ -198,6 +234,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
                 score *= 1.3 if fits else 1.0
             else:
                 score *= 2.2 if fits else 0.3
+            if primary in section_asks(c.section):
+                score *= 1.5  # under "退款多久到账" / "Delivery times": the heading asks this question
             if primary is Ask.SPEC:
                 # "内存多大" wants gigabytes, "多重" a weight: the unit of the concept asked about.
                 units = [_SPEC_UNITS[i] for i in q.ideas if i in _SPEC_UNITS]
@@ -218,6 +256,19 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             # "What is your return policy?": a page states its main rule first.
             score *= 1 + 0.5 / (1 + c.chunk.index)
         c.score = score / (1 + 0.12 * c.rank)
+
+
+_HAN_WORD = re.compile(f"{HAN_CLASS}{{2,4}}")
+
+
+def _chars_in(word: str, c: Candidate) -> bool:
+    return all(ch in c.text or ch in c.section for ch in word)
+
+
+@lru_cache(maxsize=4096)
+def section_asks(section: str) -> frozenset[Ask]:
+    """The question a heading answers ("五、退款多久到账" -> a duration, "开具时间" -> a date)."""
+    return frozenset(question_asks(section)) - {Ask.YESNO, Ask.HOWTO} if section else frozenset()
 
 
 _HOWTO_HEADING = re.compile(
@@ -380,7 +431,8 @@ class ExtractiveGenerator:
         candidates = sentences_of(turn.chunks)
         if not candidates:
             return f"{MARKER} {empty}"
-        q = Question.parse(turn.question, turn.query)
+        rounds = turn.memory.rounds if turn.memory is not None else ()
+        q = Question.parse(turn.question, turn.query, rounds[-1].user.content if rounds else "")
         score_candidates(q, candidates)
         ranked = sorted(candidates, key=lambda c: (-c.score, c.rank, c.order))
         picked = _pick(q, ranked, self.max_sentences)
