@@ -41,7 +41,7 @@ from rag_service.facts import (
     shows,
     values,
 )
-from rag_service.glossary import ASPECTS, concepts, coverage
+from rag_service.glossary import ASPECTS, GENERIC, concepts, coverage
 from rag_service.recall import recall_answer
 
 ChatMessages = list[dict[str, Any]]
@@ -148,8 +148,17 @@ class Question:
             attrs=attributes(question) or attributes(query),
             words=frozenset(_stems(terms(both))),
             ideas=ideas,
-            context=concepts(previous) - ideas if previous and query != question else frozenset(),
+            # A follow-up ("that service", "这个活动", one the rewriter completed) is still about the
+            # previous topic.
+            context=concepts(previous) - ideas if previous and _leans_on_previous(question, query) else frozenset(),
         )
+
+
+_ANAPHOR = re.compile(r"\b(?:that|this|it|its|those|these|them|they)\b|这个|那个|这项|那项|该|它", re.I)
+
+
+def _leans_on_previous(question: str, query: str) -> bool:
+    return query != question or bool(_ANAPHOR.search(question) or _FOLLOW_UP.search(question))
 
 
 # A question that leans on the one before: "那 256G 的呢", "and the blue one?", "what about in Europe?".
@@ -200,6 +209,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             if shows(c.text, primary):
                 c.ideas |= {_ASK_IDEA[primary]}
     idf = {t: math.log(1 + n / (df[t] or 1)) for t in asked_words}
+    # A question with no topic of its own ("how much is that service?") takes the previous one's.
+    context_weight = 0.8 if q.ideas - GENERIC else 1.5
     words_total = sum(idf.values())
     for c in candidates:
         # How much of what the question says the sentence covers: its words (rarer ones weigh more) and
@@ -214,7 +225,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         score = 0.1 + max(by_words, by_ideas) + 0.25 * min(by_words, by_ideas)
         if q.context:
             # What the previous question was about still counts a little ("that service" = its topic).
-            score *= 1 + 0.3 * coverage(q.context, c.ideas)
+            score *= 1 + context_weight * coverage(q.context, c.ideas)
         page_ideas = concepts(c.chunk.title) | c.ideas
         # A sentence about a sub-topic the question never raises (a repair price for "how much is it")
         # answers another question; one on a page that lacks the sub-topic asked ("国际运费" on the domestic

@@ -57,7 +57,7 @@ _ASK_PATTERNS: list[tuple[Ask, re.Pattern[str]]] = [
     (
         Ask.PRICE,
         re.compile(
-            r"多少钱|价格|价钱|售价|报价|多贵|几块|几元|卖多少|卖几|费用|收费|运费|邮费|要钱|花多少|起售价|起价|折多少|回收价|值多少|能换多少|补贴多少|便宜多少"
+            r"多少钱|价格|价钱|售价|回收多少|收多少|卖多少钱|报价|多贵|几块|几元|卖多少|卖几|费用|收费|运费|邮费|要钱|花多少|起售价|起价|折多少|回收价|值多少|能换多少|补贴多少|便宜多少"
             r"|\bprices?\b|\bcosts?\b|\bfees?\b|\bcharges?\b|\bpay\b.*\bhow much|\bhow much\b(?!\s+(?:memory|storage|ram|space|data|time|weight|battery)\b)"
             r"|\bexpensive\b|\bcheap(?:er|est)?\b|\bworth\b|\bget for\b",
             re.I,
