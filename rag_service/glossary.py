@@ -70,6 +70,10 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "cancel": ("cancel*|unpaid", "取消|未付款|自动关闭"),
     "track": ("track*|status|where is my", "查询|物流信息|查物流|查快递|物流|跟踪|进度|状态"),
     "payment": ("pay*|paid|alipay|wechat pay|card*", "支付|付款|付钱|支付宝|微信支付|银行卡"),
+    "e_wallet": (
+        "alipay|wechat pay|weixin pay|e-wallet*|mobile wallet*|digital wallet*",
+        "支付宝|微信支付|花呗|电子钱包",
+    ),
     "bank_card": ("bank card*|credit card*|debit card*|bank*", "银行卡|信用卡|借记卡|银行"),
     "activation": ("activat*|unbox*|opened|used", "激活|拆封|开封|使用痕迹"),
     "condition": ("condition|scratch*|wear|intact|undamaged", "成色|划痕|磨损|完好"),
