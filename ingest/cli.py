@@ -153,9 +153,17 @@ class LocalBackend:
             )  # fmt: skip
 
         async def copy() -> dict[str, int]:
+            batch = self._settings.ingest.upsert_batch
             try:
-                copied = await copy_index(self._index, into, self._settings.ingest.upsert_batch, on_points)
+                copied = await copy_index(self._index, into, batch, on_points)
+                # The FAQ entries live in a collection of their own beside the chunks; without them the
+                # pushed index would answer nothing on the short path.
+                into_faq = into.sibling(faq_collection(q.collection))
+                faq = await copy_index(self._faq, into_faq, batch, on_points)
+                for tenant, n in faq.items():
+                    copied[tenant] = copied.get(tenant, 0) + n
                 await into.optimize()
+                await into_faq.optimize()
                 return copied
             finally:
                 await into.close()

