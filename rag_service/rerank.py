@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
-from rag_core.text import language
+from rag_core.text import is_heading, language
 from rag_service.domain import Chunk
 from rag_service.facts import BASE_WORDS, Product, places, product_fit, products, related_product, title_products
 from rag_service.glossary import concepts, weight
@@ -54,6 +55,17 @@ class Query:
         return cls(language(query), concepts(query), named, BASE_WORDS.search(query) is not None, places(query))
 
 
+@lru_cache(maxsize=4096)
+def headings(text: str, section: str) -> str:
+    """The headings over the chunk's text: those inside it with text under them, and the one it starts under
+    unless its first line is a heading itself (then that section's body is in the previous chunk)."""
+    lines = [line.strip() for line in text.split("\n") if line.strip()]
+    # A heading on the last line has its body in the next chunk (or is a sentence cut short).
+    inside = [line for line in lines[:-1] if is_heading(line)]
+    starts_under = section
+    return " ".join([starts_under, *inside]).strip()
+
+
 def concept_match(wanted: frozenset[str], got: frozenset[str]) -> float:
     """The weighted share of the question's concepts that the text has, normalised by at least
     `FULL_CONCEPT_WEIGHT`: sharing only the generic concept of "<product> 多少钱" (price) with a price list's
@@ -68,7 +80,7 @@ def bonus(q: Query, chunk: Chunk, own_page: bool = True) -> float:
     family whose chunk names the asked model is the product's page (one page for "S8 / S8 Pro / S8 Max")."""
     title = chunk.title
     across = int((chunk.lang or language(chunk.text)) != q.lang)
-    b = TITLE_CONCEPTS[across] * concept_match(q.ideas, concepts(f"{title} {chunk.section}"))
+    b = TITLE_CONCEPTS[across] * concept_match(q.ideas, concepts(f"{title} {headings(chunk.text, chunk.section)}"))
     b += TEXT_CONCEPTS[across] * concept_match(q.ideas, concepts(chunk.text))
     if q.places and q.places & (places(chunk.text) | places(f"{title} {chunk.section}")):
         # A place is named the same way in any language ("美国" ~ "the United States").
