@@ -97,6 +97,9 @@ class RewriteResult:
     action: str
     topic_switch: bool = False
     detail: str = ""
+    # A dependent follow-up: the earlier questions (as rewritten) it continues, the latest first, back to the
+    # question that set the topic; retrieval leans toward the documents they found (`Retriever.search`).
+    continues: tuple[str, ...] = ()
 
 
 class FaqReceipt(TypedDict):

@@ -346,7 +346,7 @@ class ChatPipeline:
                 chunks = [faq.chunk(self.s.counter.count(f"{faq.question}\n{faq.answer}"))]
             else:
                 chunks = await self._retrieve(
-                    rewrite.query, plan, turn_tenant, task.context if task is not None else []
+                    rewrite.query, plan, turn_tenant, task.context if task is not None else [], rewrite.continues
                 )
         t_ret = time.perf_counter()
         prompt = self._prompt(question, query_tokens, memory, plan, chunks, task)
@@ -436,7 +436,7 @@ class ChatPipeline:
     # -- 2. rewrite -------------------------------------------------------------------------------
 
     async def _rewrite(self, question: str, memory: TurnMemory) -> RewriteResult:
-        return await self.s.rewriter.rewrite(question, memory.view)
+        return await self.s.rewriter.rewrite(question, memory.view, memory.meta.tenant)
 
     # -- 3. budget --------------------------------------------------------------------------------
 
@@ -461,7 +461,9 @@ class ChatPipeline:
         self.s.metrics.faq.labels("hit" if hit is not None else "miss").inc()
         return hit
 
-    async def _retrieve(self, query: str, plan: BudgetPlan, tenant: str, context: Sequence[Chunk] = ()) -> list[Chunk]:
+    async def _retrieve(
+        self, query: str, plan: BudgetPlan, tenant: str, context: Sequence[Chunk] = (), continues: Sequence[str] = ()
+    ) -> list[Chunk]:
         """The best chunks that fit the chunk budget. It and the rewrite gate run on the event loop, not in
         worker threads: the query embedding is C code that already spreads over the cores with its own
         OpenMP team, and jieba holds the GIL either way (the index is awaited), so a thread hop buys no
@@ -469,7 +471,7 @@ class ChatPipeline:
         GIL with the background tasks; a turn took 38 ms instead of 26 (p50 over 5 interleaved runs,
         bench/profile_turn.py setup)."""
         cfg = self.s.settings
-        candidates = await self.s.retriever.search(query, tenant=tenant)
+        candidates = await self.s.retriever.search(query, tenant=tenant, continues=continues)
         # An intent action's reply comes first and counts against the same budget.
         room = plan.chunk_budget - self.context_frame_tokens - sum(self._chunk_cost(c) for c in context)
         return [*context, *fill_budget(candidates, room, cfg.retrieval.max_chunks, self._chunk_cost)]

@@ -1,10 +1,16 @@
 """Retrieval: embed the query, search Qdrant (dense, or dense + BM25 fused by RRF), then fill the chunk
-budget greedily by score with whole chunks."""
+budget greedily by score with whole chunks.
+
+A dependent follow-up ("还没发货，能改地址吗" after a question about an order, "and if I've lost the box?")
+rarely names its page: its own words match many pages a little. It leans toward the documents the questions
+it continues found (`RewriteResult.continues`, searched again the same way: their embeddings are in the
+query cache), so it stays on its page unless another page fits it clearly better; a follow-up that names
+another product or subject carries no such questions (`RuleRewriter.continuity`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rag_core.embedding import Embedder, embed_query_off_loop
 from rag_core.lexical import query_vector
@@ -20,14 +26,19 @@ class Retriever:
     embedder: Embedder
     settings: RetrievalSettings
 
-    async def search(self, query: str, limit: int | None = None, *, tenant: str | None = None) -> list[Chunk]:
-        """Candidates for `query` from `tenant`'s documents (None: the default tenant's)."""
+    async def search(
+        self, query: str, limit: int | None = None, *, tenant: str | None = None, continues: Sequence[str] = ()
+    ) -> list[Chunk]:
+        """Candidates for `query` from `tenant`'s documents (None: the default tenant's); `continues`: the
+        earlier questions a follow-up continues, the latest first (their documents are lifted)."""
         cfg = self.settings
         n = limit or cfg.candidates
         dense = await embed_query_off_loop(self.embedder, query)
         sparse = query_vector(query) if cfg.mode == "hybrid" else None
+        prior = await self.prior(continues, tenant) if continues else {}
         if not cfg.rerank:
-            return [_to_chunk(h) for h in await self.index.search(dense, sparse, n, cfg.rrf_k, tenant=tenant)]
+            found = [_to_chunk(h) for h in await self.index.search(dense, sparse, n, cfg.rrf_k, tenant=tenant)]
+            return lean(found, prior, 1.0 if cfg.mode == "dense" else _rrf_scale(found))
         # A wide pool with only the language of each hit (cheap), narrowed to the best `n` plus the other
         # language's best: the embedder ranks the question's own language first, and an English question
         # may have its answer on a Chinese page. Whole payloads are read for the narrowed pool only.
@@ -47,7 +58,33 @@ class Retriever:
         payloads = await self.index.payloads([i for i, _ in hits], tenant)
         chunks = [_to_chunk(ScoredChunk(i, score, payloads[i])) for i, score in hits if i in payloads]
         scale = 1.0 if cfg.mode == "dense" else _rrf_scale(chunks)
-        return rerank(query, chunks, scale)[:n]
+        return lean(rerank(query, chunks, scale), prior, scale)[:n]
+
+    async def prior(self, continues: Sequence[str], tenant: str | None) -> dict[str, float]:
+        """Document id -> weight: the documents of the best chunks the previous question found (itself read
+        with what it continued), the best one most."""
+        found = await self.search(continues[0], tenant=tenant, continues=continues[1:])
+        weights: dict[str, float] = {}
+        for chunk in found[:PRIOR_CHUNKS]:
+            if chunk.doc_id not in weights:
+                weights[chunk.doc_id] = PRIOR_DECAY ** len(weights)
+        return weights
+
+
+# A follow-up's lean toward the previous question's documents, in cosine units (dense scores of one query
+# spread over ~0.2; a page fitting the follow-up clearly better still wins), for the documents of that
+# question's best `PRIOR_CHUNKS` chunks, each next document `PRIOR_DECAY` times the one before.
+DOC_PRIOR = 0.08
+PRIOR_CHUNKS = 3
+PRIOR_DECAY = 0.5
+
+
+def lean(chunks: Sequence[Chunk], prior: dict[str, float], scale: float = 1.0) -> list[Chunk]:
+    """The chunks reordered with the documents of `prior` lifted by their weight times `DOC_PRIOR`."""
+    if not prior:
+        return list(chunks)
+    lifted = [replace(c, score=c.score + scale * DOC_PRIOR * prior.get(c.doc_id, 0.0)) for c in chunks]
+    return sorted(lifted, key=lambda c: -c.score)
 
 
 def fill_budget(chunks: Sequence[Chunk], budget: int, max_chunks: int, cost: Callable[[Chunk], int]) -> list[Chunk]:

@@ -28,9 +28,13 @@ question with an entity, the previous question with the new value, or a checked 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import logging
 import re
+import time
+import unicodedata
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal, Protocol
@@ -41,12 +45,14 @@ from rag_core.embedding import Embedder, Vector
 from rag_core.settings import LLMEndpoint, RewriteSettings, Settings
 from rag_core.text import has_han as is_chinese
 from rag_service.domain import MemoryView, RewriteResult, Round
+from rag_service.intents.slots import ProductCatalog
 from rag_service.llm import ChatClient, ChatMessages, UpstreamError
 from rag_service.rewrite_rules import (
     Contrast,
     Entity,
     HistoryText,
     antecedent_inside,
+    asks_about_pair,
     asks_about_product,
     asks_about_shipping,
     content_size,
@@ -74,24 +80,50 @@ from rag_service.rewrite_rules import (
     topic_words,
 )
 
+log = logging.getLogger(__name__)
+
 
 class Rewriter(Protocol):
-    async def rewrite(self, question: str, view: MemoryView) -> RewriteResult: ...
+    async def rewrite(self, question: str, view: MemoryView, tenant: str | None = None) -> RewriteResult: ...
 
 
 class NoRewriter:
     """Retrieval sees the question as asked."""
 
-    async def rewrite(self, question: str, view: MemoryView) -> RewriteResult:
+    async def rewrite(self, question: str, view: MemoryView, tenant: str | None = None) -> RewriteResult:
         return RewriteResult(question, "none", detail="rewriting is off")
+
+
+Titles = Callable[[str], Awaitable[Sequence[str]]]
+
+
+class KnownNames:
+    """The products a knowledge base names in its document titles (as `ProductCatalog` reads them): the only
+    names an answer may lend a follow-up. An extractive answer quotes sentences from several pages, and the
+    codes, zones and figures in them ("Zone 1", "MIL-STD-810H") are no subject of the conversation."""
+
+    def __init__(self, titles: Iterable[str]) -> None:
+        self.keys = frozenset(p.key for p in ProductCatalog(titles).names)
+
+    def __call__(self, text: str) -> bool:
+        key = _squash(text)
+        return len(key) >= 2 and any(k in key or (len(key) >= 4 and key in k) for k in self.keys)
+
+
+def _squash(text: str) -> str:
+    return "".join(unicodedata.normalize("NFKC", text).lower().split())
 
 
 class History:
     """The conversation as the rules see it (the summary and the recent rounds); entities are extracted
     once, on first use."""
 
-    def __init__(self, summary: str, rounds: Sequence[Round], view: MemoryView | None = None) -> None:
+    def __init__(
+        self, summary: str, rounds: Sequence[Round], view: MemoryView | None = None, known: KnownNames | None = None
+    ) -> None:
         self.summary, self.rounds = summary, rounds
+        # The knowledge base's product names (None: no knowledge base to ask, answers lend short model names).
+        self.known = known
         # All the rounds memory holds (the rules look at `rounds`, the latest few; earlier questions are read
         # against all of theirs).
         self.view = view or MemoryView(summary, 0, tuple(rounds))
@@ -103,7 +135,7 @@ class History:
     @cached_property
     def candidates(self) -> list[Entity]:
         """Salient entities, most salient first."""
-        return salient_entities(self.texts, limit=5)
+        return salient_entities(self.texts, limit=5, known=self.known)
 
     @cached_property
     def words(self) -> set[str]:
@@ -129,6 +161,7 @@ class Decision:
     history: History
     contrast: Contrast | None = None
     product: str | None = None
+    pair: tuple[str, str] | None = None
 
 
 class Gate:
@@ -141,15 +174,19 @@ class Gate:
         n = self.settings.history_rounds
         return view.rounds[-n:] if n > 0 else ()
 
-    def decide(self, question: str, view: MemoryView, topic: Topic | None = None) -> Decision:
+    def decide(
+        self, question: str, view: MemoryView, topic: Topic | None = None, known: KnownNames | None = None
+    ) -> Decision:
         """`topic`: the product and place the conversation is about (`RuleRewriter.topic_product`)."""
         rounds = self.recent(view)
-        history = History(view.summary, rounds, view)
+        history = History(view.summary, rounds, view, known)
         if not rounds and not view.summary:
             return Decision("first", "first turn", history)
         contrast = contrast_followup(question)
         if contrast is not None:
             return Decision("dependent", f"contrast follow-up ({contrast.kind} {contrast.core!r})", history, contrast)
+        if topic is not None and topic.pair is not None and asks_about_pair(question):
+            return Decision("dependent", f"compares {' and '.join(topic.pair)!r}", history, pair=topic.pair)
         names = own_names(question)
         # (A jieba name tag alone is no new subject: 包邮 and 续航 are tagged as names.)
         new_names = [e for e in names if not history.knows(e) and (not is_chinese(e.text) or place_names(e.text))]
@@ -212,26 +249,51 @@ def _cosine(a: Vector, b: Vector) -> float:
 class RuleRewriter:
     """The default without an LLM, and the LLM's fallback."""
 
-    def __init__(self, settings: RewriteSettings, embedder: Embedder | None = None) -> None:
+    def __init__(
+        self, settings: RewriteSettings, embedder: Embedder | None = None, titles: Titles | None = None
+    ) -> None:
         self.settings = settings
         self.gate = Gate(settings, embedder)
         # Earlier questions are read again on every turn (a follow-up is read against the previous question
         # as rewritten, which was read against its own): each is rewritten once per session history.
-        self._memo: OrderedDict[tuple[str, str, tuple[str, ...]], RewriteResult] = OrderedDict()
+        self._memo: OrderedDict[tuple[str, str, tuple[str, ...], KnownNames | None], RewriteResult] = OrderedDict()
+        self._titles = titles
+        self._known: dict[str, tuple[float, KnownNames]] = {}
 
-    async def rewrite(self, question: str, view: MemoryView) -> RewriteResult:
+    async def rewrite(self, question: str, view: MemoryView, tenant: str | None = None) -> RewriteResult:
         # Run on the event loop, like retrieval: see the note on `ChatPipeline._prepare`.
-        return self.rewrite_now(question, view)
+        return self.rewrite_now(question, view, await self.known(tenant))
 
-    def rewrite_now(self, question: str, view: MemoryView) -> RewriteResult:
-        key = (question, view.summary, tuple(t for r in view.rounds for t in (r.user.content, r.assistant.content)))
+    async def known(self, tenant: str | None) -> KnownNames | None:
+        """The tenant's product names (its documents' titles, re-read every `_TITLES_TTL_S`); None without a
+        knowledge base to ask."""
+        if self._titles is None:
+            return None
+        key, now = tenant or "", time.monotonic()
+        cached = self._known.get(key)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        try:
+            titles = await self._titles(key)
+        except Exception as exc:  # the index being down must not fail the turn: answers lend no names then
+            log.warning("product names unavailable for rewriting: %s", exc)
+            titles = []
+        known = KnownNames(titles)
+        self._known[key] = (now + _TITLES_TTL_S, known)
+        return known
+
+    def rewrite_now(self, question: str, view: MemoryView, known: KnownNames | None = None) -> RewriteResult:
+        rounds = tuple(t for r in view.rounds for t in (r.user.content, r.assistant.content))
+        key = (question, view.summary, rounds, known)
         hit = self._memo.get(key)
         if hit is not None:
             self._memo.move_to_end(key)
             return hit
-        d = self.gate.decide(question, view, self.topic_product(view))
+        d = self.gate.decide(question, view, self.topic_product(view, known), known)
         if d.kind == "dependent" or (d.kind == "standalone" and not self.settings.skip_standalone):
             result = self.resolve(question, d, "rule")
+            if d.kind == "dependent":
+                result = dataclasses.replace(result, continues=self.continuity(view, d))
         else:
             result = RewriteResult(question, "skipped", d.kind == "switch", d.reason)
         self._memo[key] = result
@@ -246,6 +308,9 @@ class RuleRewriter:
             read = substitute(previous, decision.contrast, question) if previous else None
             if read is not None:
                 query, detail = read
+        if not query and decision.pair is not None:
+            joined = " 和 ".join(decision.pair) if is_chinese(question) else " and ".join(decision.pair)
+            query, detail = f"{joined}: {question.strip()}", f"added {joined!r}"
         if not query and decision.product is not None:
             query, detail = resolve(question, Entity(decision.product, True)), f"added {decision.product!r}"
         if not query:
@@ -253,6 +318,19 @@ class RuleRewriter:
         if len(query) > self.settings.max_query_chars:
             query, detail = question, "rewrite would exceed max_query_chars"
         return RewriteResult(query, action, False, f"{why or decision.reason}; {detail}")
+
+    def continuity(self, view: MemoryView, decision: Decision) -> tuple[str, ...]:
+        """The earlier questions (as rewritten) a dependent follow-up continues: the previous one, and the
+        ones it continued in turn, back to the question that set the topic (at most `_CONTEXT_DEPTH`).
+        Nothing when the follow-up moves to another product or name ("What about the Pro?", "悲惨世界呢"):
+        it leaves the previous question's pages."""
+        if decision.contrast is not None and decision.contrast.kind in _SUBJECT_CHANGES:
+            return ()
+        for i in range(len(view.rounds) - 1, -1, -1):
+            previous = self.previous_at(view, i, decision.history.known)
+            if previous is not None:
+                return (previous.query, *previous.continues)[:_CONTEXT_DEPTH]
+        return ()
 
     def previous_query(self, history: History, contrast: Contrast | None = None) -> str:
         """The previous question as this rewriter made it standalone (its own previous question read the
@@ -264,7 +342,7 @@ class RuleRewriter:
         back = max(len(history.rounds), _SLOT_ROUNDS) if slot else len(history.rounds)
         latest = ""
         for i in range(len(rounds) - 1, max(-1, len(rounds) - 1 - back), -1):
-            result = self.previous_at(history.view, i)
+            result = self.previous_at(history.view, i, history.known)
             if result is None:
                 continue
             if not slot:
@@ -277,37 +355,47 @@ class RuleRewriter:
             latest = latest or result.query
         return latest
 
-    def previous_at(self, view: MemoryView, i: int) -> RewriteResult | None:
+    def previous_at(self, view: MemoryView, i: int, known: KnownNames | None = None) -> RewriteResult | None:
         """Round `i`'s question as rewritten against the rounds before it."""
         asked = view.rounds[i].user.content
         if not asked.strip():
             return None
-        return self.rewrite_now(asked, MemoryView(view.summary, 0, view.rounds[:i]))
+        return self.rewrite_now(asked, MemoryView(view.summary, 0, view.rounds[:i]), known)
 
-    def topic_product(self, view: MemoryView) -> Topic:
+    def topic_product(self, view: MemoryView, known: KnownNames | None = None) -> Topic:
         """What the conversation is about: the product and the place of the latest questions (as rewritten)
         that name one, back to the latest topic switch or `history_rounds` rounds."""
         rounds = view.rounds
-        product = place = None
+        named: list[str] = []  # the products, latest first
+        place = None
         for i in range(len(rounds) - 1, max(-1, len(rounds) - 1 - max(self.settings.history_rounds, 1)), -1):
             asked = rounds[i].user.content
             if not asked.strip():
                 continue
-            result = self.rewrite_now(asked, MemoryView(view.summary, 0, rounds[:i]))
-            product = product or next(iter(product_names(result.query)), None)
+            result = self.rewrite_now(asked, MemoryView(view.summary, 0, rounds[:i]), known)
+            named.extend(p for p in product_names(result.query) if p not in named)
             place = place or next(iter(place_names(result.query)), None)
-            if (product and place) or result.topic_switch:
+            if (len(named) >= 2 and place) or result.topic_switch:
                 break
-        return Topic(product, place)
+        pair = (named[1], named[0]) if len(named) >= 2 else None
+        return Topic(named[0] if named else None, place, pair)
 
 
 @dataclass(frozen=True, slots=True)
 class Topic:
     product: str | None = None
     place: str | None = None
+    # The two latest products, the earlier first ("Which of the two …?" compares them).
+    pair: tuple[str, str] | None = None
 
 
 _MEMO_SIZE = 512
+_TITLES_TTL_S = 60.0
+# Contrast kinds that name another subject: the follow-up is read against the previous question, but its
+# answer is on another page.
+_SUBJECT_CHANGES = frozenset({"variant", "standard", "named"})
+# How many earlier questions a follow-up's retrieval leans on (the previous one, and what it continued).
+_CONTEXT_DEPTH = 2
 # How far back a place, category or term contrast looks for the question whose value it replaces.
 _SLOT_ROUNDS = 6
 
@@ -318,10 +406,12 @@ class LLMRewriter:
         self.timeout_s = client.endpoint.timeout_s
         self.max_tokens = min(client.endpoint.max_tokens, max(64, settings.max_query_chars))
 
-    async def rewrite(self, question: str, view: MemoryView) -> RewriteResult:
-        d = self.rules.gate.decide(question, view, self.rules.topic_product(view))
+    async def rewrite(self, question: str, view: MemoryView, tenant: str | None = None) -> RewriteResult:
+        known = await self.rules.known(tenant)
+        d = self.rules.gate.decide(question, view, self.rules.topic_product(view, known), known)
         if d.kind in ("first", "switch") or (d.kind == "standalone" and self.settings.skip_standalone):
             return RewriteResult(question, "skipped", d.kind == "switch", d.reason)
+        continues = self.rules.continuity(view, d) if d.kind == "dependent" else ()
         messages = rewrite_messages(self.settings.prompt, question, view.summary, self.rules.gate.recent(view))
         try:
             reply = await asyncio.wait_for(
@@ -334,9 +424,9 @@ class LLMRewriter:
         else:
             query, problem_or_none = check_output(reply, question, self.settings.max_query_chars)
             if problem_or_none is None:
-                return RewriteResult(query, "called", False, d.reason)
+                return RewriteResult(query, "called", False, d.reason, continues)
             problem = problem_or_none
-        return self.rules.resolve(question, d, "fallback", f"llm {problem}")
+        return dataclasses.replace(self.rules.resolve(question, d, "fallback", f"llm {problem}"), continues=continues)
 
 
 _PROMPT_ANSWER_CHARS = 400  # of each answer, shown to the rewriting model

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Literal
@@ -433,20 +433,23 @@ def answer_entity(entity: Entity) -> bool:
     return entity.model and not entity.ident and size <= _ANSWER_ENTITY_WORDS
 
 
-def salient_entities(history: Sequence[HistoryText], limit: int = 2) -> list[Entity]:
+def salient_entities(
+    history: Sequence[HistoryText], limit: int = 2, known: Callable[[str], bool] | None = None
+) -> list[Entity]:
     """Entities of the history, most salient first.
 
     A mention counts by its side (the user's questions most; answers only for short model names), its
     recency and its kind (names, models and ids beat noun phrases; longer beats shorter); an entity the
     user comes back to over several rounds is the conversation's subject and gains most (answers repeat
     the domain's own name everywhere, so their repetitions do not count). A one-word name inside a longer
-    one ("Jackson" in "Reggie Jackson") adds to the longer one.
+    one ("Jackson" in "Reggie Jackson") adds to the longer one. `known`: the names of the knowledge base's
+    products; when given, an answer contributes only those.
     """
     found: dict[str, _Score] = {}
     spelling: dict[str, str] = {}  # how answers capitalise what they may not contribute ("Bruno Mars")
     for item in history:
         for e in entities(item.text):
-            if item.source == "assistant" and not answer_entity(e):
+            if item.source == "assistant" and not (answer_entity(e) and (known is None or known(e.text))):
                 if e.named:
                     spelling.setdefault(e.key, e.text)
                 continue
@@ -629,10 +632,34 @@ def product_names(text: str) -> list[str]:
         words = p.text.split()
         while len(words) > 1 and words[0].isalpha() and words[0].islower():
             words.pop(0)  # "cracked Pixel 8": an adjective before the name
+        # "MacBook Air M3 15 寸": a number before a size unit is the screen size, not part of the name.
+        while len(words) > 1 and words[-1].isdigit() and _SIZE.match(text, _end_of(text, p.text)) is not None:
+            words.pop()
         name = " ".join(words)
         if re.search(r"[^\W\d_]", name) and not _ID_DIGITS.search(name) and name not in out:
             out.append(name)
     return out
+
+
+def _end_of(text: str, name: str) -> int:
+    """Where the last word of `name` starts in `text` (so a size pattern can be tried there), or 0."""
+    i = text.find(name)
+    if i < 0:
+        return 0
+    last = name.split()[-1]
+    return i + name.rfind(last)
+
+
+# "Which of the two lasts longer?", "两款哪个更轻": a question about the two products just discussed.
+_PAIR = re.compile(
+    r"\b(?:the|these|those)\s+two\b|\bboth\b|\beither\b|\bneither\b|[这那]?两(?:款|台|部|个型号|种型号|者)",
+    re.IGNORECASE,
+)
+
+
+def asks_about_pair(question: str) -> bool:
+    """Does the question compare two products it does not name?"""
+    return _PAIR.search(question) is not None and not product_names(question)
 
 
 def asks_about_product(question: str) -> bool:
@@ -670,7 +697,10 @@ ContrastKind = Literal[
     "plain",
 ]
 
-_STORAGE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s*(?:GB|TB)(?![A-Za-z])", re.IGNORECASE)
+# "256G" and "1T" are storage sizes too (the sizes memory comes in: "5G" is a network, "4K" a resolution).
+_STORAGE = re.compile(
+    r"(?<![\w.])(?:\d+(?:\.\d+)?\s*(?:GB|TB)|(?:16|32|64|128|256|512)\s*G|[1248]\s*T)(?![A-Za-z])", re.IGNORECASE
+)
 _SIZE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s*(?:-?\s*inch(?:es)?(?![A-Za-z])|英寸|寸|吋|[\"”″])", re.IGNORECASE)
 _EN_COLOURS = (
     "black white silver gold blue red green pink purple yellow grey gray orange midnight starlight graphite titanium"
@@ -705,6 +735,12 @@ _EN_CONTRAST = re.compile(
     r"(?P<x>.+?)(?:\s+(?:then|instead))?\s*[?.!]*\s*$",
     re.IGNORECASE,
 )
+# "and to a bank card?", "what about for students?": a preposition and its object. After "to" only a noun
+# phrase (an article, a possessive, a name or a number) is a value: "and to do that?" is a clause.
+_EN_PREP = re.compile(
+    r"^(?:(to)\s+(?=(?:a|an|the|my|your|our|their|his|her|its)\b|[A-Z0-9])"
+    r"|(for|with|in|on|at|from|via|by|into|during|after|before|under|over|without|within)\s+)",
+)
 _EN_X_BLOCK = re.compile(
     r"\b(?:what|how|why|when|where|who|which|is|are|was|were|do|does|did|can|could|would|should|will|have|has"
     r"|i|you|we|me|us|my|your|our|there|if|to)\b",
@@ -730,6 +766,9 @@ class Contrast:
     raw: str  # the value as the user wrote it ("the cheaper one", "便宜一点的")
     kind: ContrastKind
     chinese: bool
+    # "and to a bank card?": the preposition the value came with (the value is the previous question's
+    # object of it, or of its last name).
+    prep: str = ""
 
 
 def contrast_followup(question: str) -> Contrast | None:
@@ -757,7 +796,10 @@ def contrast_followup(question: str) -> Contrast | None:
     if m is None:
         return None
     raw = m.group("x").strip()
-    if len(raw.split()) > _MAX_X_WORDS or _EN_X_BLOCK.search(_X_PRONOUN.sub(" ", raw)):
+    prep = _EN_PREP.match(raw)
+    if prep is not None:
+        raw = raw[prep.end() :].strip()
+    if not raw or len(raw.split()) > _MAX_X_WORDS or _EN_X_BLOCK.search(_X_PRONOUN.sub(" ", raw)):
         return None
     core = _EN_X_TAIL.sub("", _EN_X_DET.sub("", raw)).strip() or raw
     if _question_of_its_own(core):
@@ -765,7 +807,7 @@ def contrast_followup(question: str) -> Contrast | None:
     kind = _contrast_kind(core, raw)
     if m.group("lead").lower() == "and" and kind == "plain" and len(core.split()) > 3:
         return None  # "And about the federal level …" is a sentence, not a value
-    return Contrast(core, raw, kind, False)
+    return Contrast(core, raw, kind, False, (prep.group(1) or prep.group(2)).lower() if prep is not None else "")
 
 
 # What a noun value may be made of: nouns, names, idioms and set phrases (悲惨世界 is tagged i), 的, numbers.
@@ -902,6 +944,8 @@ def substitute(previous: str, contrast: Contrast, question: str) -> tuple[str, s
             return put(*old.span(), value), f"replaced {old.group()!r} with {value!r}"
         if kind in _NOUN_SLOTS:
             kind = "plain"  # nothing of its kind to replace: a noun asked about the previous subject
+    if contrast.prep and kind in ("plain", "named", "place", "category", "term"):
+        return _prepositional(prev, tail, contrast)
     if kind in _SLOTS:
         if subj is not None and span is not None:
             return put(span[1], span[1], value), f"added {value!r} to {subj.text!r}"
@@ -932,6 +976,36 @@ def substitute(previous: str, contrast: Contrast, question: str) -> tuple[str, s
         query = f"{subj.text} 的{value}" if contrast.chinese else f"{subj.text} {value}"
         return query, f"asked {value!r} about {subj.text!r}"
     return put(*span, value), f"replaced {name!r} with {value!r}"
+
+
+_OBJECT_END = re.compile(
+    r"[,;:?!.]|\s(?:to|for|with|in|on|at|from|via|by|into|during|after|before|under|over|and|or|but|if|when)\s",
+    re.IGNORECASE,
+)
+
+
+def _prepositional(prev: str, tail: str, contrast: Contrast) -> tuple[str, str]:
+    """ "and to a bank card?" read against the previous question: its object of the same preposition (the
+    name in it, if it holds one: "… take to reach Alipay" -> "… take to reach a bank card"), else its last
+    name, else the previous question with the preposition and the value added."""
+    value = contrast.raw
+    found = list(re.finditer(rf"\b{re.escape(contrast.prep)}\s+", prev, re.IGNORECASE))
+    if found:
+        start = found[-1].end()
+        end_m = _OBJECT_END.search(prev, start)
+        end = end_m.start() if end_m is not None else len(prev)
+        obj = prev[start:end]
+        names = [e for e in entities(obj) if e.named and not e.ident]
+        span = _find(obj, names[0].text) if names and obj[:1].islower() else None
+        if span is not None:
+            start += span[0]  # "reach Alipay": the verb stays, its object changes
+        return _replace_span(prev, start, end, value) + tail, f"replaced {prev[start:end]!r} with {value!r}"
+    names = [e for e in entities(prev) if e.named and not e.ident]
+    span = _find(prev, names[-1].text) if names else None
+    if span is not None:
+        old = prev[span[0] : span[1]]
+        return _replace_span(prev, *span, value) + tail, f"replaced {old!r} with {value!r}"
+    return f"{prev} {contrast.prep} {value}" + tail, f"added {contrast.prep} {value!r}"
 
 
 # --- what a question says of its own -----------------------------------------------------------------

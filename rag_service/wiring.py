@@ -87,13 +87,22 @@ def build_summarizer(settings: Settings, counter: TokenCounter, clients: list[Ch
     return ExtractiveSummarizer(counter, settings.memory)
 
 
-def build_rewriter(settings: Settings, embedder: Embedder | None, clients: list[ChatClient]) -> Rewriter:
+def build_rewriter(
+    settings: Settings, embedder: Embedder | None, clients: list[ChatClient], index: VectorIndex | None = None
+) -> Rewriter:
     """none -> no rewriting; rule -> rules; llm -> the LLM with rule fallback when an endpoint is
-    configured, else rules. The embedder (query-cached) serves topic-switch detection."""
+    configured, else rules. The embedder (query-cached) serves topic-switch detection; the index's document
+    titles name the products an answer may lend a follow-up."""
     cfg = settings.rewrite
     if cfg.mode == "none":
         return NoRewriter()
-    rules = RuleRewriter(cfg, embedder)
+    titles = None
+    if index is not None:
+
+        async def titles(tenant: str) -> list[str]:
+            return [str(d.get("title") or "") for d in (await index.documents(tenant)).values()]
+
+    rules = RuleRewriter(cfg, embedder, titles)
     endpoint = rewrite_endpoint(settings)
     if cfg.mode == "rule" or not endpoint.base_url:
         return rules
@@ -180,7 +189,7 @@ def build_services(
         retriever=Retriever(index, embedder, settings.retrieval),
         store=store,
         memory=make_memory(settings.memory, settings.budget.history_budget, settings.tokens.per_message_overhead),
-        rewriter=build_rewriter(settings, embedder, clients),
+        rewriter=build_rewriter(settings, embedder, clients, index),
         generator=build_generator(settings, clients),
         summarizer=build_summarizer(settings, counter, clients),
         metrics=metrics,
