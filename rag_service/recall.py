@@ -4,6 +4,11 @@ answered from the session's memory: the recent rounds verbatim, then the summary
 The knowledge base cannot answer them, so the extractive answerer asks here first. Who said it decides
 where to look (the customer's messages for "my order number", the assistant's for "you said"), and
 "first"/"第一次" picks the earliest mention instead of the latest.
+
+A line often holds several values ("1 年 299 元，2 年 499 元", "完好 1900 元，轻微划痕 1650 元"): each is read
+with the few words around it (its label), and the values whose label matches what the question names
+("一年", "完好", a threshold) are the answer. "Which one did you recommend" wants the product named in
+the answer, not the sentence.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from dataclasses import dataclass
 
 from rag_core.lexical import terms
 from rag_service.domain import MemoryView
-from rag_service.facts import attributes
+from rag_service.facts import VALUE_PATTERNS, Ask, attributes, products
 from rag_service.glossary import concepts
 
 _RECALL_ZH = re.compile(
@@ -22,14 +27,16 @@ _RECALL_ZH = re.compile(
     r"|还记得|记得吗|记不记得|记住了吗|记住没|来着|是多少来着|我(?:报|说|给|留|提供|告诉你)的"
 )
 _RECALL_EN = re.compile(
-    r"\bwhat (?:did|was it) (?:you|i) (?:say|said|tell|told|mention|give|quote|recommend)"
-    r"|\byou (?:said|told me|mentioned|quoted|gave me|recommended)\b|\bi (?:told you|mentioned|gave you|said|provided|gave)\b"
+    r"\bwhat (?:did|was it) (?:you|i) (?:say|said|tell|told|mention|give|quote|recommend|suggest)"
+    r"|\bwhich (?:one|model|product)? ?did you (?:recommend|suggest)"
+    r"|\byou (?:said|told me|mentioned|quoted|gave me|recommended|suggested)\b|\bi (?:told you|mentioned|gave you|said|provided|gave)\b"
     r"|\bremember\b|\b(?:again|earlier|before)\s*\??\s*$|\bat the (?:start|beginning)\b|\b(?:the )?first (?:time|one you)\b",
     re.IGNORECASE,
 )
 _FIRST = re.compile(r"第一次|头一次|最开始|一开始|最早|开头|\bfirst\b|\bat the (?:start|beginning)\b", re.I)
 _ASSISTANT_SIDE = re.compile(
-    r"你(?:们)?(?:之前|刚才|刚刚|前面|上面|第一次|最开始|一开始)?(?:说|讲|报|提|告诉|推荐|给)|客服说|\byou (?:said|told|mentioned|quoted|gave|recommended)|\bdid you\b|\bwhat was it you\b",
+    r"你(?:们)?(?:之前|刚才|刚刚|前面|上面|第一次|最开始|一开始)?(?:说|讲|报|提|告诉|推荐|给)|客服说"
+    r"|\byou (?:said|told|mentioned|quoted|gave|recommended|suggested)|\bdid you\b|\bwhat was it you\b",
     re.I,
 )
 _USER_SIDE = re.compile(
@@ -37,34 +44,131 @@ _USER_SIDE = re.compile(
     re.I,
 )
 
+# How `summary.ExtractiveSummarizer` writes a folded round (here, so that summary.py may import this module).
+USER_LINE, ANSWER_LINE = "- The user asked:", "Answer:"
+PINNED_HEADER = "Pinned facts:"
+
 _ORDER = re.compile(r"(?<![A-Za-z0-9])(?=[A-Za-z0-9-]*\d)[A-Za-z]{0,4}-?\d[\dA-Za-z-]{5,}(?![A-Za-z0-9])")
 _PHONE = re.compile(r"(?<!\d)1[3-9]\d{9}(?!\d)|\+?\d{2,4}-\d{3,4}-\d{4}")
-_AMOUNT = re.compile(r"[¥￥$]\s?\d[\d,]*(?:\.\d+)?|\d[\d,]*(?:\.\d+)?\s?(?:元|块|yuan\b|RMB\b)", re.I)
+_AMOUNT = re.compile(
+    r"(?:[¥￥$]|\b(?:RMB|CNY|USD)\s?)\d[\d,]*(?:\.\d+)?|\d[\d,]*(?:\.\d+)?\s?(?:万元|元|块|yuan\b|RMB\b|CNY\b)", re.I
+)
 _DATE = re.compile(r"\d{4}[-/年]\d{1,2}[-/月]\d{1,2}日?|\d{1,2}月\d{1,2}[日号]|\b\w+ \d{1,2}, \d{4}\b")
+_DURATION = VALUE_PATTERNS[Ask.DURATION]
+# A product is a value like any other, found by `facts.products` (see `_values`).
+_PRODUCT = re.compile(r"(?!)")
+
+_PRICE_CUE = re.compile(
+    r"多少钱|价格|价钱|售价|起售价|起价|报价|金额|预算|费用|运费|邮费|门槛|回收价|几块|\bprices?\b|\bcosts?\b|\bhow much\b"
+    r"|\bbudget\b|\bamount\b|\bfees?\b|\bthreshold\b|\bminimum spend|\bspend\b",
+    re.I,
+)
+_DURATION_CUE = re.compile(
+    r"多久|多长时间|多长|几天|几个月|几年|保修期|有效期|期限|时效|\bhow long\b|\bhow many (?:days|weeks|months|years)\b",
+    re.I,
+)
+_PRODUCT_CUE = re.compile(
+    r"哪一款|哪款|哪台|哪一台|哪部|哪个型号|什么型号|哪个产品|哪个牌子|哪一个|哪个"
+    r"|\bwhich (?:one|model|product|laptop|phone|device|tablet|computer|notebook)\b(?! number)|\bwhat model\b",
+    re.I,
+)
 
 _KINDS: list[tuple[str, re.Pattern[str], re.Pattern[str]]] = [
     ("order", re.compile(r"订单|单号|\border\b|\btracking\b", re.I), _ORDER),
+    ("amount", _PRICE_CUE, _AMOUNT),
+    ("duration", _DURATION_CUE, _DURATION),
+    ("amount", re.compile(r"多少|\bminimum\b", re.I), _AMOUNT),
+    ("product", _PRODUCT_CUE, _PRODUCT),
     ("phone", re.compile(r"电话|手机号|号码|联系方式|\bphone\b|\bnumber\b", re.I), _PHONE),
-    (
-        "amount",
-        re.compile(
-            r"多少钱|价格|价钱|售价|起售价|报价|金额|预算|费用|运费|门槛|多少|\bprices?\b|\bcosts?\b|\bhow much\b|\bbudget\b"
-            r"|\bamount\b|\bfees?\b|\bthreshold\b|\bminimum\b",
-            re.I,
-        ),
-        _AMOUNT,
-    ),
     ("date", re.compile(r"日期|哪天|几号|什么时候|\bdate\b|\bwhen\b", re.I), _DATE),
 ]
 
 _NAMES = {
-    "zh": {"order": "订单号", "phone": "电话号码", "amount": "金额", "date": "日期"},
-    "en": {"order": "order number", "phone": "phone number", "amount": "amount", "date": "date"},
+    "zh": {
+        "order": "订单号",
+        "phone": "电话号码",
+        "amount": "金额",
+        "date": "日期",
+        "duration": "时长",
+        "product": "产品",
+    },
+    "en": {
+        "order": "order number",
+        "phone": "phone number",
+        "amount": "amount",
+        "date": "date",
+        "duration": "duration",
+        "product": "product",
+    },
 }
 
 
 _LOWEST = re.compile(r"起售价|起价|最低|最便宜|\bstart(?:ing|s)?\b|\bcheapest\b|\blowest\b|\bfrom\b", re.I)
 _HIGHEST = re.compile(r"最贵|最高|\bmost expensive\b|\bhighest\b|\btop\b", re.I)
+
+# A threshold asked about ("门槛", "满多少", "the minimum spend") is the amount a condition names: "满 10000 元",
+# "10000 元以上", "at least ¥600", "spend over $50".
+_THRESHOLD_ASKED = re.compile(
+    r"门槛|满多少|最低消费|起步|达到多少|要求多少|条件|\bthreshold\b|\bminimum\b|\bat least\b|\bqualif|\brequire|\bspend\b",
+    re.I,
+)
+_THRESHOLD_BEFORE = re.compile(
+    r"(?:满|达到|达|超过|不低于|至少|累计|累积|以上|\bat least|\bover|\babove|\bminimum(?: of)?|\bspend(?:s|ing)?|\breach(?:es)?)\s*$",
+    re.I,
+)
+_THRESHOLD_AFTER = re.compile(r"^\s*(?:以上|及以上|起|或以上|\bor more\b|\band above\b|\band over\b)", re.I)
+
+_KIND_IDEAS = {"amount": {"@price"}, "duration": {"@time_limit"}}
+
+# Where a value's label stops: a clause mark, or another value.
+_CLAUSE = re.compile(r"[，,；;：:、。！!？?（）()\n]|\s-\s")
+_LABEL_TERMS = 4
+
+# "一年" and "1 年", "two years" and "2 years": a counted unit is one token whatever the spelling.
+_ZH_DIGITS = {"一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9, "十": 10}
+_EN_DIGITS = {
+    "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
+    "eleven": 11, "twelve": 12,
+}  # fmt: skip
+_UNITS = [
+    ("month", r"个月|months?"),
+    ("year", r"年|years?"),
+    ("week", r"周|星期|weeks?"),
+    ("day", r"天|日|days?"),
+    ("hour", r"小时|hours?"),
+    ("period", r"期|instal+ments?"),
+]
+_QUANTITY = re.compile(
+    r"(?P<n>\d+|[一二两三四五六七八九十]{1,3}|\b(?:"
+    + "|".join(_EN_DIGITS)
+    + r")\b)\s?-?(?P<unit>"
+    + "|".join(f"(?P<{key}>{pattern})" for key, pattern in _UNITS)
+    + r")",
+    re.I,
+)
+
+
+def _number(word: str) -> int | None:
+    if word.isdigit():
+        return int(word)
+    if word.lower() in _EN_DIGITS:
+        return _EN_DIGITS[word.lower()]
+    if word == "十":
+        return 10
+    if "十" in word:  # 十二, 二十, 二十四
+        tens, _, ones = word.partition("十")
+        return _ZH_DIGITS.get(tens, 1) * 10 + _ZH_DIGITS.get(ones, 0)
+    return _ZH_DIGITS.get(word) if len(word) == 1 else None
+
+
+def _quantities(text: str) -> set[str]:
+    out: set[str] = set()
+    for m in _QUANTITY.finditer(text):
+        n = _number(m.group("n"))
+        unit = next((key for key, _ in _UNITS if m.group(key)), "")
+        if n is not None and unit:
+            out.add(f"#{n}{unit}")
+    return out
 
 
 def _amount(value: str) -> float:
@@ -80,18 +184,34 @@ def is_recall(question: str) -> bool:
 class _Said:
     text: str
     side: str  # "user" | "assistant" | "summary"
-    position: int  # order in the conversation (the summary comes first)
+    position: float  # order in the conversation (the summary comes first)
+    asked: str = ""  # for an answer line: the question it answered
 
 
 def _lines(memory: MemoryView) -> list[_Said]:
     said: list[_Said] = []
     if memory.summary:
-        said.extend(_Said(line, "summary", 0) for line in memory.summary.splitlines() if line.strip())
+        lines = [line.strip() for line in memory.summary.splitlines() if line.strip()]
+        asked = ""
+        for i, line in enumerate(lines):
+            # The extractive summary says who said what; any other summary's lines may hold either side.
+            position = (i + 1) / (len(lines) + 1)
+            if line.startswith(PINNED_HEADER):
+                # One fact per entry, each with its label: read apart, like the lines they came from.
+                entries = [e.strip() for e in line.removeprefix(PINNED_HEADER).split("; ") if e.strip()]
+                said.extend(_Said(e, "summary", position + j * 1e-4) for j, e in enumerate(entries))
+            elif line.startswith(USER_LINE):
+                asked = line.removeprefix(USER_LINE).strip()
+                said.append(_Said(asked, "user", position))
+            elif line.startswith(ANSWER_LINE):
+                said.append(_Said(line.removeprefix(ANSWER_LINE).strip(), "assistant", position, asked))
+            else:
+                said.append(_Said(line, "summary", position))
     for i, r in enumerate(memory.rounds, start=1):
         said.append(_Said(r.user.content, "user", 2 * i))
         for line in r.assistant.content.splitlines():
             if line.strip() and not line.startswith("[extractive answer"):
-                said.append(_Said(line.strip(), "assistant", 2 * i + 1))
+                said.append(_Said(line.strip(), "assistant", 2 * i + 1, r.user.content))
     return said
 
 
@@ -123,6 +243,15 @@ _RECALL_WORDS = frozenset(
         "的",
         "你",
         "我",
+        "给",
+        "哪",
+        "哪个",
+        "哪一个",
+        "一款",
+        "哪款",
+        "哪台",
+        "推荐",
+        "推荐给",
         "what",
         "did",
         "you",
@@ -142,17 +271,91 @@ _RECALL_WORDS = frozenset(
         "were",
         "is",
         "the",
+        "which",
+        "one",
+        "recommend",
+        "recommended",
+        "suggest",
+        "suggested",
     ]
 )
 
 
 def _content(text: str) -> set[str]:
-    """Words, customer-service concepts and named places of a text, so an English line can match a
-    Chinese question ("gold" ~ "金卡", "美国" ~ "the United States")."""
+    """Words, customer-service concepts, named places and counted units of a text, so an English line can
+    match a Chinese question ("gold" ~ "金卡", "美国" ~ "the United States", "一年" ~ "1 year")."""
     words = {t for t in terms(text) if t not in _RECALL_WORDS}
     ideas = {f"@{c}" for c in concepts(text)}
     places = {f"@place:{p}" for p in attributes(text).get("place", ())}
-    return words | ideas | places
+    return words | ideas | places | _quantities(text)
+
+
+@dataclass(frozen=True, slots=True)
+class _Value:
+    text: str
+    label: frozenset[str]  # the content of the few words around it
+    words: tuple[str, ...]  # those words
+    threshold: bool  # the amount a condition names ("满 10000 元")
+
+    def fit(self, wanted: set[str], threshold: bool) -> float:
+        """How well the value's label fits the question: what they share, less what the label names that the
+        question does not ask about ("顶盖更换价格 1680 元" is not the price of the model asked about)."""
+        extra = sum(1 for w in self.words if _names_more(w, wanted))
+        return len(wanted & self.label) + (2.0 if threshold and self.threshold else 0.0) - 0.25 * min(extra, 4)
+
+
+def _names_more(word: str, wanted: set[str]) -> bool:
+    if word in wanted or word.isdigit() or len(word) < 2 or (word.isascii() and len(word) < 3):
+        return False
+    return not any(f"@{c}" in wanted for c in concepts(word))
+
+
+def _values(kind: str, pattern: re.Pattern[str], line: str) -> list[_Value]:
+    """The values of `kind` in a line, each with its label: the words between it and the clause mark or value
+    before it (the last few), and those after it up to the next."""
+    if kind == "product":
+        # A sentence's own product first; the cited page's title ("（… 商品详情）") only when it names none.
+        body, _, cited = line.rpartition("（") if line.endswith("）") else line.rpartition(" (")
+        named = product_names(body or line) or (product_names(cited) if body else [])
+        return [_Value(name, frozenset(), (), False) for name in named]
+    matches = list(pattern.finditer(line))
+    out: list[_Value] = []
+    for i, m in enumerate(matches):
+        start = matches[i - 1].end() if i else 0
+        end = matches[i + 1].start() if i + 1 < len(matches) else len(line)
+        before = line[start : m.start()]
+        marks = list(_CLAUSE.finditer(before))
+        before = before[marks[-1].end() :] if marks else before
+        after = line[m.end() : end]
+        mark = _CLAUSE.search(after)
+        after = after[: mark.start()] if mark else after
+        words = terms(before)[-_LABEL_TERMS:] + terms(after)[:_LABEL_TERMS]
+        # Every amount is a price: the concept tells none of them apart.
+        label = (_content(" ".join(words)) | _quantities(before) | _quantities(after)) - _KIND_IDEAS.get(kind, set())
+        threshold = bool(_THRESHOLD_BEFORE.search(before) or _THRESHOLD_AFTER.search(after))
+        out.append(_Value(m.group().strip(), frozenset(label), tuple(words), threshold))
+    return out
+
+
+def product_names(text: str) -> list[str]:
+    """Product names as a shop writes them: with a capital or a Chinese brand ("MacBook Air M3", "iPhone 16",
+    "小米 15 Pro"), whole words only (not the "pro" of "processor")."""
+    out: list[str] = []
+    for p in products(text):
+        at = text.find(p.text)
+        whole = at >= 0 and not text[at + len(p.text) : at + len(p.text) + 1].isalpha()
+        # An order number or a standard's code ("XC2025…", "MIL-STD-810H") is not a product.
+        if re.search(r"\d{5}|[A-Z]+-[A-Z]+-", p.text):
+            continue
+        if whole and (any(ch.isupper() for ch in p.text.split()[0]) or not p.text[0].isascii()):
+            out.append(p.text)
+    return out
+
+
+def _generic(word: str, generic: set[str]) -> bool:
+    """A word that only names the kind of value asked for ("价格" for an amount)."""
+    ideas = {f"@{c}" for c in concepts(word)}
+    return bool(ideas) and ideas <= generic
 
 
 def recall_answer(question: str, memory: MemoryView, lang: str) -> str | None:
@@ -160,24 +363,41 @@ def recall_answer(question: str, memory: MemoryView, lang: str) -> str | None:
     nothing that answers it.
 
     Among what was said (on the side the question points at), the line that shares most with the question
-    ("那台三星 1TB" -> the line about the Galaxy's 1TB price) and holds a value of the kind asked for wins;
-    ties go to the latest mention, or the earliest for "第一次"/"first"."""
+    (or, for an answer, with the question it answered) and holds a value of the kind asked for wins; ties
+    go to the latest mention, or the earliest for "第一次"/"first"."""
     if not is_recall(question) or not (memory.rounds or memory.summary):
         return None
     kind = next(((name, value) for name, cue, value in _KINDS if cue.search(question)), None)
     side = "assistant" if _ASSISTANT_SIDE.search(question) else "user" if _USER_SIDE.search(question) else ""
     if not side:
         side = "user" if kind is not None and kind[0] in ("order", "phone") else "assistant"
-    wanted = _content(question)
+    # What the question asks about, without the words that make it a recall ("你之前推荐的" is no topic).
+    topic = question
+    for cue in (_RECALL_ZH, _RECALL_EN, _ASSISTANT_SIDE, _USER_SIDE, _FIRST):
+        topic = cue.sub(" ", topic)
+    wanted = _content(topic)
+    # Whether the question names something beyond the kind of value ("典藏版多少钱", not just "价格是多少"):
+    # only then does a value's label weigh in choosing the line (else when it was said decides).
+    generic = _KIND_IDEAS.get(kind[0], set()) if kind else set()
+    topic_words = {w for w in wanted if not w.startswith("@") and len(w) > 1 and not _generic(w, generic)}
+    topical = bool(topic_words)
     first = _FIRST.search(question) is not None
-    best: tuple[tuple[float, int], _Said, list[str]] | None = None
+    threshold = kind is not None and kind[0] == "amount" and _THRESHOLD_ASKED.search(question) is not None
+    best: tuple[tuple[float, float], _Said, list[_Value]] | None = None
     for said in _lines(memory):
-        found = [m.group().strip() for m in kind[1].finditer(said.text)] if kind else []
+        found = _values(kind[0], kind[1], said.text) if kind else []
         if kind and not found:
             continue
-        overlap = len(wanted & _content(said.text))
-        if not kind and not overlap:
+        own = wanted & _content(said.text)
+        # The question an answer line answered tells what it was about, where the line does not say.
+        overlap = len(own) + 0.5 * len((topic_words & _content(said.asked)) - own)
+        # With no value to look for, or a product "for students", the line must be about what is asked.
+        if not overlap and (not kind or (kind[0] == "product" and wanted)):
             continue
+        if threshold and any(v.threshold for v in found):
+            overlap += 1.5
+        if found and topical and kind is not None and kind[0] != "product":
+            overlap += 0.5 * max(v.fit(wanted, threshold) for v in found)
         # The side asked about first, then what the line shares with the question, then when it was said.
         key = (3.0 * (said.side in (side, "summary")) + overlap, -said.position if first else said.position)
         if best is None or key > best[0]:
@@ -185,19 +405,30 @@ def recall_answer(question: str, memory: MemoryView, lang: str) -> str | None:
     if best is None:
         return None
     _, said_line, found = best
-    found = list(dict.fromkeys(found))
-    extreme = (_LOWEST.search(question) and "min") or (_HIGHEST.search(question) and "max") or ""
-    if kind and kind[0] == "amount" and extreme and len(found) > 1:
-        found = [(min if extreme == "min" else max)(found, key=_amount)]
+    values = _pick(question, wanted, threshold, found)
     quote = said_line.text if len(said_line.text) <= 160 else said_line.text[:160] + "…"
     if lang == "zh":
         who = "您" if said_line.side == "user" else "我"
         if kind:
-            return (
-                f"根据我们之前的对话，{who}提到的{_NAMES['zh'][kind[0]]}是 {'、'.join(found[:4])}。（原话：“{quote}”）"
-            )
+            return f"根据我们之前的对话，{who}提到的{_NAMES['zh'][kind[0]]}是 {'、'.join(values)}。（原话：“{quote}”）"
         return f"根据我们之前的对话，{who}说过：“{quote}”"
     who = "you gave" if said_line.side == "user" else "I gave"
     if kind:
-        return f'From our conversation: the {_NAMES["en"][kind[0]]} {who} was {", ".join(found[:4])}. (Said earlier: "{quote}")'
+        return f'From our conversation: the {_NAMES["en"][kind[0]]} {who} was {", ".join(values)}. (Said earlier: "{quote}")'
     return f'From our conversation, {"you said" if said_line.side == "user" else "I said"}: "{quote}"'
+
+
+def _pick(question: str, wanted: set[str], threshold: bool, found: list[_Value]) -> list[str]:
+    """Of a line's values, those whose label fits the question best (all of them when no label tells them
+    apart), then the lowest or highest when the question asks for one."""
+    if not found:
+        return []
+    scores = [v.fit(wanted, threshold) for v in found]
+    top = max(scores)
+    if top > min(scores):
+        found = [v for v, s in zip(found, scores, strict=True) if s == top]
+    texts = list(dict.fromkeys(v.text for v in found))
+    extreme = (_LOWEST.search(question) and "min") or (_HIGHEST.search(question) and "max") or ""
+    if extreme and len(texts) > 1 and all(_amount(t) for t in texts):
+        texts = [(min if extreme == "min" else max)(texts, key=_amount)]
+    return texts[:4]

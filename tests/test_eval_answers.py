@@ -4,6 +4,7 @@ sets in eval/answers, the recording upstream, and one end-to-end run of the comm
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -26,6 +27,7 @@ from rag_service.evaluation.answer_run import (
     parse_answer_memory,
     parse_answer_request,
     parse_summary_request,
+    read_as_passages,
 )
 from rag_service.evaluation.answers import (
     ConversationFileError,
@@ -426,6 +428,38 @@ def test_requests_are_told_apart_by_their_structure() -> None:
     assert classify_request(rewrite, reworded) == "rewrite"
     assert classify_request({"messages": [{"role": "user", "content": "hi"}]}, settings) == "other"
     assert classify_request({"messages": "nope"}, settings) == "other"
+
+
+async def test_the_fake_reads_overlapping_blocks_of_one_document_as_one_passage() -> None:
+    """The chunker repeats lines across a chunk boundary; a block that starts mid-list has no heading of its
+    own. Read from the prompt alone, the two blocks are one passage, so the list keeps its heading and the
+    fake quotes the whole price list, as a reader of the prompt would."""
+    settings = Settings()
+    head = "Orbit 7 商品详情\n价格\n本店售价如下。\n- 64GB 版本售价 1999 元。\n- 128GB 版本售价 2299 元。"
+    tail = "- 128GB 版本售价 2299 元。\n- 256GB 版本售价 2599 元。\n颜色\n共有两种颜色。"
+    other = "Orbit 7 Max 售价 3999 元。"
+    blocks = [
+        Chunk("2", "d", "orbit-7.md", "Orbit 7 商品详情", tail, 0.9, 10),
+        Chunk("9", "e", "orbit-7-max.md", "Orbit 7 Max 商品详情", other, 0.8, 10),
+        Chunk("1", "d", "orbit-7.md", "Orbit 7 商品详情", head, 0.7, 10),
+    ]
+    request = {
+        "messages": build_messages(
+            settings.prompt, settings.prompt.system_prompt, "", "", [], blocks, "Orbit 7 多少钱？"
+        )
+    }
+    question, chunks = parse_answer_request(request, settings)
+    passages = read_as_passages(chunks)
+    assert [p.source for p in passages] == ["orbit-7.md", "orbit-7-max.md"]
+    assert passages[0].text.count("128GB") == 1 and "64GB" in passages[0].text and "256GB" in passages[0].text
+    assert passages[0].doc_id == "orbit-7.md" != passages[1].doc_id
+    # Blocks that only touch (no shared line) stay apart.
+    apart = read_as_passages(
+        [dataclasses.replace(chunks[0], text=chunks[0].text.replace("128GB", "96GB")), *chunks[1:]]
+    )
+    assert len(apart) == 3
+    text = await ExtractiveGenerator(3).complete([], GenerationInput(question, question, passages, None))
+    assert all(price in text for price in ("1999", "2299", "2599")) and "3999" not in text
 
 
 async def test_summary_requests_parse_back_into_rounds() -> None:

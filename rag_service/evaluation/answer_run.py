@@ -20,6 +20,7 @@ sees the same memory: runs are deterministic.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 import tempfile
 import threading
@@ -152,6 +153,40 @@ def parse_answer_request(request: Mapping[str, Any], settings: Settings) -> tupl
     return parse_final_user_message(settings.prompt, _texts(request)[-1][1])
 
 
+def read_as_passages(chunks: Sequence[Chunk]) -> list[Chunk]:
+    """The chunks of a prompt as a reader takes them: each document named by its source, and two blocks of
+    one document that overlap (the chunker repeats a few lines across a boundary) read as one passage, so
+    a line keeps the heading printed above it in the other block. Only what the prompt shows is used: the
+    order of the blocks, their sources and their text (no scores, ids or sections)."""
+    passages: list[Chunk] = []
+    for chunk in chunks:
+        chunk = dataclasses.replace(chunk, doc_id=chunk.source)
+        for i, other in enumerate(passages):
+            if other.source != chunk.source:
+                continue
+            joined = _join(other.text, chunk.text) or _join(chunk.text, other.text)
+            if joined is not None:
+                passages[i] = dataclasses.replace(other, text=joined)
+                break
+        else:
+            passages.append(chunk)
+    return passages
+
+
+def _join(head: str, tail: str) -> str | None:
+    """`head` then `tail` when the last lines of `head` are the first lines of `tail` (or `tail` is all inside
+    `head`), else None."""
+    a, b = head.splitlines(), tail.splitlines()
+    if not a or not b:
+        return None
+    if "\n".join(b) in "\n".join(a):
+        return head
+    for k in range(min(len(a), len(b)), 0, -1):
+        if a[-k:] == b[:k] and sum(len(line.strip()) for line in b[:k]) >= 8:
+            return "\n".join(a + b[k:])
+    return None
+
+
 def parse_answer_memory(request: Mapping[str, Any]) -> MemoryView:
     """The summary and the earlier rounds an answer request carries (`prompt.build_messages`' layout)."""
     texts = _texts(request)[1:-1]  # without the system prompt and the final user message
@@ -270,6 +305,7 @@ class LLMRecorder:
     def _emulate(self, kind: RequestKind, request: dict[str, Any]) -> str | Fault:
         if kind == "answer":
             question, chunks = parse_answer_request(request, self.settings)
+            chunks = read_as_passages(chunks)
             # A model reads the conversation it is sent too: a question about it is answered from there.
             memory = parse_answer_memory(request)
             return asyncio.run(self.generator.complete([], GenerationInput(question, question, chunks, memory)))
