@@ -21,10 +21,11 @@ import re
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from rag_core.lexical import terms
-from rag_core.text import LIST_MARK, is_heading, language, split_sentences
+from rag_core.text import HAN_CLASS, LIST_MARK, is_heading, language, split_sentences
 from rag_service.domain import Chunk, GenerationInput
 from rag_service.facts import (
     BASE_WORDS,
@@ -33,13 +34,14 @@ from rag_service.facts import (
     Product,
     attribute_fit,
     attributes,
+    has_value,
     product_fit,
     products,
     question_asks,
     shows,
     values,
 )
-from rag_service.glossary import ASPECTS, concepts, coverage
+from rag_service.glossary import ASPECTS, GENERIC, concepts, coverage, weight
 from rag_service.recall import recall_answer
 
 ChatMessages = list[dict[str, Any]]
@@ -122,30 +124,85 @@ class Question:
     attrs: dict[str, set[str]]
     words: frozenset[str]
     ideas: frozenset[str]
+    # Concepts of the previous question the current one leaves implicit ("how much is that service?").
+    context: frozenset[str] = frozenset()
+    added_ideas: frozenset[str] = frozenset()
+    added_words: frozenset[str] = frozenset()
 
     @classmethod
-    def parse(cls, question: str, query: str) -> Question:
+    def parse(cls, question: str, query: str, earlier: Sequence[str] = ()) -> Question:
         # The rewritten query carries what a follow-up leaves out ("那它的保修期呢" -> the product); the
-        # question as asked decides the language and the type.
+        # question as asked decides the language and the type. `earlier` are the customer's last questions
+        # before this one, oldest first: "256GB 的呢" after "回收价多少" asks for the same kind of value.
         both = f"{query} {question}" if query and query != question else question
+        asks = question_asks(question) or question_asks(both)
+        if not asks and _FOLLOW_UP.search(question):
+            # The nearest earlier question with a type ("两年的呢" after "笔记本呢" after "延保多少钱").
+            asks = next((found for e in reversed(earlier) if (found := _typed(e))), [])
+        previous = " ".join(earlier[-_CONTEXT_ROUNDS:])
+        if not asks and has_value(question, Ask.DURATION):
+            asks = [Ask.DURATION]  # "what if it breaks after 10 days?": the time limit that applies
+        ideas = concepts(both)
+        # What the rewriter added to the question ("PDF 人工客服几点下班") is weaker evidence than what the
+        # customer asked, unless the question says nothing by itself ("专票呢" -> "专票什么时候能收到").
+        own_ideas, own_words = concepts(question), _stems(terms(question))
+        added_ideas = ideas - own_ideas if own_ideas else frozenset()
+        words = _stems(terms(both))
+        added_words = words - own_words if own_words - _GENERIC_ZH else set()
         return cls(
             text=question,
             lang=language(question),
-            asks=tuple(question_asks(question) or question_asks(both)),
+            asks=tuple(asks),
             named=products(query or question) or products(question),
             base_model=BASE_WORDS.search(question) is not None,
             attrs=attributes(question) or attributes(query),
-            words=frozenset(terms(both)),
-            ideas=concepts(both),
+            words=frozenset(words),
+            ideas=ideas,
+            added_ideas=added_ideas,
+            added_words=frozenset(added_words),
+            # A follow-up ("that service", "这个活动", one the rewriter completed) is still about the
+            # previous topic.
+            context=concepts(previous) - ideas if previous and _leans_on_previous(question, query) else frozenset(),
         )
+
+
+_ANAPHOR = re.compile(r"\b(?:that|this|it|its|those|these|them|they)\b|这个|那个|这项|那项|该|它", re.I)
+
+
+_CONTEXT_ROUNDS = 3
+
+
+def _typed(question: str) -> list[Ask]:
+    return [a for a in question_asks(question) if a is not Ask.YESNO]
+
+
+def _leans_on_previous(question: str, query: str) -> bool:
+    return query != question or bool(_ANAPHOR.search(question) or _FOLLOW_UP.search(question))
+
+
+# A question that leans on the one before: "那 256G 的呢", "and the blue one?", "what about in Europe?".
+_FOLLOW_UP = re.compile(r"呢[？?]?\s*$|^\s*(?:那|那么)|^\s*(?:and|what about|how about)\b", re.I)
+
+
+def _stems(words: Sequence[str] | set[str]) -> set[str]:
+    """English plurals folded ("keyboards" ~ "keyboard", "installments" ~ "installment"); other words kept."""
+    out: set[str] = set()
+    for w in words:
+        if w.isascii() and len(w) > 4 and w.endswith("s") and not w.endswith("ss"):
+            w = w[:-3] + "y" if w.endswith("ies") else w[:-1]
+        out.add(w)
+    return out
 
 
 def _context_products(c: Candidate, q: Question) -> list[Product]:
     """The products a sentence is about: those it names that touch the question's, else its section's,
     else its document's."""
-    own = [p for p in products(c.text) if any(p.core & a.core for a in q.named)]
+    named_here = products(c.text)
+    own = [p for p in named_here if any(p.core & a.core for a in q.named)]
     if own:
         return own
+    if named_here and c.text.startswith(named_here[0].text):
+        return [named_here[0]]  # a row that starts with another model ("Nova 7 128GB：完好 900 元")
     for text in (c.section, c.chunk.title):
         named = list(products(text)) if text else []
         if named:
@@ -159,7 +216,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     named_words = {t for p in q.named for t in terms(p.text)}
     asked_words = q.words - named_words
     for c in candidates:
-        c.words = (set(terms(c.text)) | set(terms(c.section))) - set(terms(c.chunk.title)) - named_words
+        c.words = _stems(set(terms(c.text)) | set(terms(c.section))) - _stems(terms(c.chunk.title)) - named_words
         c.ideas = concepts(f"{c.section} {c.text}")
     n = len(candidates)
     df: Counter[str] = Counter(t for c in candidates for t in c.words)
@@ -170,15 +227,24 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         for c in candidates:
             if shows(c.text, primary):
                 c.ideas |= {_ASK_IDEA[primary]}
-    idf = {t: math.log(1 + n / (df[t] or 1)) for t in asked_words}
+    idf = {t: math.log(1 + n / (df[t] or 1)) * (_ADDED if t in q.added_words else 1.0) for t in asked_words}
+    # A question with no topic of its own ("how much is that service?") takes the previous one's.
+    context_weight = 0.8 if q.ideas - GENERIC else 1.5
     words_total = sum(idf.values())
     for c in candidates:
         # How much of what the question says the sentence covers: its words (rarer ones weigh more) and
         # its concepts. In the question's language they are mostly the same evidence ("warranty" is both),
         # across languages only concepts match: the larger coverage counts, the other a little.
-        by_words = sum(idf[t] for t in asked_words & c.words) / words_total if words_total else 0.0
-        by_ideas = coverage(q.ideas, c.ideas)
+        shared = asked_words & c.words
+        by_words = sum(idf[t] for t in shared)
+        # A Chinese word written another way ("专票" ~ "专用发票", "碎了" ~ "碎裂") shares its characters.
+        by_words += 0.5 * sum(idf[t] for t in asked_words - shared if _HAN_WORD.fullmatch(t) and _chars_in(t, c))
+        by_words = by_words / words_total if words_total else 0.0
+        by_ideas = _coverage(q, c.ideas)
         score = 0.1 + max(by_words, by_ideas) + 0.25 * min(by_words, by_ideas)
+        if q.context:
+            # What the previous question was about still counts a little ("that service" = its topic).
+            score *= 1 + context_weight * coverage(q.context, c.ideas)
         page_ideas = concepts(c.chunk.title) | c.ideas
         # A sentence about a sub-topic the question never raises (a repair price for "how much is it")
         # answers another question; one on a page that lacks the sub-topic asked ("国际运费" on the domestic
@@ -198,6 +264,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
                 score *= 1.3 if fits else 1.0
             else:
                 score *= 2.2 if fits else 0.3
+            if primary in section_asks(c.section):
+                score *= 1.5  # under "退款多久到账" / "Delivery times": the heading asks this question
             if primary is Ask.SPEC:
                 # "内存多大" wants gigabytes, "多重" a weight: the unit of the concept asked about.
                 units = [_SPEC_UNITS[i] for i in q.ideas if i in _SPEC_UNITS]
@@ -218,6 +286,34 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             # "What is your return policy?": a page states its main rule first.
             score *= 1 + 0.5 / (1 + c.chunk.index)
         c.score = score / (1 + 0.12 * c.rank)
+
+
+_ADDED = 0.4
+_GENERIC_ZH = frozenset(["呢", "那", "那么", "的", "吗"])
+
+
+def _coverage(q: Question, got: frozenset[str]) -> float:
+    """`glossary.coverage` with the rewriter's additions weighing less."""
+    total = hit = 0.0
+    for c in q.ideas:
+        w = weight(c) * (_ADDED if c in q.added_ideas else 1.0)
+        total += w
+        if c in got:
+            hit += w
+    return hit / total if total else 0.0
+
+
+_HAN_WORD = re.compile(f"{HAN_CLASS}{{2,4}}")
+
+
+def _chars_in(word: str, c: Candidate) -> bool:
+    return all(ch in c.text or ch in c.section for ch in word)
+
+
+@lru_cache(maxsize=4096)
+def section_asks(section: str) -> frozenset[Ask]:
+    """The question a heading answers ("五、退款多久到账" -> a duration, "开具时间" -> a date)."""
+    return frozenset(question_asks(section)) - {Ask.YESNO, Ask.HOWTO} if section else frozenset()
 
 
 _HOWTO_HEADING = re.compile(
@@ -324,17 +420,18 @@ _TIERS = frozenset({"gold_tier", "silver_tier"})
 
 
 def trim_clauses(q: Question, text: str) -> str:
-    """The clauses of a sentence that concern the tier, size, place or membership level asked about:
-    "13 英寸屏幕更换价格为 4299 元，15 英寸屏幕更换价格为 4999 元。" for "15 寸换屏" is its second clause.
-    Clauses that name none of those kinds stay (they carry the shared context)."""
-    wanted = dict(q.attrs)
-    if q.ideas & _TIERS:
-        wanted["tier"] = set(q.ideas & _TIERS)
-    if not wanted:
-        return text
+    """The clauses of a sentence that concern what was asked:
+    - the tier, size, place or membership level asked about: "13 英寸屏幕更换价格为 4299 元，15 英寸屏幕更换价格为
+      4999 元。" for "15 寸换屏" is its second clause;
+    - of several clauses that each carry a value of the asked kind, those told apart by what was asked:
+      "支付宝 1 到 3 个工作日到账，银行卡 3 到 7 个工作日到账" for "how long to Alipay?" is its first.
+    Clauses that carry neither stay (they carry the shared context)."""
     clauses = [c for c in _CLAUSE.split(text) if c.strip()]
     if len(clauses) < 2:
         return text
+    wanted = dict(q.attrs)
+    if q.ideas & _TIERS:
+        wanted["tier"] = set(q.ideas & _TIERS)
     kept: list[str] = []
     for clause in clauses:
         named = attributes(clause)
@@ -344,7 +441,19 @@ def trim_clauses(q: Question, text: str) -> str:
         if any(kind in named and not named[kind] & values_ for kind, values_ in wanted.items()):
             continue  # another tier, size or place than the one asked about
         kept.append(clause)
-    if not kept or len(kept) == len(clauses):
+    if not kept:
+        return text
+    primary = q.asks[0] if q.asks else Ask.GENERAL
+    if primary not in (Ask.GENERAL, Ask.HOWTO, Ask.YESNO):
+        # A concept only one value clause names tells the clauses apart ("支付宝" vs "银行卡"): a clause that
+        # is told apart by what the question does not ask loses to one told apart by what it asks.
+        ideas = {i: concepts(c) - GENERIC for i, c in enumerate(kept) if shows(c, primary)}
+        asked = q.ideas - q.added_ideas
+        unique = {i: found - set().union(*(o for j, o in ideas.items() if j != i)) for i, found in ideas.items()}
+        if any(u & asked for u in unique.values()):
+            drop = {i for i, u in unique.items() if u - asked and not u & asked}
+            kept = [c for i, c in enumerate(kept) if i not in drop]
+    if len(kept) == len(clauses):
         return text
     out = "".join(kept).rstrip("，,；; ")
     return out if re.search(r"[。.!?！？]$", out) else out + ("。" if language(out) == "zh" else ".")
@@ -380,7 +489,8 @@ class ExtractiveGenerator:
         candidates = sentences_of(turn.chunks)
         if not candidates:
             return f"{MARKER} {empty}"
-        q = Question.parse(turn.question, turn.query)
+        rounds = turn.memory.rounds if turn.memory is not None else ()
+        q = Question.parse(turn.question, turn.query, [r.user.content for r in rounds[-_CONTEXT_ROUNDS:]])
         score_candidates(q, candidates)
         ranked = sorted(candidates, key=lambda c: (-c.score, c.rank, c.order))
         picked = _pick(q, ranked, self.max_sentences)

@@ -14,15 +14,17 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
 
+from rag_core.text import EN_GENERIC_WORDS, HAN_CLASS
 from rag_core.text import HAN as _CJK
-from rag_core.text import HAN_CLASS
 
 # --- question types ---------------------------------------------------------------------------------
 
 
 class Ask(Enum):
+    THRESHOLD = "threshold"
     PRICE = "price"
     DURATION = "duration"
+    TIME = "time"
     DATE = "date"
     CONTACT = "contact"
     LOCATION = "location"
@@ -36,6 +38,16 @@ class Ask(Enum):
 
 _ASK_PATTERNS: list[tuple[Ask, re.Pattern[str]]] = [
     (
+        # "买满多少包邮", "minimum order for free shipping": the amount from which a rule applies.
+        Ask.THRESHOLD,
+        re.compile(
+            r"满多少|多少(?:钱|元)?(?:才|就|可以|能)?(?:包邮|免运费|免费|免息|升级|成为)|门槛|最低消费|起订|起购|起送"
+            r"|\bminimum\b|\bat least how much\b|\bthreshold\b|\bhow much (?:do|must|should) (?:i|we) (?:spend|buy|order)\b"
+            r"|\bqualif(?:y|ies) for\b|\bspend to\b",
+            re.I,
+        ),
+    ),
+    (
         Ask.PERCENT,
         re.compile(
             r"费率|利率|手续费率|几折|打几折|折扣是多少|百分之|\brate\b|\bpercent|\binterest\b|\bhow big is the discount|\bdiscount\b.*\bhow (?:much|big)",
@@ -45,7 +57,7 @@ _ASK_PATTERNS: list[tuple[Ask, re.Pattern[str]]] = [
     (
         Ask.PRICE,
         re.compile(
-            r"多少钱|价格|价钱|售价|报价|多贵|几块|几元|卖多少|卖几|费用|收费|运费|邮费|要钱|花多少|起售价|起价|折多少|回收价|值多少|能换多少|补贴多少|便宜多少"
+            r"多少钱|价格|价钱|售价|回收多少|收多少|卖多少钱|报价|多贵|几块|几元|卖多少|卖几|费用|收费|运费|邮费|要钱|花多少|起售价|起价|折多少|回收价|值多少|能换多少|补贴多少|便宜多少"
             r"|\bprices?\b|\bcosts?\b|\bfees?\b|\bcharges?\b|\bpay\b.*\bhow much|\bhow much\b(?!\s+(?:memory|storage|ram|space|data|time|weight|battery)\b)"
             r"|\bexpensive\b|\bcheap(?:er|est)?\b|\bworth\b|\bget for\b",
             re.I,
@@ -60,9 +72,19 @@ _ASK_PATTERNS: list[tuple[Ask, re.Pattern[str]]] = [
         ),
     ),
     (
+        # "几点下班", "what's the latest it arrives", "order cut-off": a time of day.
+        Ask.TIME,
+        re.compile(
+            r"几点|最晚|最早|截止|截单|下班|关门|开门|营业时间"
+            r"|\bwhat time\b|\bhow late\b|\bhow early\b|\blatest\b|\bearliest\b|\bcut-?off\b|\bopening hours\b|\bclos(?:e|es|ing) (?:at|time)\b",
+            re.I,
+        ),
+    ),
+    (
         Ask.DATE,
         re.compile(
-            r"什么时候|何时|哪天|哪一天|几号|几点|日期|几月|\bwhen\b|\bwhat time\b|\bwhat date\b|\bwhich day\b", re.I
+            r"什么时候|何时|时间|哪天|哪一天|几号|几点|日期|几月|\bwhen\b|\bwhat time\b|\bwhat date\b|\bwhich day\b",
+            re.I,
         ),
     ),
     (
@@ -82,8 +104,8 @@ _ASK_PATTERNS: list[tuple[Ask, re.Pattern[str]]] = [
     (
         Ask.SPEC,
         re.compile(
-            r"多大|多重|多少克|重量|尺寸|容量|续航|多少毫安|刷新率|分辨率|几核|内存多大|像素|屏幕多大"
-            r"|\bhow (?:big|heavy|large|many)\b|\bweigh|\bcapacity\b|\bsize\b|\bbattery life\b|\bhow much (?:memory|storage|ram|space)\b",
+            r"多大|多重|多少克|多少瓦|几瓦|瓦数|重量|尺寸|容量|续航|多少毫安|刷新率|分辨率|几核|内存多大|像素|屏幕多大"
+            r"|\bhow (?:big|heavy|large|many)\b|\bweigh|\bwatts?\b|\bwattage\b|\bcapacity\b|\bsize\b|\bbattery life\b|\bhow much (?:memory|storage|ram|space)\b",
             re.I,
         ),
     ),
@@ -127,6 +149,9 @@ VALUE_PATTERNS: dict[Ask, re.Pattern[str]] = {
         r"|(?:周|星期)[一二三四五六日天]|\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b|\d{1,2}\s?(?:am|pm|点)",
         re.I,
     ),
+    Ask.TIME: re.compile(
+        r"(?<![\d.])\d{1,2}[:：]\d{2}(?![\d.])|\b\d{1,2}\s?(?:am|pm|a\.m\.|p\.m\.)|\d{1,2}\s?点(?!\d)", re.I
+    ),
     Ask.CONTACT: re.compile(
         r"\+?\d{2,4}[-\s]\d{2,4}[-\s]\d{3,4}(?:[-\s]\d{3,4})?|\b1[3-9]\d{9}\b|\b400[-\s]?\d{3}[-\s]?\d{4}\b|[\w.+-]+@[\w-]+\.[\w.]+"
     ),
@@ -148,13 +173,17 @@ VALUE_PATTERNS: dict[Ask, re.Pattern[str]] = {
 }
 
 
+def _values_of(ask: Ask) -> Ask:
+    return Ask.PRICE if ask is Ask.THRESHOLD else ask  # a threshold is an amount
+
+
 def values(text: str, ask: Ask) -> list[str]:
-    pattern = VALUE_PATTERNS.get(ask)
+    pattern = VALUE_PATTERNS.get(_values_of(ask))
     return [m.group().strip() for m in pattern.finditer(text)] if pattern else []
 
 
 def has_value(text: str, ask: Ask) -> bool:
-    pattern = VALUE_PATTERNS.get(ask)
+    pattern = VALUE_PATTERNS.get(_values_of(ask))
     return bool(pattern and pattern.search(text))
 
 
@@ -169,15 +198,25 @@ _YESNO_CUE = re.compile(
 )
 
 
+# An amount from which a rule applies: "满 99 元", "¥8000 or more", "at least ¥500", "5000 元以上".
+_THRESHOLD_CUE = re.compile(
+    r"满\s?[¥￥]?\d|达到\s?[¥￥]?\d|\d\s?(?:元|块)?\s?(?:以上|及以上|起)|超过\s?[¥￥]?\d|不低于|至少"
+    r"|\bor more\b|\bat least\b|\bminimum\b|\b(?:over|above|exceed(?:s|ing)?|from)\s(?:[¥￥$]|RMB|CNY)\s?\d",
+    re.I,
+)
+
+
 def shows(text: str, ask: Ask) -> bool:
     """Does the sentence carry what this kind of question wants?"""
+    if ask is Ask.THRESHOLD:
+        return has_value(text, Ask.PRICE) and _THRESHOLD_CUE.search(text) is not None
     if ask is Ask.HOWTO:
         return _HOWTO_CUE.search(text) is not None
     if ask is Ask.YESNO:
         return _YESNO_CUE.search(text) is not None
     if ask is Ask.DATE:
         # "什么时候能收到" / "when will it arrive" is answered by a date or by a time limit ("7 个工作日内").
-        return has_value(text, ask) or has_value(text, Ask.DURATION)
+        return has_value(text, ask) or has_value(text, Ask.DURATION) or has_value(text, Ask.TIME)
     return has_value(text, ask)
 
 
@@ -187,7 +226,7 @@ _ATTRIBUTES: dict[str, re.Pattern[str]] = {
     # "12GB+512GB" is memory + storage: the storage is the second figure.
     "storage": re.compile(r"(?:(?<=\d[GT]B\+)|(?<![\d+]))(\d+)\s?(GB|TB|G|T)\b(?!\s?(?:内存|RAM|memory|\+))", re.I),
     "screen": re.compile(r"(\d{2}(?:\.\d)?)\s?(?:英寸|寸|-?inch(?:es)?|\")", re.I),
-    "periods": re.compile(r"(\d{1,2})\s?(?:期|-?month instal+ments?|instal+ments?\b|periods?\b)", re.I),
+    "periods": re.compile(r"(\d{1,2})\s?(?:期|-?month(?:ly)? instal+ments?|instal+ments?\b|periods?\b)", re.I),
 }
 
 
@@ -195,11 +234,12 @@ _ATTRIBUTES: dict[str, re.Pattern[str]] = {
 # about phones, not laptops. Countries, regions and large cities in both languages are world knowledge,
 # not any shop's wording.
 _PLACES: dict[str, str] = {
-    "us": "美国|united states|\\busa?\\b|america", "ca": "加拿大|canada", "uk": "英国|united kingdom|\\buk\\b|britain",
+    # "US" in capitals only: the English word "us" is not a country.
+    "us": "美国|united states|(?-i:\\bU\\.?S\\.?A?\\b)|(?<!north )(?<!south )(?<!latin )(?<!central )\\bamerica\\b", "ca": "加拿大|canada", "uk": "英国|united kingdom|\\buk\\b|britain",
     "de": "德国|germany", "fr": "法国|france", "au": "澳大利亚|澳洲|australia", "nz": "新西兰|new zealand",
     "jp": "日本|japan", "kr": "韩国|south korea|\\bkorea", "sg": "新加坡|singapore", "my": "马来西亚|malaysia",
     "th": "泰国|thailand", "hk": "香港|hong kong", "mo": "澳门|macau|macao", "tw": "台湾|taiwan",
-    "eu": "欧洲|europe", "bj": "北京|beijing", "sh": "上海|shanghai", "gz": "广州|guangzhou", "sz": "深圳|shenzhen",
+    "eu": "欧洲|europe", "na": "北美|north america", "oc": "大洋洲|oceania", "asia": "亚洲|\\basia\\b", "bj": "北京|beijing", "sh": "上海|shanghai", "gz": "广州|guangzhou", "sz": "深圳|shenzhen",
     "cd": "成都|chengdu", "hz": "杭州|hangzhou", "wh": "武汉|wuhan", "nj": "南京|nanjing", "cq": "重庆|chongqing",
     "xa": "西安|xi'?an", "tj": "天津|tianjin", "su": "苏州|suzhou",
 }  # fmt: skip
@@ -208,6 +248,13 @@ _CATEGORIES: dict[str, str] = {
     "tablet": "平板|\\btablets?\\b", "watch": "手表|\\bwatch(?:es)?\\b", "earphones": "耳机|earphones?|headphones?|earbuds?",
 }  # fmt: skip
 PLACES, CATEGORIES = _PLACES, _CATEGORIES
+# The region a country is in: "寄到美国" is answered by the row for North America.
+REGION_OF: dict[str, str] = {
+    "us": "na", "ca": "na", "uk": "eu", "de": "eu", "fr": "eu", "au": "oc", "nz": "oc",
+    "jp": "asia", "kr": "asia", "sg": "asia", "my": "asia", "th": "asia",
+}  # fmt: skip
+_REGIONS = frozenset(REGION_OF.values())
+_REGION_KEYS = _REGIONS | {f"+{r}" for r in _REGIONS}
 _NAMED_KINDS = {
     kind: [(key, re.compile(pattern, re.I)) for key, pattern in table.items()]
     for kind, table in (("place", _PLACES), ("category", _CATEGORIES))
@@ -217,14 +264,19 @@ _NAMED_KINDS = {
 @lru_cache(maxsize=4096)
 def places(text: str) -> frozenset[str]:
     """The places named in the text (cached: the reranker asks it of the same chunks again and again)."""
-    return frozenset(key for key, pattern in _NAMED_KINDS["place"] if pattern.search(text))
+    found = {key for key, pattern in _NAMED_KINDS["place"] if pattern.search(text)}
+    # A country comes with its region ("美国" is in "North America"); a region named as such is marked
+    # "+na", so "the North America row" answers a US question but a Canada row does not.
+    implied = {REGION_OF[k] for k in found if k in REGION_OF}
+    return frozenset(found | implied | {f"+{k}" for k in found & _REGIONS})
 
 
 def attributes(text: str) -> dict[str, set[str]]:
-    """Attribute values named in the text, normalised: {"storage": {"256gb"}, "screen": {"13"}, "place": {"us"}}."""
+    """Attribute values named in the text, normalised: {"storage": {"256gb"}, "screen": {"13"}, "place": {"us",
+    "na"}} (a country comes with its region)."""
     out: dict[str, set[str]] = {}
     for kind, table in _NAMED_KINDS.items():
-        keys = {key for key, pattern in table if pattern.search(text)}
+        keys = set(places(text)) if kind == "place" else {key for key, pattern in table if pattern.search(text)}
         if keys:
             out[kind] = keys
     for kind, pattern in _ATTRIBUTES.items():
@@ -248,9 +300,21 @@ def attribute_fit(question: dict[str, set[str]], sentence: dict[str, set[str]]) 
         got = sentence.get(kind)
         if not got:
             continue
+        if kind == "place":
+            fit *= _place_fit(wanted, got)
+            continue
         # A product category named again is weaker evidence than the exact tier, size or place.
         fit *= (1.5 if kind == "category" else 2.5) if wanted & got else 0.15
     return fit
+
+
+def _place_fit(wanted: set[str], got: set[str]) -> float:
+    countries_w, countries_g = wanted - _REGION_KEYS, got - _REGION_KEYS
+    if countries_w & countries_g or any(f"+{r}" in got for r in wanted & _REGIONS):
+        return 2.5  # the country itself, or its region named as such ("Zone 3 (North America, ...)")
+    if countries_w and countries_g:
+        return 0.15  # another country, even in the same region
+    return 2.5 if wanted & got & _REGIONS else 0.15
 
 
 TIER_KINDS = frozenset({"storage", "screen", "periods"})
@@ -292,7 +356,7 @@ BASE_WORDS = re.compile(
 )
 
 _NAME_RUN = re.compile(
-    r"[A-Za-z][A-Za-z0-9+]*(?:[ \-]?(?:\d+[A-Za-z+]*|[A-Z][A-Za-z0-9+]*|[a-z]*\d[a-z0-9]*|pro|max|plus|ultra|mini|lite|air|se|fe|neo|gen|carbon))*"
+    r"[A-Za-z][A-Za-z0-9+]*(?:[ \-]?(?:\d+[A-Za-z+]*|[A-Z][A-Za-z0-9+]*|[a-z]*\d[a-z0-9]*|pro|max|plus|ultra|mini|lite|air|se|fe|neo|gen|carbon)(?![A-Za-z]))*"
 )
 _BRANDS_ZH = "小米 华为 三星 苹果 联想 荣耀 魅族 一加 真我 努比亚 红米 戴尔 惠普 华硕 宏碁 索尼 佳能 尼康 大疆 海尔 美的 格力 戴森"
 _BRAND_ZH = re.compile("(?:" + "|".join(_BRANDS_ZH.split()) + r")\s?(?=[A-Za-z0-9])")
@@ -411,9 +475,9 @@ _INNER_CAP = re.compile(r"[a-z][A-Z]|[A-Z]{2,}[a-z]")
 def _add_product(out: list[Product], text: str, start: int, end: int, raw: str) -> None:
     words = raw.strip(" -").split()
     words = [w for w in words if not _is_value(w)]
-    while words and (words[-1].lower() in _NOT_NAMES or _is_value(words[-1])):
+    while words and _not_name(words[-1]):
         words.pop()
-    while words and (words[0].lower() in _NOT_NAMES or _is_value(words[0])):
+    while words and _not_name(words[0]):
         words.pop(0)
     if not words:
         return
@@ -433,6 +497,13 @@ def _add_product(out: list[Product], text: str, start: int, end: int, raw: str) 
     product = Product(name, _tokens(name))
     if product.core and all(p.text != name for p in out):
         out.append(product)
+
+
+def _not_name(word: str) -> bool:
+    """A word a name does not start or end with: a value, an acronym of the trade, or a lowercase English
+    function word ("if ThinkPad X1", "in 24", "after 10" are not names; "Surface Go" keeps its "Go")."""
+    lowered = word.lower()
+    return lowered in _NOT_NAMES or _is_value(word) or (word.islower() and lowered in EN_GENERIC_WORDS)
 
 
 def _is_value(word: str) -> bool:

@@ -25,12 +25,24 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "extended_warranty": ("extended warranty|extend*", "延保|延长保修"),
     "accident": ("accident*|damage protection|drop*|crack*|broken", "意外|摔|碎屏|碎裂|进水"),
     "repair": ("repair*|fix*|service cent*", "维修|修理|报修|送修"),
+    "out_of_warranty": (
+        "out of warranty|out-of-warranty|after the warranty|after warranty|warranty expired|warranty has expired"
+        "|warranty ends|expired warranty|post-warranty|no longer under warranty",
+        "保外|过保|保修期外|超出保修|保修期满|保修期过后",
+    ),
+    "keyboard": ("keyboard*|keycap*|trackpad*|touchpad*", "键盘|触控板"),
+    "motherboard": ("motherboard*|logic board*|mainboard*", "主板"),
     "battery": ("batter*", "电池|续航"),
     "screen": ("screen*|display*", "屏幕|屏|显示屏"),
-    "price": ("price*|cost*|how much|pric*|fee*|charge*|expensive|cheap*", "价格|售价|多少钱|报价|费用|价钱|元"),
+    "price": ("price*|cost*|how much|pric*|fee*|charge*|expensive|cheap*", "价格|售价|多少钱|报价|费用|价钱|元|服务费"),
     "discount": ("discount*|off|promotion*|coupon*|deal*|sale", "优惠|折扣|打折|减免|促销|优惠券|立减"),
+    "coupon": ("coupon*|voucher*", "优惠券|代金券|券"),
+    "extra": ("extra|additional|on top of|in addition|stack*|combin*", "额外|另外|叠加|同时享受|再加"),
     "student": ("student*|school|college|universit*|campus", "学生|校园|高校|大学"),
-    "shipping": ("ship*|deliver*|courier*|parcel*|dispatch*|postage", "配送|发货|快递|物流|运费|邮费|送达|包邮|寄"),
+    "shipping": (
+        "ship*|deliver*|courier*|parcel*|dispatch*|postage|arriv*",
+        "配送|发货|快递|物流|运费|邮费|送达|包邮|寄|到货",
+    ),
     "shipping_fee": ("shipping fee*|shipping cost*|delivery fee*|postage|free shipping", "运费|邮费|包邮|配送费"),
     "international": ("international*|abroad|overseas|outside china|foreign", "国际|海外|境外|国外|出境"),
     "customs": ("customs|duty|duties|import tax*|tariff*", "关税|清关|海关|进口税"),
@@ -58,6 +70,11 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "cancel": ("cancel*|unpaid", "取消|未付款|自动关闭"),
     "track": ("track*|status|where is my", "查询|物流信息|查物流|查快递|物流|跟踪|进度|状态"),
     "payment": ("pay*|paid|alipay|wechat pay|card*", "支付|付款|付钱|支付宝|微信支付|银行卡"),
+    "e_wallet": (
+        "alipay|wechat pay|weixin pay|e-wallet*|mobile wallet*|digital wallet*",
+        "支付宝|微信支付|花呗|电子钱包",
+    ),
+    "bank_card": ("bank card*|credit card*|debit card*|bank*", "银行卡|信用卡|借记卡|银行"),
     "activation": ("activat*|unbox*|opened|used", "激活|拆封|开封|使用痕迹"),
     "condition": ("condition|scratch*|wear|intact|undamaged", "成色|划痕|磨损|完好"),
     "color": ("colou?r*|finish", "颜色|配色"),
@@ -149,6 +166,9 @@ def concepts(text: str) -> frozenset[str]:
 ASPECTS = frozenset(
     [
         "repair",
+        "out_of_warranty",
+        "keyboard",
+        "motherboard",
         "battery",
         "screen",
         "shipping",

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
-from rag_core.text import language
+from rag_core.text import is_heading, language
 from rag_service.domain import Chunk
 from rag_service.facts import BASE_WORDS, Product, places, product_fit, products
 from rag_service.glossary import concepts, coverage
@@ -46,10 +47,20 @@ class Query:
         return cls(language(query), concepts(query), named, BASE_WORDS.search(query) is not None, places(query))
 
 
+@lru_cache(maxsize=4096)
+def headings(text: str, section: str) -> str:
+    """The headings over the chunk's text: those inside it, and the one it starts under unless its first
+    line is a heading itself (then that section's body is in the previous chunk, not this one)."""
+    lines = [line.strip() for line in text.split("\n") if line.strip()]
+    inside = [line for line in lines if is_heading(line)]
+    starts_under = section if section and not (lines and is_heading(lines[0])) else ""
+    return " ".join([starts_under, *inside]).strip()
+
+
 def bonus(q: Query, chunk: Chunk) -> float:
     title = chunk.title
     across = int((chunk.lang or language(chunk.text)) != q.lang)
-    b = TITLE_CONCEPTS[across] * coverage(q.ideas, concepts(f"{title} {chunk.section}"))
+    b = TITLE_CONCEPTS[across] * coverage(q.ideas, concepts(f"{title} {headings(chunk.text, chunk.section)}"))
     b += TEXT_CONCEPTS[across] * coverage(q.ideas, concepts(chunk.text))
     if q.places and q.places & (places(chunk.text) | places(f"{title} {chunk.section}")):
         # A place is named the same way in any language ("美国" ~ "the United States").

@@ -240,4 +240,4 @@ def test_count_questions_want_a_count_and_when_accepts_a_time_limit() -> None:
     assert values("每个订单最多可寄 3 台平板，抬头可修改 1 次。", Ask.COUNT) == ["3 台", "1 次"]
     assert values("You can change it once.", Ask.COUNT) == ["once"]
     assert shows("纸质发票在 5 个工作日内寄出。", Ask.DATE) and shows("Opens at 9:00.", Ask.DATE)
-    assert attributes("寄到日本") == {"place": {"jp"}}
+    assert attributes("寄到日本") == {"place": {"jp", "asia"}}  # a country comes with its region
