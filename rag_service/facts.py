@@ -545,3 +545,21 @@ def product_fit(asked: list[Product], base_model: bool, named: list[Product]) ->
         for n in named:
             best = max(best, same_product(wanted, n))
     return best
+
+
+def related_product(asked: list[Product], named: list[Product]) -> bool:
+    """Does one of `named` belong to the line of an asked product: a shared name word and no other model
+    number ("S8" or "PureAir Air Purifiers" for "S8 Pro" / "PureAir 500"; not "iPhone 15" for "iPhone 16")?
+    A page titled by the family covers all its variants when no page is titled by the variant itself."""
+    for a in asked:
+        core_a = a.core
+        numbers_a = {t for t in core_a if t.isdigit()}
+        for n in named:
+            numbers_n = {t for t in n.core if t.isdigit()}
+            shared = core_a & n.core
+            # A lone letter ("X" of "X1" and of "MateBook X") is no shared name.
+            if any(len(t) > 1 or t.isdigit() for t in shared) and not (
+                numbers_a and numbers_n and not numbers_a & numbers_n
+            ):
+                return True
+    return False

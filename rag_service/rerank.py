@@ -21,8 +21,8 @@ from functools import lru_cache
 
 from rag_core.text import is_heading, language
 from rag_service.domain import Chunk
-from rag_service.facts import BASE_WORDS, Product, places, product_fit, products
-from rag_service.glossary import concepts, coverage
+from rag_service.facts import BASE_WORDS, Product, places, product_fit, products, related_product
+from rag_service.glossary import concepts, weight
 
 # The dense score already reflects shared words in the question's language; across languages the shared
 # concepts are new evidence, so they weigh more there.
@@ -31,6 +31,14 @@ TEXT_CONCEPTS = (0.04, 0.06)
 PLACE = (0.03, 0.06)
 SAME_PRODUCT = 0.08
 OTHER_PRODUCT = -0.10
+# A page whose title names no product but whose chunk names only other products (a row of a price table
+# for another item) is about them, not about the product asked: a lighter push than a sibling's page.
+OTHER_PRODUCTS_NAMED = -0.05
+# A question's concepts weighing less than this (one generic concept: "多少钱", "说明") say little about
+# which page answers it, so a page sharing only them gets a proportional share of the concept bonuses.
+FULL_CONCEPT_WEIGHT = 1.0
+# A title (or a chunk's name) this close to the asked product names the product itself (`same_product`).
+OWN_PAGE_FIT = 0.8
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,25 +65,60 @@ def headings(text: str, section: str) -> str:
     return " ".join([starts_under, *inside]).strip()
 
 
-def bonus(q: Query, chunk: Chunk) -> float:
+def concept_match(wanted: frozenset[str], got: frozenset[str]) -> float:
+    """The weighted share of the question's concepts that the text has, normalised by at least
+    `FULL_CONCEPT_WEIGHT`: sharing only the one generic concept of "<product> 多少钱" (price) with a price
+    list's title is weak evidence that the price list answers it; sharing "return" with a return policy is
+    strong."""
+    total = max(FULL_CONCEPT_WEIGHT, sum(weight(c) for c in wanted))
+    return sum(weight(c) for c in wanted & got) / total if wanted else 0.0
+
+
+def bonus(q: Query, chunk: Chunk, own_page: bool = True) -> float:
+    """The chunk's bonus. `own_page`: the pool holds a page whose title names the asked product itself
+    (then pages titled by its family or a sibling are siblings' pages); without one, a page of the product's
+    family whose chunk names the asked model is the product's page (one page for "X / X Pro / X Max")."""
     title = chunk.title
     across = int((chunk.lang or language(chunk.text)) != q.lang)
-    b = TITLE_CONCEPTS[across] * coverage(q.ideas, concepts(f"{title} {headings(chunk.text, chunk.section)}"))
-    b += TEXT_CONCEPTS[across] * coverage(q.ideas, concepts(chunk.text))
+    b = TITLE_CONCEPTS[across] * concept_match(q.ideas, concepts(f"{title} {headings(chunk.text, chunk.section)}"))
+    b += TEXT_CONCEPTS[across] * concept_match(q.ideas, concepts(chunk.text))
     if q.places and q.places & (places(chunk.text) | places(f"{title} {chunk.section}")):
         # A place is named the same way in any language ("美国" ~ "the United States").
         b += PLACE[across]
     if q.named:
-        fit = product_fit(list(q.named), q.base_model, list(products(title)))
-        if fit is not None:
-            b += OTHER_PRODUCT if fit == 0 else SAME_PRODUCT * fit
+        b += _product_bonus(q, chunk, own_page)
     return b
+
+
+def _product_bonus(q: Query, chunk: Chunk, own_page: bool) -> float:
+    asked, titled = list(q.named), list(products(chunk.title))
+    fit = product_fit(asked, q.base_model, titled)
+    if fit is not None and (own_page or fit >= OWN_PAGE_FIT):
+        return OTHER_PRODUCT if fit == 0 else SAME_PRODUCT * fit
+    named = list(products(f"{chunk.section}\n{chunk.text}"))
+    mentioned = product_fit(asked, q.base_model, named)
+    if fit is None:
+        # No product in the title (a price list, a consumables page): the chunk's own names decide, more
+        # weakly than a title does (a mention is not a page about it).
+        if mentioned is None:
+            return 0.0
+        if mentioned >= OWN_PAGE_FIT:
+            return SAME_PRODUCT * 0.5
+        return 0.0 if related_product(asked, named) else OTHER_PRODUCTS_NAMED
+    if not related_product(asked, titled):
+        return OTHER_PRODUCT
+    # The title names the asked product's family (or the family under another naming).
+    return SAME_PRODUCT * (1.0 if mentioned is not None and mentioned >= OWN_PAGE_FIT else 0.5)
 
 
 def rerank(query: str, chunks: Sequence[Chunk], scale: float = 1.0) -> list[Chunk]:
     """The chunks reordered by dense score plus the bonuses (times `scale`); scores are the adjusted ones."""
     q = Query.parse(query)
-    scored = [replace(c, score=c.score + scale * bonus(q, c)) for c in chunks]
+    own_page = bool(q.named) and any(
+        (fit := product_fit(list(q.named), q.base_model, list(products(c.title)))) is not None and fit >= OWN_PAGE_FIT
+        for c in chunks
+    )
+    scored = [replace(c, score=c.score + scale * bonus(q, c, own_page)) for c in chunks]
     return sorted(scored, key=lambda c: -c.score)
 
 
