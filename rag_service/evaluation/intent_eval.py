@@ -11,6 +11,8 @@ turn after the first is labelled. Three detectors are scored on the same turns:
 - `tracker`: what clears context in the service: the offline intent stage run through the
   conversation (its state carried turn to turn), a turn counting as a switch when it started a new task
   that stops sending the earlier rounds.
+With a knowledge base (`kb`), each turn is also rewritten and retrieved as the service does, so the
+detector can compare where a question lands with the documents the task was answered from.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import asyncio
 import datetime as dt
 import json
 import statistics
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -27,17 +30,19 @@ from pathlib import Path
 from typing import Any
 
 from rag_core.embedding import Embedder
-from rag_core.settings import IntentSettings, RewriteSettings
+from rag_core.settings import IntentSettings, QdrantSettings, RetrievalSettings, RewriteSettings, Settings
 from rag_core.tokens import TokenCounter
+from rag_core.vectorstore import VectorIndex, open_index
 from rag_service.domain import MemoryView, Message, Round
 from rag_service.evaluation.metrics import token_f1
 from rag_service.evaluation.retrieval_eval import split_half
 from rag_service.intents.config import IntentCatalog
 from rag_service.intents.slots import ProductCatalog, SlotExtractor
-from rag_service.intents.stage import IntentStage
-from rag_service.intents.switch import SwitchDetector
+from rag_service.intents.stage import IntentStage, index_probe
+from rag_service.intents.switch import DEFAULT_MARGIN_QUANTILE, SwitchDetector
 from rag_service.intents.task import TaskState
-from rag_service.rewrite import Gate
+from rag_service.retrieval import Retriever
+from rag_service.rewrite import Gate, RuleRewriter
 
 
 @dataclass(frozen=True)
@@ -232,27 +237,107 @@ def evaluate_switches(
     *,
     quantile: float,
     strict_quantile: float,
+    margin_quantile: float = DEFAULT_MARGIN_QUANTILE,
     half: str | None = None,
     topic_similarity: float = RewriteSettings().topic_similarity,
     titles: Sequence[str] = (),
+    kb: Path | None = None,
+) -> dict[str, Any]:
+    """With `kb`, its files are ingested into a temporary index and every turn is run as the service runs
+    it: the intent stage (whose switch detector reads where the question lands), then the rule rewriter
+    over the current task's rounds and retrieval, whose documents the stage keeps for the next turn."""
+    return asyncio.run(
+        _evaluate_switches(
+            conversations,
+            catalog,
+            embedder,
+            counter,
+            quantile=quantile,
+            strict_quantile=strict_quantile,
+            margin_quantile=margin_quantile,
+            half=half,
+            topic_similarity=topic_similarity,
+            titles=titles,
+            kb=kb,
+        )
+    )
+
+
+async def _kb_index(kb: Path, embedder: Embedder, counter: TokenCounter, folder: Path) -> VectorIndex:
+    from rag_core.documents.pipeline import ingest_file, iter_files
+
+    settings = Settings(qdrant=QdrantSettings(path=str(folder / "qdrant")))
+    index = open_index(settings.qdrant, embedder.dim, embedder.name)
+    for path in iter_files([kb], settings.ingest.extensions):
+        await ingest_file(path, index=index, embedder=embedder, counter=counter, settings=settings, source=path.name)
+    return index
+
+
+async def _evaluate_switches(
+    conversations: Sequence[SwitchConversation],
+    catalog: IntentCatalog,
+    embedder: Embedder,
+    counter: TokenCounter,
+    *,
+    quantile: float,
+    strict_quantile: float,
+    margin_quantile: float,
+    half: str | None,
+    topic_similarity: float,
+    titles: Sequence[str],
+    kb: Path | None,
 ) -> dict[str, Any]:
     if half is not None:
         keep = split_half([c.id for c in conversations], half)
         conversations = [c for c in conversations if c.id in keep]
-    gate = Gate(RewriteSettings(topic_similarity=topic_similarity), embedder)
+    rewrite_settings = RewriteSettings(topic_similarity=topic_similarity)
+    gate = Gate(rewrite_settings, embedder)
 
-    async def kb(tenant: str) -> Sequence[str]:
+    async def kb_titles_of(tenant: str) -> Sequence[str]:
         return titles
 
-    stage = IntentStage(
-        IntentSettings(),
-        catalog,
-        embedder,
-        counter,
-        kb,
-        switch_quantile=quantile,
-        strict_quantile=strict_quantile,
-    )
+    with tempfile.TemporaryDirectory(prefix="rag-eval-switches-") as tmp:
+        index = await _kb_index(kb, embedder, counter, Path(tmp)) if kb is not None else None
+        try:
+            stage = IntentStage(
+                IntentSettings(),
+                catalog,
+                embedder,
+                counter,
+                kb_titles_of,
+                switch_quantile=quantile,
+                strict_quantile=strict_quantile,
+                probe=index_probe(index) if index is not None else None,
+                margin_quantile=margin_quantile,
+            )
+            retriever = Retriever(index, embedder, RetrievalSettings()) if index is not None else None
+            rewriter = RuleRewriter(rewrite_settings, embedder)
+            result = await _run_switches(conversations, stage, gate, retriever, rewriter)
+        finally:
+            if index is not None:
+                await index.close()
+    detector = stage.switch
+    return {
+        "half": half,
+        "conversations": len(conversations),
+        "quantile": quantile,
+        "strict_quantile": strict_quantile,
+        "margin_quantile": margin_quantile,
+        "switch_threshold": detector.threshold,
+        "strict_threshold": detector.strict,
+        "landing_margin": detector.margin,
+        "intent_threshold": stage.recognizer.threshold,
+        **result,
+    }
+
+
+async def _run_switches(
+    conversations: Sequence[SwitchConversation],
+    stage: IntentStage,
+    gate: Gate,
+    retriever: Retriever | None,
+    rewriter: RuleRewriter,
+) -> dict[str, Any]:
     detector: SwitchDetector = stage.switch
     scores = {"gate": SwitchScores(), "detector": SwitchScores(), "tracker": SwitchScores()}
     mistakes: list[dict[str, Any]] = []
@@ -260,17 +345,23 @@ def evaluate_switches(
         state = TaskState()
         rounds: list[Round] = []
         for i, turn in enumerate(conv.turns):
-            if i > 0:
-                gold = bool(turn.switch)
-                g = gate.decide(turn.question, MemoryView("", 0, tuple(rounds))).kind == "switch"
-                scores["gate"].add(g, gold)
-                d = detector.decide(
-                    turn.question, [r.user.content for r in rounds], [r.assistant.content for r in rounds]
-                )
-                scores["detector"].add(d.switch, gold)
+            gold = bool(turn.switch)
             # Rounds of the current task only, as the service sends them.
             current = tuple(rounds[state.start_message // 2 :])
-            result = asyncio.run(stage.run(turn.question, state, current, 2 * i, ""))
+            if i > 0:
+                g = gate.decide(turn.question, MemoryView("", 0, tuple(rounds))).kind == "switch"
+                scores["gate"].add(g, gold)
+                # The detector alone: every earlier round, where the task's documents say the task is.
+                landed = await stage.landing(turn.question, state, rounds, "")
+                d = detector.decide(
+                    turn.question,
+                    [r.user.content for r in rounds],
+                    [r.assistant.content for r in rounds],
+                    landed=landed,
+                    task_documents={doc for docs in state.documents for doc in docs},
+                )
+                scores["detector"].add(d.switch, gold)
+            result = await stage.run(turn.question, state, current, 2 * i, "")
             if i > 0:
                 cleared = result.step.new_task
                 scores["tracker"].add(cleared, gold)
@@ -284,22 +375,18 @@ def evaluate_switches(
                             "cleared": cleared,
                             "reason": result.step.reason,
                             "detector": d.reason,
+                            "switch": result.recognition.switch.reason if result.recognition.switch else "",
                             "intent": result.state.intent,
                         }
                     )
+            if retriever is not None and result.reply is None:
+                sent = tuple(rounds[result.start_message // 2 :])
+                query = (await rewriter.rewrite(turn.question, MemoryView("", 0, sent))).query
+                chunks = await retriever.search(query)
+                result.answered_from([*result.context, *chunks])
             state = stage.finish(result, answered=True)
             rounds.append(_round(turn.question, turn.answer, i))
-    return {
-        "half": half,
-        "conversations": len(conversations),
-        "quantile": quantile,
-        "strict_quantile": strict_quantile,
-        "switch_threshold": detector.threshold,
-        "strict_threshold": detector.strict,
-        "intent_threshold": stage.recognizer.threshold,
-        "scores": {k: v.as_dict() for k, v in scores.items()},
-        "mistakes": mistakes,
-    }
+    return {"scores": {k: v.as_dict() for k, v in scores.items()}, "mistakes": mistakes}
 
 
 def intents_table(report: IntentReport) -> str:
@@ -319,7 +406,8 @@ def switches_table(result: dict[str, Any]) -> str:
     lines = [
         f"half {result['half'] or 'all'}: {result['conversations']} conversations; switch threshold "
         f"{result['switch_threshold']:.4f} / strict {result['strict_threshold']:.4f} (quantiles {result['quantile']} / "
-        f"{result['strict_quantile']}), intent threshold {result['intent_threshold']:.4f}",
+        f"{result['strict_quantile']}), landing margin {_fmt(result.get('landing_margin'))} (median less quantile "
+        f"{result.get('margin_quantile')}; none: no knowledge base), intent threshold {result['intent_threshold']:.4f}",
         "| detector | turns | switches | precision | recall | tp | fp | fn |",
         "|---|---|---|---|---|---|---|---|",
     ]
@@ -328,3 +416,7 @@ def switches_table(result: dict[str, Any]) -> str:
             f"| {name} | {s['turns']} | {s['switches']} | {s['precision']:.3f} | {s['recall']:.3f} | {s['tp']} | {s['fp']} | {s['fn']} |"
         )
     return "\n".join(lines)
+
+
+def _fmt(value: float | None) -> str:
+    return "none" if value is None else f"{value:.4f}"

@@ -4,7 +4,10 @@ The pipeline runs it right after memory (before rewriting, so the rewriter and t
 current task's rounds) and applies what it returns: the task's start (earlier messages are not sent), a
 canned reply (the question for a missing slot, or the answer when the action failed) instead of
 retrieval and generation, the action's reply as context, the active intent's prompt module appended to
-the system prompt, and the state block.
+the system prompt, and the state block. After retrieval, the pipeline tells the turn which documents it
+was answered from (`TaskTurn.answered_from`); the stored state keeps them for the task's recent turns, so
+the next turn's switch detector can tell whether the question stays on the task's documents (`probe`: the
+question's nearest chunks, read only when the wording leaves the question open).
 """
 
 from __future__ import annotations
@@ -16,9 +19,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rag_core.embedding import Embedder
+from rag_core.embedding import Embedder, Vector
 from rag_core.settings import IntentSettings
 from rag_core.tokens import TokenCounter
+from rag_core.vectorstore import VectorIndex
 from rag_service.domain import Chunk, Round
 from rag_service.intents.actions import ActionResult, call_action
 from rag_service.intents.config import IntentCatalog
@@ -26,18 +30,43 @@ from rag_service.intents.llm_recognizer import BadReply, LLMRecognizer
 from rag_service.intents.recognize import IntentRecognizer
 from rag_service.intents.slots import ProductCatalog, SlotExtractor, language
 from rag_service.intents.switch import (
+    DEFAULT_MARGIN_QUANTILE,
     DEFAULT_QUANTILE,
     DEFAULT_STRICT_QUANTILE,
+    RECENT_TURNS,
+    Landing,
     SwitchDetector,
+    calibrate_margin,
     calibrate_threshold,
 )
 from rag_service.intents.task import Recognition, Step, TaskState, TaskTracker, state_line
 from rag_service.prompt import escape_data
+from rag_service.rewrite_rules import has_subject
 
 log = logging.getLogger(__name__)
 
 OPEN_STATE, CLOSE_STATE = "<task_state>", "</task_state>"
 TITLES_TTL_S = 60.0
+# The chunks of a turn's context that say which documents it was answered from (the best ones).
+ANSWERED_FROM_CHUNKS = 3
+
+# Nearest chunks read for a question's landing: enough to reach the task's documents when they are near.
+PROBE_CHUNKS = 40
+
+# The question's nearest chunks in the tenant's knowledge base: (vector, tenant) -> (document id, score)...
+Probe = Callable[[Vector, str], Awaitable[Landing]]
+
+
+def index_probe(index: VectorIndex, limit: int = PROBE_CHUNKS) -> Probe:
+    """A dense-only search of the index (cosines: the scale the landing margin is calibrated on; no BM25
+    fusion or rerank bonus), reading only the document ids."""
+
+    async def probe(vector: Vector, tenant: str) -> Landing:
+        # (rrf_k is unused by a dense-only search.)
+        hits = await index.search(vector, None, limit, 60, tenant=tenant, payload=["doc_id"])
+        return [(str(h.payload.get("doc_id", "")), h.score) for h in hits]
+
+    return probe
 
 
 @dataclass
@@ -60,6 +89,13 @@ class TaskTurn:
     seconds: float = 0.0
     # The state block's tokens as sent (set by the pipeline, which counts messages).
     state_tokens: int = 0
+    # The documents the turn was answered from (set by the pipeline after retrieval).
+    documents: list[str] = field(default_factory=list)
+
+    def answered_from(self, chunks: Sequence[Chunk]) -> None:
+        """Record the documents of the turn's best retrieved chunks (the action's reply is not one)."""
+        own = {c.id for c in self.context}
+        self.documents = _documents([(c.doc_id, c.score) for c in chunks if c.id not in own])
 
     def receipt(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -82,6 +118,8 @@ class TaskTurn:
                 "corrected": list(self.step.corrected),
             },
         }
+        if self.recognition.switch is not None:
+            out["task"]["switch"] = self.recognition.switch.reason
         if self.recognition.detail:
             out["task"]["recognizer_detail"] = self.recognition.detail
         if self.action is not None:
@@ -100,6 +138,8 @@ class IntentStage:
         llm: LLMRecognizer | None = None,
         switch_quantile: float = DEFAULT_QUANTILE,
         strict_quantile: float = DEFAULT_STRICT_QUANTILE,
+        probe: Probe | None = None,
+        margin_quantile: float = DEFAULT_MARGIN_QUANTILE,
     ) -> None:
         self.settings, self.catalog, self.embedder, self.counter = settings, catalog, embedder, counter
         self.recognizer = IntentRecognizer(catalog, embedder, settings.threshold)
@@ -109,7 +149,9 @@ class IntentStage:
             embedder,
             calibrate_threshold(embedder, groups, switch_quantile),
             calibrate_threshold(embedder, groups, strict_quantile),
+            margin=calibrate_margin(embedder, groups, margin_quantile) if probe is not None else None,
         )
+        self.probe = probe
         self.tracker = TaskTracker(catalog)
         self.llm = llm
         self._titles = titles
@@ -132,8 +174,28 @@ class IntentStage:
         self._catalogs[tenant] = (now + TITLES_TTL_S, extractor)
         return extractor
 
+    async def landing(self, question: str, state: TaskState, rounds: Sequence[Round], tenant: str) -> Landing | None:
+        """Where the question lands in the knowledge base, when that can decide a switch: the task has
+        documents and the wording leaves the question open (read before rewriting, so on the question
+        as asked; a dense search on the embedding the turn computes anyway)."""
+        if self.probe is None or not state.documents or not rounds:
+            return None
+        questions, answers = [r.user.content for r in rounds], [r.assistant.content for r in rounds]
+        if self.switch.settled(question, questions, answers) is not None or not has_subject(question):
+            return None
+        try:
+            return await self.probe(self.embedder.embed_query(question), tenant)
+        except Exception as exc:  # the index being down must not fail the turn: no landing then
+            log.warning("knowledge-base landing unavailable for switch detection: %s", exc)
+            return None
+
     def offline(
-        self, question: str, state: TaskState, rounds: Sequence[Round], extractor: SlotExtractor
+        self,
+        question: str,
+        state: TaskState,
+        rounds: Sequence[Round],
+        extractor: SlotExtractor,
+        landed: Landing | None = None,
     ) -> Recognition:
         vector = self.embedder.embed_query(question)
         candidate = self.recognizer.score_vector(vector)
@@ -144,14 +206,24 @@ class IntentStage:
                 asked = state.asked if name == state.intent else None
                 slots[spec.name] = extractor.extract(spec, question, asked)
         switch = self.switch.decide(
-            question, [r.user.content for r in rounds], [r.assistant.content for r in rounds], vector
+            question,
+            [r.user.content for r in rounds],
+            [r.assistant.content for r in rounds],
+            vector,
+            landed,
+            {d for docs in state.documents for d in docs},
         )
         return Recognition(candidate, slots, "offline", switch=switch)
 
     async def recognize(
-        self, question: str, state: TaskState, rounds: Sequence[Round], extractor: SlotExtractor
+        self,
+        question: str,
+        state: TaskState,
+        rounds: Sequence[Round],
+        extractor: SlotExtractor,
+        landed: Landing | None = None,
     ) -> Recognition:
-        offline = self.offline(question, state, rounds, extractor)
+        offline = self.offline(question, state, rounds, extractor, landed)
         if self.llm is None:
             return offline
         try:
@@ -167,7 +239,8 @@ class IntentStage:
     ) -> TaskTurn:
         t0 = time.perf_counter()
         extractor = await self.extractor(tenant)
-        rec = await self.recognize(question, state, rounds, extractor)
+        landed = await self.landing(question, state, rounds, tenant)
+        rec = await self.recognize(question, state, rounds, extractor, landed)
         round_index = message_count // 2
         step = self.tracker.step(state, question, round_index, rec)
         new = step.state
@@ -206,6 +279,8 @@ class IntentStage:
         state = turn.state
         if answered and turn.step.action == "act" and (turn.action is None or turn.action.ok):
             state = state.model_copy(update={"done": True})
+        if turn.documents:
+            state = state.model_copy(update={"documents": [*state.documents, turn.documents][-RECENT_TURNS:]})
         return state
 
     def state_block(self, state: TaskState) -> str:
@@ -218,6 +293,15 @@ class IntentStage:
     def all_modules(self) -> str:
         """Every intent's prompt module (what a prompt holds without per-intent modules; the benchmark's baseline)."""
         return "".join("\n\n" + i.prompt.strip() for i in self.catalog.intents if i.prompt)
+
+
+def _documents(chunks: Landing) -> list[str]:
+    """The distinct documents of the best `ANSWERED_FROM_CHUNKS` chunks, best first."""
+    docs: list[str] = []
+    for doc, _ in chunks[:ANSWERED_FROM_CHUNKS]:
+        if doc and doc not in docs:
+            docs.append(doc)
+    return docs
 
 
 def _earlier(previous: str) -> str:

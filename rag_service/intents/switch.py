@@ -5,23 +5,33 @@ A later turn is a switch only when all of these hold:
   follow-up ("那 256GB 呢", "And the 512GB one?"), and enough content of its own ("Price?", "How fast?",
   "要多久" are follow-ups, whatever words they use);
 - it shares no topic word with the recent turns (the user's and the answers');
-- it is far from every recent user turn: its best cosine lies below the calibrated threshold.
+- and then either it is far from every recent user turn (its best cosine lies below the calibrated
+  threshold), or it lands in the knowledge base away from the task: the document its nearest chunks
+  belong to is not one the task's turns were answered from, and beats the best of those by a margin.
 
-The threshold is the embedder's own: at start, the configured example utterances (intents and plain
+Similarity to the earlier questions alone cannot tell a switch from a follow-up (with multilingual-e5,
+real switches score 0.78-0.86 against the recent turns, ordinary follow-ups 0.78-0.93); where the question
+lands can: a follow-up stays on the task's documents (or, elliptic, lands nowhere in particular), a new
+subject lands squarely on another document.
+
+The thresholds are the embedder's own: at start, the configured example utterances (intents and plain
 knowledge questions) are embedded and the similarities between examples of *different* classes form
 the embedder's distribution of unrelated customer-service questions; the threshold is a quantile of it
 (`quantile`). A question no nearer to the conversation than most unrelated pairs are to each other has
 left the topic. The same quantile gives 0.8x for multilingual-e5 and 0.1x-0.2x for MiniLM, with no
-constant tuned for one model.
+constant tuned for one model. The landing margin is a spread of the same distribution (the median
+unrelated pair less its low `margin_quantile`): a document must beat the task's documents by more than
+unrelated questions differ among themselves (0.05 for multilingual-e5, 0.11 for MiniLM).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from rag_core.embedding import Embedder, Vector
 from rag_service.facts import products
@@ -38,7 +48,11 @@ from rag_service.rewrite_rules import (
 # Chosen on half A of eval/intents/switches.jsonl (docs/intents.md reports half B).
 DEFAULT_QUANTILE = 0.9
 DEFAULT_STRICT_QUANTILE = 0.25
+DEFAULT_MARGIN_QUANTILE = 0.1
 RECENT_TURNS = 3
+
+# Where a question lands: its nearest chunks of the knowledge base as (document id, score), best first.
+Landing = Sequence[tuple[str, float]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +63,9 @@ class SwitchDecision:
     # The question refers back (a marker, a contrast, a shared word, too little of its own): nothing
     # else may call it a switch either.
     follows: bool = False
+    # How far the document the question lands on beats the task's documents (0: it lands on one of
+    # them; None: where it lands was not read).
+    away: float | None = None
 
 
 def _cos(a: Vector, b: Vector) -> float:
@@ -58,6 +75,17 @@ def _cos(a: Vector, b: Vector) -> float:
 
 def calibrate_threshold(embedder: Embedder, groups: Sequence[Sequence[str]], quantile: float) -> float:
     """The `quantile` of the cosines between texts of different groups (the embedder's unrelated pairs)."""
+    return float(np.quantile(unrelated_similarities(embedder, groups), quantile))
+
+
+def calibrate_margin(embedder: Embedder, groups: Sequence[Sequence[str]], quantile: float) -> float:
+    """How much unrelated pairs differ among themselves: the median cosine less the low `quantile`."""
+    sims = unrelated_similarities(embedder, groups)
+    return float(np.quantile(sims, 0.5) - np.quantile(sims, quantile))
+
+
+def unrelated_similarities(embedder: Embedder, groups: Sequence[Sequence[str]]) -> npt.NDArray[np.float32]:
+    """The cosines between texts of different groups: the embedder's distribution of unrelated questions."""
     vectors: list[Vector] = []
     labels: list[int] = []
     for g, texts in enumerate(groups):
@@ -70,8 +98,8 @@ def calibrate_threshold(embedder: Embedder, groups: Sequence[Sequence[str]], qua
     m = m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
     sims = m @ m.T
     lab = np.array(labels)
-    cross = sims[lab[:, None] != lab[None, :]]
-    return float(np.quantile(cross, quantile))
+    cross: npt.NDArray[np.float32] = sims[lab[:, None] != lab[None, :]]
+    return cross
 
 
 # Words customers use to announce a new subject ("对了，…", "By the way, …"): a switch unless the rest
@@ -84,33 +112,58 @@ _ANNOUNCE = re.compile(
 )
 
 
-# Place and time references the rewriter's markers leave out ("Can I try it there?", "那边能自提吗").
+# Place and time references the rewriter's markers leave out ("Can I try it there?", "那边能自提吗"); the
+# existential "there" ("Is there a …?", "there are …") refers to nothing.
 _BACK = re.compile(
-    r"\b(?:there|then|that one|those|these)\b|那里|那边|这边|那儿|这儿|那家|这家|那时|到时", re.IGNORECASE
+    r"(?<!\bis )(?<!\bare )(?<!\bwas )(?<!\bwere )\bthere\b(?!\s+(?:is|are|was|were)\b|'s)"
+    r"|\b(?:then|that one|those|these)\b|那里|那边|这边|那儿|这儿|那家|这家|那时|到时",
+    re.IGNORECASE,
 )
 
 
 class SwitchDetector:
     """`threshold`: below it a question with a new name of its own has left the topic; `strict`: below it
-    any question with a subject of its own has (no name needed)."""
+    any question with a subject of its own has (no name needed); `margin`: by this much the document a
+    question lands on must beat the task's documents."""
 
     def __init__(
-        self, embedder: Embedder, threshold: float, strict: float | None = None, recent_turns: int = RECENT_TURNS
+        self,
+        embedder: Embedder,
+        threshold: float,
+        strict: float | None = None,
+        recent_turns: int = RECENT_TURNS,
+        margin: float | None = None,
     ) -> None:
         self.embedder, self.threshold, self.recent_turns = embedder, threshold, recent_turns
         self.strict = threshold if strict is None else strict
+        self.margin = margin
+        # The stage asks before probing the knowledge base and again when deciding: read the wording once.
+        self._settled: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], SwitchDecision | None] | None = None
 
-    def decide(
-        self,
-        question: str,
-        previous_questions: Sequence[str],
-        previous_answers: Sequence[str] = (),
-        vector: Vector | None = None,
-    ) -> SwitchDecision:
+    def settled(
+        self, question: str, previous_questions: Sequence[str], previous_answers: Sequence[str] = ()
+    ) -> SwitchDecision | None:
+        """The decision the wording alone settles (no earlier turn, a reference back, an announced new
+        subject, a shared topic word), else None: then similarity and where the question lands decide."""
+        key = (question, tuple(previous_questions), tuple(previous_answers))
+        if self._settled is not None and self._settled[0] == key:
+            return self._settled[1]
+        decision = self._settle(question, previous_questions, previous_answers)
+        self._settled = (key, decision)
+        return decision
+
+    def _settle(
+        self, question: str, previous_questions: Sequence[str], previous_answers: Sequence[str]
+    ) -> SwitchDecision | None:
         recent = [q for q in previous_questions if q.strip()][-self.recent_turns :]
         if not recent:
             return SwitchDecision(False, "no earlier turn")
-        marker = find_marker(question)
+        announced = _ANNOUNCE.search(question)
+        # "Also, …" is an announcement the rewriter reads as a marker: only a marker outside it refers back.
+        rest = question
+        if announced:
+            rest = question[: announced.start()] + " " * len(announced.group()) + question[announced.end() :]
+        marker = find_marker(rest)
         if marker is not None:
             return SwitchDecision(False, f"reference marker {marker.text!r}", follows=True)
         back = _BACK.search(question)
@@ -118,15 +171,32 @@ class SwitchDetector:
             return SwitchDecision(False, f"refers back with {back.group()!r}", follows=True)
         if contrast_followup(question) is not None:
             return SwitchDecision(False, "contrast follow-up", follows=True)
-        if _ANNOUNCE.search(question):
+        if announced:
             return SwitchDecision(True, "announces a new subject")
         answers = [a for a in previous_answers if a.strip()][-self.recent_turns :]
-        context = [*recent, *answers]
         words = topic_words(entities(question))
-        shared = words & set().union(*(topic_words(entities(t)) for t in context))
+        shared = words & set().union(*(topic_words(entities(t)) for t in [*recent, *answers]))
         if shared:
             return SwitchDecision(False, f"shares {sorted(shared)[0]!r}", follows=True)
-        seen = normalize(" ".join(context))
+        return None
+
+    def decide(
+        self,
+        question: str,
+        previous_questions: Sequence[str],
+        previous_answers: Sequence[str] = (),
+        vector: Vector | None = None,
+        landed: Landing | None = None,
+        task_documents: Collection[str] = (),
+    ) -> SwitchDecision:
+        """`landed`: the question's nearest chunks; `task_documents`: the documents the task's recent turns
+        were answered from. Without both, the knowledge base has no say."""
+        early = self.settled(question, previous_questions, previous_answers)
+        if early is not None:
+            return early
+        recent = [q for q in previous_questions if q.strip()][-self.recent_turns :]
+        answers = [a for a in previous_answers if a.strip()][-self.recent_turns :]
+        seen = normalize(" ".join([*recent, *answers]))
         new_names = [
             p.text
             for p in products(question)
@@ -140,4 +210,22 @@ class SwitchDetector:
             return SwitchDecision(False, f"no subject of its own, similarity {sim:.3f}", sim, follows=True)
         if sim < self.strict:
             return SwitchDecision(True, f"similarity {sim:.3f} < {self.strict:.3f}", sim)
-        return SwitchDecision(False, f"similarity {sim:.3f}", sim)
+        away = landing_margin(landed, task_documents) if landed and task_documents else None
+        margin = away[1] if away is not None else (0.0 if landed and task_documents else None)
+        if away is not None and self.margin is not None and away[1] >= self.margin:
+            why = f"lands on document {away[0]!r}, {away[1]:.3f} over the task's documents (>= {self.margin:.3f})"
+            return SwitchDecision(True, why, sim, away=margin)
+        return SwitchDecision(False, f"similarity {sim:.3f}", sim, away=margin)
+
+
+def landing_margin(landed: Landing, task_documents: Collection[str]) -> tuple[str, float] | None:
+    """The document the question lands on and how far its best chunk beats the task documents' best one
+    (a task document the search did not reach counts at the lowest score it returned); None when the
+    question lands on one of the task's documents."""
+    if not landed:
+        return None
+    top, best = landed[0]
+    if top in task_documents:
+        return None
+    task_best = max((score for doc, score in landed if doc in task_documents), default=min(s for _, s in landed))
+    return top, best - task_best

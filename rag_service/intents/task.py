@@ -37,6 +37,9 @@ class TaskState(BaseModel):
     previous: str = ""
     # Index of the task's first message: the messages before it are the earlier task's, not sent.
     start_message: int = 0
+    # The documents each of the task's recent answered turns was answered from (the switch detector's
+    # "where the task is" in the knowledge base), oldest first.
+    documents: list[list[str]] = Field(default_factory=list)
 
     def to_json(self) -> str:
         return self.model_dump_json()
@@ -118,6 +121,7 @@ class TaskTracker:
                 missing=self._missing(spec, slots),
                 task_started_at_round=round_index if clear else state.task_started_at_round,
                 previous=previous,
+                documents=[] if clear else state.documents,
             )
             return self._act(new, clear, why, filled=slots)
 
@@ -132,6 +136,10 @@ class TaskTracker:
             if candidate is not None and candidate != active.name and not active_slots:
                 # Another intent replaces the task; its rounds stop being sent only on a real switch.
                 return start(candidate, switch, f"new intent {candidate}")
+            if switch and candidate != active.name and state.asked not in active_slots:
+                # A slot named in passing by a question on another subject (a product it asks about) is
+                # not an answer to the task; an answer to the slot just asked for is.
+                return start(candidate, True, "topic switch")
             if candidate == active.name or active_slots:
                 return self._continue(state, active, active_slots, "continues the task")
             if switch:
