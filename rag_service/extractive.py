@@ -344,7 +344,7 @@ def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
             if c.chunk.doc_id == best.chunk.doc_id
             and c.section == best.section
             and shows(c.text, primary)
-            and c.score >= 0.5 * best.score
+            and c.score >= 0.75 * best.score
         ][: limit + 3]
         if len(rows) >= 2:
             return sorted(rows, key=lambda c: _first_number(c.text, primary))

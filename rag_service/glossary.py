@@ -41,7 +41,7 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "student": ("student*|school|college|universit*|campus", "学生|校园|高校|大学"),
     "shipping": (
         "ship*|deliver*|courier*|parcel*|dispatch*|postage|arriv*",
-        "配送|发货|快递|物流|运费|邮费|送达|包邮|寄|到货",
+        "配送|发货|快递|物流|运费|邮费|送达|送到|送货|包邮|寄|到货",
     ),
     "shipping_fee": ("shipping fee*|shipping cost*|delivery fee*|postage|free shipping", "运费|邮费|包邮|配送费"),
     "international": ("international*|abroad|overseas|outside china|foreign", "国际|海外|境外|国外|出境"),
@@ -60,7 +60,7 @@ CONCEPTS: dict[str, tuple[str, str]] = {
         "以旧换新|旧机|回收|换购|折价",
     ),
     "store": ("store*|shop*|branch*|outlet*|retail", "门店|店铺|实体店|线下|门市"),
-    "opening_hours": ("open*|hour*|close*|business hours|holiday*", "营业|营业时间|开门|关门|休息|节假日|几点"),
+    "opening_hours": ("open*|hour*|close*|business hours|holiday*", "营业|营业时间|开门|关门|下班|休息|节假日"),
     "address": ("address*|located|location*|where", "地址|位置|在哪"),
     "contact": (
         "contact*|call*|phone*|hotline|email*|e-mail|customer service|support|agent*",
@@ -167,6 +167,7 @@ ASPECTS = frozenset(
     [
         "repair",
         "out_of_warranty",
+        "opening_hours",
         "keyboard",
         "motherboard",
         "battery",

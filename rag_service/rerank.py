@@ -57,11 +57,12 @@ class Query:
 
 @lru_cache(maxsize=4096)
 def headings(text: str, section: str) -> str:
-    """The headings over the chunk's text: those inside it, and the one it starts under unless its first
-    line is a heading itself (then that section's body is in the previous chunk, not this one)."""
+    """The headings over the chunk's text: those inside it with text under them, and the one it starts under
+    unless its first line is a heading itself (then that section's body is in the previous chunk)."""
     lines = [line.strip() for line in text.split("\n") if line.strip()]
-    inside = [line for line in lines if is_heading(line)]
-    starts_under = section if section and not (lines and is_heading(lines[0])) else ""
+    # A heading on the last line has its body in the next chunk (or is a sentence cut short).
+    inside = [line for line in lines[:-1] if is_heading(line)]
+    starts_under = section
     return " ".join([starts_under, *inside]).strip()
 
 
