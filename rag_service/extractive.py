@@ -43,7 +43,7 @@ from rag_service.facts import (
 )
 from rag_service.glossary import ASPECTS, GENERIC, concepts, coverage, weight
 from rag_service.recall import recall_answer
-from rag_service.table_rows import Row, TableReader, asked_numbers, variant_clauses
+from rag_service.table_rows import Row, asked_numbers, headers_of, variant_clauses, variant_marks, with_variants
 
 ChatMessages = list[dict[str, Any]]
 
@@ -86,10 +86,10 @@ def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
     row is one sentence, its cells named by the table's header (`table_rows`)."""
     out: list[Candidate] = []
     seen: set[str] = set()
-    readers: dict[str, TableReader] = {}
+    readers = headers_of((c.doc_id, c.text) for c in chunks)
     for rank, chunk in enumerate(chunks):
         section = chunk.section
-        reader = readers.setdefault(chunk.doc_id, TableReader())
+        reader = readers[chunk.doc_id]
         reader.reset()
         lines = [ln.strip() for ln in _LINE_SPLIT.split(chunk.text) if ln.strip() and ln.strip() != chunk.title]
         for i, line in enumerate(lines):
@@ -206,8 +206,18 @@ def _context_products(c: Candidate, q: Question) -> list[Product]:
     for text in (c.section, c.chunk.title):
         named = list(products(text)) if text else []
         if named:
-            return named
+            # "Max 保修 2 年" on a page titled by the family: the family's Max.
+            return with_variants(named, variant_marks(c.text)) if c.row is None else named
     return []
+
+
+def _family_wide(c: Candidate, q: Question) -> bool:
+    """A sentence naming no model nor variant, on a page that names the asked variant by its variant
+    word: it is said of the whole family (the page is no sibling's own page)."""
+    if c.row is not None or products(c.text) or variant_marks(c.text):
+        return False
+    asked = {v for p in q.named for v in p.variants}
+    return bool(asked) and asked <= variant_marks(c.chunk.text)
 
 
 def score_candidates(q: Question, candidates: list[Candidate]) -> None:
@@ -273,6 +283,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
                 if units:
                     score *= 2.0 if any(u.search(c.text) for u in units) else 0.5
         fit = product_fit(list(q.named), q.base_model, _context_products(c, q))
+        if fit == 0 and _family_wide(c, q):
+            fit = 0.8  # "发热管均保修 3 年" on a page that covers the asked variant among others
         if q.named:
             score *= 0.5 if fit is None else 0.03 if fit == 0 else 2.0 * fit
         sentence_attrs = attributes(c.text)

@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from rag_service.facts import BASE_WORDS, VARIANT_WORDS
+from rag_service.facts import BASE_WORDS, VARIANT_WORDS, Product
 
 _SEPARATOR = re.compile(r"^\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?$")
 _NAME_HEADER = re.compile(r"型号|机型|名称|产品|商品|款式|型號|\b(?:model|name|product|item)s?\b", re.I)
@@ -114,14 +114,25 @@ class TableReader:
             values = tuple(m.group(2).strip() for m in named if m)
             self.known.setdefault(len(header), header)
             return Row(header, values)
-        if self.header is None and (
-            (following is not None and is_separator(following)) or looks_like_header(cells)
-        ):
+        if self.header is None and ((following is not None and is_separator(following)) or looks_like_header(cells)):
             self.header = tuple(cells)
             self.known[len(cells)] = self.header
             return True
         header = self.header or self.known.get(len(cells), ())
         return Row(header, tuple(cells))
+
+
+def headers_of(chunks: Iterable[tuple[str, str]]) -> dict[str, TableReader]:
+    """A reader per document that already knows the headers of its tables in any of the chunks
+    (`(doc_id, text)`), so a chunk below the header, ranked first, still gets its column names."""
+    readers: dict[str, TableReader] = {}
+    for doc_id, text in chunks:
+        reader = readers.setdefault(doc_id, TableReader())
+        listed = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        for i, line in enumerate(listed):
+            reader.feed(line, listed[i + 1] if i + 1 < len(listed) else None)
+        reader.reset()
+    return readers
 
 
 def rows_of(lines: Iterable[str]) -> list[Row]:
@@ -193,3 +204,20 @@ def asked_numbers(question: str, product_names: Iterable[str]) -> frozenset[str]
     for name in product_names:
         question = question.replace(name, " ")
     return frozenset(re.findall(r"(?<![\d.])\d+(?:\.\d+)?(?![\d.])", question))
+
+
+def with_variants(family: list[Product], marks: frozenset[str]) -> list[Product]:
+    """The models a sentence means by bare variant words under a family's name ("Pro 和 Max ..." under
+    "Beamo": Beamo Pro, Beamo Max; a base word: the family's model without a variant)."""
+    words = {m for m in marks if m.isascii() and m != "base"}
+    if not words and "base" not in marks:
+        return family
+    out: list[Product] = []
+    for p in family:
+        if p.variants:
+            out.append(p)
+            continue
+        if "base" in marks:
+            out.append(p)
+        out.extend(Product(f"{p.text} {w}", p.tokens | {w}) for w in sorted(words))
+    return out

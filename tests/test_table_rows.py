@@ -8,20 +8,20 @@ from rag_service.table_rows import Row, asked_numbers, rows_of, split_cells, var
 
 LAMP_MD = "\n".join(
     [
-        "Beamo 车灯 商品详情",
+        "LumaBeam 车灯 商品详情",
         "型号与价格",
         "| 型号 | 亮度 | 续航 | 售价 |",
         "|---|---|---|---|",
-        "| Beamo 基础款 | 400 lm | 3 小时 | 159 元 |",
-        "| Beamo Pro | 800 lm | 5 小时 | 239 元 |",
-        "| Beamo Max | 1500 lm | 7 小时 | 369 元 |",
+        "| LumaBeam 基础款 | 400 lm | 3 小时 | 159 元 |",
+        "| LumaBeam Pro | 800 lm | 5 小时 | 239 元 |",
+        "| LumaBeam Max | 1500 lm | 7 小时 | 369 元 |",
         "规格",
         "重量：基础款 90 g，Pro 120 g，Max 180 g。",
         "基础款和 Pro 保修 1 年；Max 保修 3 年。",
     ]
 )
 # A chunk that starts below the header (chunks overlap): its first row is a data row.
-LAMP_TAIL = "\n".join(["| Beamo Pro | 800 lm | 5 小时 | 239 元 |", "| Beamo Max | 1500 lm | 7 小时 | 369 元 |"])
+LAMP_TAIL = "\n".join(["| LumaBeam Pro | 800 lm | 5 小时 | 239 元 |", "| LumaBeam Max | 1500 lm | 7 小时 | 369 元 |"])
 
 PUMP_HTML = "\n".join(
     [
@@ -55,8 +55,8 @@ async def answer(question: str, chunks: list[Chunk], query: str = "") -> str:
 
 def test_rows_are_read_with_their_header_in_all_three_layouts() -> None:
     md = rows_of(LAMP_MD.splitlines())
-    assert [r.name for r in md] == ["Beamo 基础款", "Beamo Pro", "Beamo Max"]
-    assert md[1].render() == "型号 Beamo Pro，亮度 800 lm，续航 5 小时，售价 239 元。"
+    assert [r.name for r in md] == ["LumaBeam 基础款", "LumaBeam Pro", "LumaBeam Max"]
+    assert md[1].render() == "型号 LumaBeam Pro，亮度 800 lm，续航 5 小时，售价 239 元。"
     html = rows_of(PUMP_HTML.splitlines())
     assert [r.cells[-1] for r in html] == ["880 yuan", "1240 yuan"] and html[0].header[0] == "Model"
     docx = rows_of(KETTLE_DOCX.splitlines())
@@ -66,8 +66,8 @@ def test_rows_are_read_with_their_header_in_all_three_layouts() -> None:
 
 def test_a_data_row_at_the_top_of_a_chunk_is_no_header() -> None:
     rows = rows_of(LAMP_TAIL.splitlines())
-    assert len(rows) == 2 and rows[0].name == "Beamo Pro"
-    assert "Beamo Pro Beamo Max" not in rows[1].render()
+    assert len(rows) == 2 and rows[0].name == "LumaBeam Pro"
+    assert "LumaBeam Pro LumaBeam Max" not in rows[1].render()
 
 
 def test_a_row_fits_the_figure_the_question_names() -> None:
@@ -88,15 +88,15 @@ def test_variant_clauses() -> None:
 
 
 async def test_the_price_of_the_variant_asked_is_read_from_its_row() -> None:
-    chunks = [chunk("lamp", "Beamo 车灯 商品详情", LAMP_MD), chunk("lamp", "Beamo 车灯 商品详情", LAMP_TAIL, 1)]
-    text = await answer("Beamo Max 多少钱", chunks)
+    chunks = [chunk("lamp", "LumaBeam 车灯 商品详情", LAMP_MD), chunk("lamp", "LumaBeam 车灯 商品详情", LAMP_TAIL, 1)]
+    text = await answer("LumaBeam Max 多少钱", chunks)
     assert "369" in text and "239" not in text and "159" not in text
-    text = await answer("Beamo Pro 多少钱", chunks)
+    text = await answer("LumaBeam Pro 多少钱", chunks)
     assert "239" in text and "369" not in text and "159" not in text
 
 
 async def test_a_per_variant_sentence_is_cut_to_the_variant_asked() -> None:
-    text = await answer("Beamo Max 有多重", [chunk("lamp", "Beamo 车灯 商品详情", LAMP_MD)])
+    text = await answer("LumaBeam Max 有多重", [chunk("lamp", "LumaBeam 车灯 商品详情", LAMP_MD)])
     assert "180 g" in text and "90 g" not in text and "120 g" not in text
 
 
@@ -105,3 +105,11 @@ async def test_key_figures_are_those_of_the_row_quoted() -> None:
     assert "1240" in text and "880" not in text
     text = await answer("How much is the Tella T2 kettle?", [chunk("kettle", "茶壶价目表", KETTLE_DOCX)])
     assert "149" in text and "99 元" not in text
+
+
+async def test_a_variant_clause_on_a_family_page_answers_for_that_variant() -> None:
+    lamp = [chunk("lamp", "LumaBeam 车灯 商品详情", LAMP_MD + "\n灯头均保修 5 年。")]
+    text = await answer("LumaBeam Max 保修几年", lamp)
+    assert "3 年" in text and "1 年" not in text
+    text = await answer("LumaBeam Pro 灯头保修多久", lamp)
+    assert "5 年" in text  # said of the whole family, so of the Pro too
