@@ -35,6 +35,7 @@ from rag_service.facts import (
     attribute_fit,
     attributes,
     has_value,
+    places,
     product_fit,
     products,
     question_asks,
@@ -238,6 +239,10 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         for c in candidates:
             if shows(c.text, primary):
                 c.ideas |= {_ASK_IDEA[primary]}
+    doc_places: dict[str, set[str]] = {}
+    if "place" in q.attrs:
+        for c in candidates:
+            doc_places.setdefault(c.chunk.doc_id, set()).update(places(f"{c.section} {c.text}"))
     idf = {t: math.log(1 + n / (df[t] or 1)) * (_ADDED if t in q.added_words else 1.0) for t in asked_words}
     # A question with no topic of its own ("how much is that service?") takes the previous one's.
     context_weight = 0.8 if q.ideas - GENERIC else 1.5
@@ -293,6 +298,11 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         score *= attribute_fit(q.attrs, sentence_attrs)
         if c.row is not None:
             score *= c.row.number_fit(numbers)  # "the 5-litre one": the row holding the figure
+        page_places = doc_places.get(c.chunk.doc_id)
+        if page_places and "place" not in sentence_attrs and attribute_fit(q.attrs, {"place": page_places}) < 1:
+            # A sentence that names no place, on a page that names others but not the one asked ("满 99 元包邮"
+            # on the domestic page for a US question), is about somewhere else.
+            score *= 0.4
         if any(kind not in sentence_attrs for kind in q.attrs if kind in TIER_KINDS):
             score *= 0.5  # says nothing of the tier or size asked about
         if _BOILERPLATE.search(c.text):

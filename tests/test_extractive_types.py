@@ -118,3 +118,12 @@ def test_a_chunk_that_starts_with_a_heading_is_under_that_heading_too() -> None:
     text = "三、退款多久到账\n退款原路返回。\n四、发票"
     assert "退款多久到账" in headings(text, "二、运费")
     assert "四、发票" not in headings(text, "二、运费")  # a last-line heading has its text in the next chunk
+
+
+def test_a_sentence_on_a_page_about_other_places_does_not_answer_for_the_place_asked() -> None:
+    domestic = chunk("home", "本地配送", "包邮规则\n省内订单满 300 元包邮。\n杭州、宁波市区次日送达。", 0.95)
+    abroad = chunk(
+        "abroad", "Overseas", "Free shipping\nOrders ship free from ¥2000 or more.\nZone A: Japan and Korea, ¥90.", 0.9
+    )
+    text = answer("寄到日本满多少包邮", [domestic, abroad])
+    assert "2000" in text and "300 元" not in text
