@@ -72,14 +72,20 @@ def _system_prompt(tree: Path) -> str:
 
 async def _passes(
     tree: Path, qdrant: Path, upstream: str, conv_file: Path, turns: int, passes: int, profile: Path | None
-) -> list[list[float]]:
-    # The tree's modules, not this checkout's: its runner, its rag_service.
+) -> tuple[list[list[float]], dict[str, list[float]]]:
+    # The tree's modules, not this checkout's: its runner, its rag_service, its rag_core (dropped if this
+    # process already imported them from elsewhere, e.g. the tiktoken preparation).
+    for name in [m for m in sys.modules if m.split(".")[0] in {"rag_core", "rag_service", "ingest", "_common"}]:
+        del sys.modules[name]
     for p in (str(tree / "bench" / "runners"), str(tree)):
         sys.path.insert(0, p)
     from _common import Args, load_script
     from ragservice_runner import build
 
+    import rag_service
     from rag_service.domain import SessionMeta
+
+    print(f"measuring {tree}: rag_service from {Path(rag_service.__file__).parent}", file=sys.stderr)
 
     # Settings files are looked up from the working directory, which must be the tree's own.
     os.chdir(tree)
@@ -94,6 +100,9 @@ async def _passes(
     await pipeline.drain()
 
     out: list[list[float]] = []
+    # stage -> turn -> wall ms of each pass (the receipt's timings): the minimum per turn is the stage's
+    # cost with the least interference, comparable between commits like the CPU time.
+    stages: dict[str, dict[int, list[float]]] = {}
     profiler = cProfile.Profile() if profile is not None else None
     if profiler is not None:
         profiler.enable()
@@ -109,15 +118,17 @@ async def _passes(
                     clear()
                 await bench.services.store.create(SessionMeta(session_id=sessions[n], created_at=time.time()))
             t0 = time.process_time()
-            await pipeline.answer(sessions[n], q)
+            result = await pipeline.answer(sessions[n], q)
             cpu.append((time.process_time() - t0) * 1000)
+            for stage, ms in result.receipt.get("timings_ms", {}).items():
+                stages.setdefault(stage, {}).setdefault(len(cpu) - 1, []).append(float(ms))
         await pipeline.drain()
         out.append(cpu)
     if profiler is not None and profile is not None:
         profiler.disable()
         profiler.dump_stats(profile)
     await bench.close()
-    return out
+    return out, {stage: [min(v) for v in turns.values()] for stage, turns in stages.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -151,7 +162,9 @@ def main(argv: list[str] | None = None) -> int:
 
     upstream = harness.Upstream(0.0, conv_file)
     try:
-        passes = asyncio.run(_passes(tree, qdrant, upstream.base_url, conv_file, args.turns, args.passes, args.profile))
+        passes, stage_min = asyncio.run(
+            _passes(tree, qdrant, upstream.base_url, conv_file, args.turns, args.passes, args.profile)
+        )
     finally:
         upstream.stop()
     per_turn = [min(values) for values in zip(*passes, strict=True)]
@@ -164,11 +177,13 @@ def main(argv: list[str] | None = None) -> int:
         "cpu_ms_mean": round(statistics.fmean(per_turn), 3),
         "cpu_ms_per_turn_min": [round(v, 3) for v in per_turn],
         "loadavg": os.getloadavg(),
+        "stage_wall_ms_median_of_min": {k: round(statistics.median(v), 3) for k, v in stage_min.items()},
     }
     print(
         f"{commit} ({tree}): {len(per_turn)} turns, min over {len(passes)} passes: "
         f"CPU median {report['cpu_ms_median']:.2f} ms, mean {report['cpu_ms_mean']:.2f} ms (load {os.getloadavg()[0]:.1f})"
     )
+    print("  stages (receipt wall ms, min over passes, median over turns):", report["stage_wall_ms_median_of_min"])
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=1), encoding="utf-8")

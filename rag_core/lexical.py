@@ -12,6 +12,7 @@ import re
 import zlib
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 
 import jieba
 
@@ -30,6 +31,13 @@ class SparseVec:
 
 
 def terms(text: str) -> list[str]:
+    return list(_terms(text))
+
+
+# The same texts come back on every turn (a knowledge base's chunks and sentences, the session's earlier
+# questions) and jieba's segmentation is the costly part of reading them: remember recent ones.
+@lru_cache(maxsize=16384)
+def _terms(text: str) -> tuple[str, ...]:
     out: list[str] = []
     for match in _TOKEN.finditer(text.lower()):
         piece = match.group()
@@ -37,7 +45,7 @@ def terms(text: str) -> list[str]:
             out.extend(w for w in jieba.lcut_for_search(piece) if w not in _STOP)
         elif piece not in _STOP:
             out.append(piece)
-    return out
+    return tuple(out)
 
 
 def _index(term: str) -> int:

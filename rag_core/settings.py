@@ -241,6 +241,10 @@ class IntentSettings(BaseModel):
     threshold: float | None = None
     # What a new task keeps of the old one: one background line with its state, or nothing.
     on_new_task: Literal["background", "drop"] = "background"
+    # The switch detector also reads where a question lands in the knowledge base (another document than
+    # the ones the task was answered from): about twice the switches found, at a lower precision
+    # (docs/intents.md); off, a switch is called on the wording and similarity alone.
+    switch_landing: bool = False
     # intent name -> action URL (deployment-specific; overrides the file's `action.url`).
     actions: dict[str, str] = Field(default_factory=dict)
     # Heads the user-side block holding the task's state.

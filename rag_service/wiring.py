@@ -156,7 +156,8 @@ def build_intents(
     async def titles(tenant: str) -> list[str]:
         return [str(d.get("title") or "") for d in (await index.documents(tenant)).values()]
 
-    return IntentStage(cfg, catalog, embedder, counter, titles, llm, probe=index_probe(index))
+    probe = index_probe(index) if cfg.switch_landing else None
+    return IntentStage(cfg, catalog, embedder, counter, titles, llm, probe=probe)
 
 
 def build_services(

@@ -229,6 +229,10 @@ def test_a_switch_beats_a_slot_named_in_passing_but_not_the_slot_asked_for() -> 
     asked = state.model_copy(update={"asked": "product"})
     step = tracker.step(asked, "小米 15 Pro", 3, named)
     assert not step.new_task and step.state.slots == {"product": "小米 15 Pro"}
+    # A value given for another slot than the one asked for is an answer too, not a question elsewhere.
+    other = state.model_copy(update={"asked": "order_no"})
+    step = tracker.step(other, "是一台小米 15 Pro", 3, named)
+    assert not step.new_task and step.state.slots == {"product": "小米 15 Pro"}
     # A question the recognizer reads as the task's own intent continues it, whatever the detector says.
     own = Recognition(IntentScore("return_request", 0.9, {}), {}, "offline", switch=SwitchDecision(True, "test"))
     assert not tracker.step(state, "退货要多久", 3, own).new_task

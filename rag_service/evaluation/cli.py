@@ -22,7 +22,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from rag_core.embedding import make_embedder
-from rag_core.settings import EmbeddingSettings, RetrievalSettings, Settings
+from rag_core.settings import EmbeddingSettings, IntentSettings, RetrievalSettings, Settings
 from rag_service.evaluation.answer_run import Upstream, deep_merge, evaluate_answers
 from rag_service.evaluation.answers import ConversationFileError, summary_json
 from rag_service.evaluation.answers import load_conversations as load_answer_conversations
@@ -380,6 +380,13 @@ def switches(
     strict_quantile: Annotated[
         float | None, typer.Option(help="threshold quantile without a name (default: shipped)")
     ] = None,
+    landing: Annotated[
+        bool,
+        typer.Option(
+            "--landing/--no-landing",
+            help="the detector also reads where a question lands in the KB (intents.switch_landing; default: shipped)",
+        ),
+    ] = IntentSettings().switch_landing,
     margin_quantile: Annotated[
         float | None, typer.Option(help="landing margin: median less this quantile (default: shipped)")
     ] = None,
@@ -407,7 +414,7 @@ def switches(
         margin_quantile=DEFAULT_MARGIN_QUANTILE if margin_quantile is None else margin_quantile,
         half=_half(half) if half else None,
         titles=kb_titles(kb),
-        kb=kb,
+        kb=kb if landing else None,
     )
     print(f"### Topic switches ({data.name}, embedder {emb.name})\n")
     print(switches_table(result))

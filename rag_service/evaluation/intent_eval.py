@@ -243,9 +243,10 @@ def evaluate_switches(
     titles: Sequence[str] = (),
     kb: Path | None = None,
 ) -> dict[str, Any]:
-    """With `kb`, its files are ingested into a temporary index and every turn is run as the service runs
-    it: the intent stage (whose switch detector reads where the question lands), then the rule rewriter
-    over the current task's rounds and retrieval, whose documents the stage keeps for the next turn."""
+    """With `kb` (the detector reading where a question lands, `intents.switch_landing`), its files are
+    ingested into a temporary index and every turn is run as the service runs it: the intent stage, then
+    the rule rewriter over the current task's rounds and retrieval, whose documents the stage keeps for
+    the next turn."""
     return asyncio.run(
         _evaluate_switches(
             conversations,

@@ -121,6 +121,20 @@ _BACK = re.compile(
 )
 
 
+# A turn that asks something (not a bare value given as an answer): a question mark, a Chinese question
+# particle or word, or an English question's opening word.
+_ASKS_ZH = re.compile(r"[吗呢么]|什么|怎么|怎样|如何|多少|多久|几|哪|是否|能不能|可不可以|有没有|是不是|要不要")
+_ASKS_EN = re.compile(
+    r"^\W*(?:what|how|why|when|where|who|which|is|are|was|were|do|does|did|can|could|should|would|will|may|any)\b",
+    re.IGNORECASE,
+)
+
+
+def asks(text: str) -> bool:
+    """Whether the turn asks something ("小米 15 Pro 支持快充吗", "Does it …?") rather than states a value."""
+    return "?" in text or "？" in text or bool(_ASKS_ZH.search(text)) or bool(_ASKS_EN.search(text))
+
+
 class SwitchDetector:
     """`threshold`: below it a question with a new name of its own has left the topic; `strict`: below it
     any question with a subject of its own has (no name needed); `margin`: by this much the document a

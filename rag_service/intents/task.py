@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from rag_service.intents.config import IntentCatalog, IntentSpec
 from rag_service.intents.recognize import IntentScore
-from rag_service.intents.switch import SwitchDecision
+from rag_service.intents.switch import SwitchDecision, asks
 
 Action = Literal["ask", "act", "answer"]
 
@@ -136,9 +136,9 @@ class TaskTracker:
             if candidate is not None and candidate != active.name and not active_slots:
                 # Another intent replaces the task; its rounds stop being sent only on a real switch.
                 return start(candidate, switch, f"new intent {candidate}")
-            if switch and candidate != active.name and state.asked not in active_slots:
+            if switch and candidate != active.name and state.asked not in active_slots and asks(question):
                 # A slot named in passing by a question on another subject (a product it asks about) is
-                # not an answer to the task; an answer to the slot just asked for is.
+                # not an answer to the task; a value given (for the slot asked for or another) is.
                 return start(candidate, True, "topic switch")
             if candidate == active.name or active_slots:
                 return self._continue(state, active, active_slots, "continues the task")
