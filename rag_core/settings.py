@@ -34,7 +34,9 @@ SUMMARY_PROMPT = (
     "Merge the existing summary with the new rounds. Write in the third person ('the user ...'), in the "
     "conversation's language, at most {max_tokens} tokens. Keep: the user's intent; every entity "
     "verbatim (product names, model numbers, order numbers, dates, amounts, phone numbers and other ids); "
-    "decisions reached; questions still open. Drop greetings and filler. Reply with the summary only."
+    "each figure the assistant gave with what it belongs to (which product, model, tier or condition); what "
+    "the assistant recommended; decisions reached; questions still open. Drop greetings and filler. Reply "
+    "with the summary only."
 )
 
 REWRITE_PROMPT = (

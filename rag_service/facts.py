@@ -547,9 +547,23 @@ def product_fit(asked: list[Product], base_model: bool, named: list[Product]) ->
     return best
 
 
+_TITLE_WORD = re.compile(r"(?<![A-Za-z0-9])[A-Z][a-z][A-Za-z]+(?![A-Za-z0-9])")
+
+
+@lru_cache(maxsize=4096)
+def title_products(title: str) -> tuple[Product, ...]:
+    """The products a page title names: `products`, and in a Chinese title a capitalised Latin word, which
+    is a brand or a product line there ("Vento 空气炸锅 商品详情"), not English prose."""
+    found = products(title)
+    if found or not _CJK.search(title):
+        return found
+    words = [m.group() for m in _TITLE_WORD.finditer(title) if m.group().lower() not in _NOT_NAMES]
+    return tuple(Product(w, _tokens(w)) for w in dict.fromkeys(words))
+
+
 def related_product(asked: list[Product], named: list[Product]) -> bool:
     """Does one of `named` belong to the line of an asked product: a shared name word and no other model
-    number ("S8" or "PureAir Air Purifiers" for "S8 Pro" / "PureAir 500"; not "iPhone 15" for "iPhone 16")?
+    number ("K3" or "Brisa Fans" for "K3 Pro" / "Brisa 300"; not "Nova 15" for "Nova 16")?
     A page titled by the family covers all its variants when no page is titled by the variant itself."""
     for a in asked:
         core_a = a.core

@@ -18,16 +18,19 @@ from dataclasses import dataclass
 
 from rag_core.lexical import terms
 from rag_service.domain import MemoryView
-from rag_service.facts import VALUE_PATTERNS, Ask, attributes, products
-from rag_service.glossary import concepts
+from rag_service.facts import BASE_WORDS, VALUE_PATTERNS, VARIANT_WORDS, Ask, Product, attributes, product_fit, products
+from rag_service.glossary import ASPECTS, concepts
 
 _RECALL_ZH = re.compile(
-    r"(?:之前|刚才|刚刚|前面|上面|先前|早先|最开始|一开始|开始时|第一次|头一次|上次|前边|最早|开头)[^，。？?]{0,10}"
+    r"(?:之前|刚才|刚刚|前面|上面|先前|早先|最开始|一开始|开始时|第一次|头一次|上次|前边|最早|开头|上一条|上条|上一轮)"
+    r"[^，。？?]{0,10}"
     r"(?:说|提|报|讲|问|给|告诉|发|填|留|聊|推荐|算)"
-    r"|还记得|记得吗|记不记得|记住了吗|记住没|来着|是多少来着|我(?:报|说|给|留|提供|告诉你)的"
+    r"|刚(?:说|提|报|讲|问|推荐|给)|还记得|记得吗|记不记得|记住了吗|记住没|来着|是多少来着|我(?:报|说|给|留|提供|告诉你)的|再说一遍|再说一次|重复一下"
 )
 _RECALL_EN = re.compile(
     r"\bwhat (?:did|was it) (?:you|i) (?:say|said|tell|told|mention|give|quote|recommend|suggest)"
+    r"|\bdid you (?:say|mention|tell|quote|give|recommend|suggest|promise|offer)\b|\bdid i (?:say|mention|tell|give|ask|want|request|choose|pick|book)\b"
+    r"|\bwhat was my\b|\brepeat (?:the|that|what)\b|\bremind me\b"
     r"|\bwhich (?:one|model|product)? ?did you (?:recommend|suggest)"
     r"|\byou (?:said|told me|mentioned|quoted|gave me|recommended|suggested)\b|\bi (?:told you|mentioned|gave you|said|provided|gave)\b"
     r"|\bremember\b|\b(?:again|earlier|before)\s*\??\s*$|\bat the (?:start|beginning)\b|\b(?:the )?first (?:time|one you)\b",
@@ -35,12 +38,12 @@ _RECALL_EN = re.compile(
 )
 _FIRST = re.compile(r"第一次|头一次|最开始|一开始|最早|开头|\bfirst\b|\bat the (?:start|beginning)\b", re.I)
 _ASSISTANT_SIDE = re.compile(
-    r"你(?:们)?(?:之前|刚才|刚刚|前面|上面|第一次|最开始|一开始)?(?:说|讲|报|提|告诉|推荐|给)|客服说"
+    r"你(?:们)?(?:之前|刚才|刚刚|刚|前面|上面|第一次|最开始|一开始)?(?:说|讲|报|提|告诉|推荐|给)|客服说"
     r"|\byou (?:said|told|mentioned|quoted|gave|recommended|suggested)|\bdid you\b|\bwhat was it you\b",
     re.I,
 )
 _USER_SIDE = re.compile(
-    r"我(?:之前|刚才|刚刚|前面|第一次|最开始|一开始)?(?:说|报|给|留|提|提供|告诉)|\bi (?:said|told|mentioned|gave|provided)|\bdid i\b|\bmy\b",
+    r"我(?:之前|刚才|刚刚|刚|前面|第一次|最开始|一开始)?(?:说|报|给|留|提|提供|告诉)|\bi (?:said|told|mentioned|gave|provided)|\bdid i\b|\bmy\b",
     re.I,
 )
 
@@ -53,7 +56,19 @@ _PHONE = re.compile(r"(?<!\d)1[3-9]\d{9}(?!\d)|\+?\d{2,4}-\d{3,4}-\d{4}")
 _AMOUNT = re.compile(
     r"(?:[¥￥$]|\b(?:RMB|CNY|USD)\s?)\d[\d,]*(?:\.\d+)?|\d[\d,]*(?:\.\d+)?\s?(?:万元|元|块|yuan\b|RMB\b|CNY\b)", re.I
 )
-_DATE = re.compile(r"\d{4}[-/年]\d{1,2}[-/月]\d{1,2}日?|\d{1,2}月\d{1,2}[日号]|\b\w+ \d{1,2}, \d{4}\b")
+_DATE = re.compile(
+    r"\d{4}\s?[-/年]\s?\d{1,2}\s?[-/月]\s?\d{1,2}\s?[日号]?|\d{1,2}\s?月\s?\d{1,2}\s?[日号]|\b\w+ \d{1,2}, \d{4}\b|(?<!\d)\d{1,2}\s?号"
+    r"|(?:下|这|本)?(?:周|星期)[一二三四五六日天]|\b(?:next |this )?(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b"
+    r"|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s\d{1,2}(?:st|nd|rd|th)?\b|\b\d{1,2}(?:st|nd|rd|th)?\s(?:of\s)?(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b",
+    re.I,
+)
+# A price the customer quotes may come without a currency ("别家卖 3299"): a bare number of 3+ digits that
+# is no model number, size or identifier, looked for when no line on the side asked about has a currency.
+_BARE_AMOUNT = re.compile(
+    _AMOUNT.pattern
+    + r"|(?<![\w.+-])\d{1,3}(?:,\d{3})+(?![\w.%+-])|(?<![\w.+-])\d{3,6}(?:\.\d+)?(?![\w.%+-]|\s?(?:GB|TB|mAh|W|Hz|英寸|寸|克|千克|升|匹|号|年|月|日|天|期|分|个|台|次|%))",
+    re.I,
+)
 _DURATION = VALUE_PATTERNS[Ask.DURATION]
 # A product is a value like any other, found by `facts.products` (see `_values`).
 _PRODUCT = re.compile(r"(?!)")
@@ -73,14 +88,19 @@ _PRODUCT_CUE = re.compile(
     re.I,
 )
 
+_DISCOUNT_CUE = re.compile(r"几折|折扣|优惠多少|打折|费率|利率|\bdiscount\b|\bpercent|\brate\b|\b% off\b", re.I)
+# A discount is said as a rate ("8 折", "5%") or as money off ("立减 300 元").
+_DISCOUNT = re.compile(f"{VALUE_PATTERNS[Ask.PERCENT].pattern}|{_AMOUNT.pattern}", re.I)
+
 _KINDS: list[tuple[str, re.Pattern[str], re.Pattern[str]]] = [
     ("order", re.compile(r"订单|单号|\border\b|\btracking\b", re.I), _ORDER),
     ("amount", _PRICE_CUE, _AMOUNT),
     ("duration", _DURATION_CUE, _DURATION),
+    ("discount", _DISCOUNT_CUE, _DISCOUNT),
     ("amount", re.compile(r"多少|\bminimum\b", re.I), _AMOUNT),
     ("product", _PRODUCT_CUE, _PRODUCT),
     ("phone", re.compile(r"电话|手机号|号码|联系方式|\bphone\b|\bnumber\b", re.I), _PHONE),
-    ("date", re.compile(r"日期|哪天|几号|什么时候|\bdate\b|\bwhen\b", re.I), _DATE),
+    ("date", re.compile(r"日期|哪天|哪一天|几号|几月几|什么时候|\bdate\b|\bwhen\b|\bwhat day\b", re.I), _DATE),
 ]
 
 _NAMES = {
@@ -90,6 +110,7 @@ _NAMES = {
         "amount": "金额",
         "date": "日期",
         "duration": "时长",
+        "discount": "优惠",
         "product": "产品",
     },
     "en": {
@@ -98,6 +119,7 @@ _NAMES = {
         "amount": "amount",
         "date": "date",
         "duration": "duration",
+        "discount": "discount",
         "product": "product",
     },
 }
@@ -123,6 +145,7 @@ _KIND_IDEAS = {"amount": {"@price"}, "duration": {"@time_limit"}}
 # Where a value's label stops: a clause mark, or another value.
 _CLAUSE = re.compile(r"[，,；;：:、。！!？?（）()\n]|\s-\s")
 _LABEL_TERMS = 4
+_CONNECTIVE = re.compile(r"\b(?:and|or|but|while|whereas|vs\.?)\b|和|而|以及|或者|与", re.I)
 
 # "一年" and "1 年", "two years" and "2 years": a counted unit is one token whatever the spelling.
 _ZH_DIGITS = {"一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9, "十": 10}
@@ -209,10 +232,25 @@ def _lines(memory: MemoryView) -> list[_Said]:
                 said.append(_Said(line, "summary", position))
     for i, r in enumerate(memory.rounds, start=1):
         said.append(_Said(r.user.content, "user", 2 * i))
-        for line in r.assistant.content.splitlines():
-            if line.strip() and not line.startswith("[extractive answer"):
-                said.append(_Said(line.strip(), "assistant", 2 * i + 1, r.user.content))
+        answer = [line.strip() for line in r.assistant.content.splitlines() if line.strip()]
+        for j, line in enumerate(answer):
+            if line.startswith("[extractive answer") or _digest(line, answer[:j] + answer[j + 1 :]):
+                continue
+            said.append(_Said(line, "assistant", 2 * i + 1, r.user.content))
     return said
+
+
+def _digest(line: str, others: list[str]) -> bool:
+    """A heading over figures the answer states again below ("Key figures: ¥1,299; 12 months"): its
+    numbers say nothing the other lines do not, with what they are about."""
+    head, sep, rest = line.partition(":") if ":" in line else line.partition("：")
+    numbers = re.findall(r"\d[\d,.]*", rest)
+    words = [t for t in terms(rest) if not t[0].isdigit()]
+    # Only figures after the heading (a unit each at most), never a sentence ("金卡会员：满 10000 元即可升级").
+    if not sep or not numbers or len(terms(head)) > 3 or len(words) > len(numbers):
+        return False
+    elsewhere = " ".join(others)
+    return all(n in elsewhere for n in numbers)
 
 
 _RECALL_WORDS = frozenset(
@@ -298,16 +336,18 @@ class _Value:
     threshold: bool  # the amount a condition names ("满 10000 元")
 
     def fit(self, wanted: set[str], threshold: bool) -> float:
-        """How well the value's label fits the question: what they share, less what the label names that the
-        question does not ask about ("顶盖更换价格 1680 元" is not the price of the model asked about)."""
-        extra = sum(1 for w in self.words if _names_more(w, wanted))
-        return len(wanted & self.label) + (2.0 if threshold and self.threshold else 0.0) - 0.25 * min(extra, 4)
+        """How well the value's label fits the question: what they share, less the sub-topics it names that
+        the question does not ask about ("顶盖更换价格 1680 元" is not the price of the model asked about)."""
+        extra = len(_aspects(self.label) - wanted)
+        # "Breeze 12 costs ¥1,299 and the Breeze 12 Max costs ¥1,899": a variant word not asked about.
+        variants = len({w for w in self.words if w in VARIANT_WORDS} - wanted)
+        shared = len(wanted & self.label)
+        return shared + (2.0 if threshold and self.threshold else 0.0) - 0.5 * min(extra, 2) - variants
 
 
-def _names_more(word: str, wanted: set[str]) -> bool:
-    if word in wanted or word.isdigit() or len(word) < 2 or (word.isascii() and len(word) < 3):
-        return False
-    return not any(f"@{c}" in wanted for c in concepts(word))
+def _aspects(content: set[str] | frozenset[str]) -> set[str]:
+    """The sub-topics (repair, shipping, trade-in ...) among a text's concepts."""
+    return {w for w in content if w.startswith("@") and w[1:] in ASPECTS}
 
 
 def _values(kind: str, pattern: re.Pattern[str], line: str) -> list[_Value]:
@@ -315,8 +355,8 @@ def _values(kind: str, pattern: re.Pattern[str], line: str) -> list[_Value]:
     before it (the last few), and those after it up to the next."""
     if kind == "product":
         # A sentence's own product first; the cited page's title ("（… 商品详情）") only when it names none.
-        body, _, cited = line.rpartition("（") if line.endswith("）") else line.rpartition(" (")
-        named = product_names(body or line) or (product_names(cited) if body else [])
+        body = _body(line)
+        named = product_names(body) or (product_names(line[len(body) :]) if body != line else [])
         return [_Value(name, frozenset(), (), False) for name in named]
     matches = list(pattern.finditer(line))
     out: list[_Value] = []
@@ -327,14 +367,33 @@ def _values(kind: str, pattern: re.Pattern[str], line: str) -> list[_Value]:
         marks = list(_CLAUSE.finditer(before))
         before = before[marks[-1].end() :] if marks else before
         after = line[m.end() : end]
-        mark = _CLAUSE.search(after)
+        # What follows a value belongs to it up to a clause mark, or a connective before the next value
+        # ("¥1,299 and the Max costs ¥1,899": "Max" is the next value's).
+        mark = _CLAUSE.search(after) or (_CONNECTIVE.search(after) if i + 1 < len(matches) else None)
         after = after[: mark.start()] if mark else after
+        if i and not before.strip(" ,，、") and out:
+            # "Saturday, July 6": a value right after another shares its label.
+            out.append(_Value(m.group().strip(), out[-1].label, out[-1].words, out[-1].threshold))
+            continue
         words = terms(before)[-_LABEL_TERMS:] + terms(after)[:_LABEL_TERMS]
         # Every amount is a price: the concept tells none of them apart.
         label = (_content(" ".join(words)) | _quantities(before) | _quantities(after)) - _KIND_IDEAS.get(kind, set())
         threshold = bool(_THRESHOLD_BEFORE.search(before) or _THRESHOLD_AFTER.search(after))
         out.append(_Value(m.group().strip(), frozenset(label), tuple(words), threshold))
     return out
+
+
+def _body(line: str) -> str:
+    """A quoted line without the page it cites at its end ("…售价 7999 元。（iPhone 16 Pro 商品详情）")."""
+    for opening, closing in (("（", "）"), (" (", ")")):
+        if line.endswith(closing) and opening in line:
+            return line[: line.rindex(opening)].rstrip() or line
+    return line
+
+
+def _products(text: str) -> list[Product]:
+    names = set(product_names(text))
+    return [p for p in products(text) if p.text in names]
 
 
 def product_names(text: str) -> list[str]:
@@ -383,17 +442,40 @@ def recall_answer(question: str, memory: MemoryView, lang: str) -> str | None:
     topical = bool(topic_words)
     first = _FIRST.search(question) is not None
     threshold = kind is not None and kind[0] == "amount" and _THRESHOLD_ASKED.search(question) is not None
-    best: tuple[tuple[float, float], _Said, list[_Value]] | None = None
-    for said in _lines(memory):
+    best: tuple[tuple[float, float], _Said, list[_Value], bool] | None = None
+    lines = _lines(memory)
+    if kind and kind[0] == "amount":
+        # A customer's price may come without a currency: on the side asked about, when no line there has one.
+        asked_side = [said for said in lines if said.side in (side, "summary")]
+        if not any(kind[1].search(said.text) for said in asked_side):
+            kind = ("amount", _BARE_AMOUNT)
+    asked_products = _products(topic)
+    base_model = BASE_WORDS.search(question) is not None
+    # Words that only name the kind of value ("价格" ~ "售价") are the concept, not a match of their own.
+    matchable = {w for w in wanted if not _generic(w, generic)}
+    wanted_aspects = _aspects(wanted)
+    for said in lines:
         found = _values(kind[0], kind[1], said.text) if kind else []
         if kind and not found:
             continue
-        own = wanted & _content(said.text)
+        content = _content(said.text)
+        own = matchable & content
         # The question an answer line answered tells what it was about, where the line does not say.
         overlap = len(own) + 0.5 * len((topic_words & _content(said.asked)) - own)
         # With no value to look for, or a product "for students", the line must be about what is asked.
         if not overlap and (not kind or (kind[0] == "product" and wanted)):
             continue
+        # "S8 多少钱" is not answered by the line about the S8 Pro, though both say "S8".
+        named = _products(said.text)
+        fit = product_fit(asked_products, base_model, named)
+        # A line that names only other models than the one asked about ("MacBook" may be the MacBook Air).
+        about = fit != 0 or any(a.tokens <= n.tokens for a in asked_products for n in named)
+        if fit is not None:
+            overlap += 2.0 * fit - 1.0
+        if kind is not None:
+            # A line about a sub-topic the question does not raise (a repair price for "15 英寸价格") answers
+            # another question; what the line says counts, not the title of the page it cites.
+            overlap -= 0.75 * min(2, len(_aspects(_content(_body(said.text))) - wanted_aspects))
         if threshold and any(v.threshold for v in found):
             overlap += 1.5
         if found and topical and kind is not None and kind[0] != "product":
@@ -401,10 +483,14 @@ def recall_answer(question: str, memory: MemoryView, lang: str) -> str | None:
         # The side asked about first, then what the line shares with the question, then when it was said.
         key = (3.0 * (said.side in (side, "summary")) + overlap, -said.position if first else said.position)
         if best is None or key > best[0]:
-            best = (key, said, found)
+            best = (key, said, found, about)
     if best is None:
         return None
-    _, said_line, found = best
+    _, said_line, found, about = best
+    if not about:
+        # Memory holds nothing about it (the earlier answer was about another model, or about something
+        # else): the knowledge base answers instead.
+        return None
     values = _pick(question, wanted, threshold, found)
     quote = said_line.text if len(said_line.text) <= 160 else said_line.text[:160] + "…"
     if lang == "zh":

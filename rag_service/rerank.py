@@ -21,7 +21,7 @@ from functools import lru_cache
 
 from rag_core.text import is_heading, language
 from rag_service.domain import Chunk
-from rag_service.facts import BASE_WORDS, Product, places, product_fit, products, related_product
+from rag_service.facts import BASE_WORDS, Product, places, product_fit, products, related_product, title_products
 from rag_service.glossary import concepts, weight
 
 # The dense score already reflects shared words in the question's language; across languages the shared
@@ -68,9 +68,8 @@ def headings(text: str, section: str) -> str:
 
 def concept_match(wanted: frozenset[str], got: frozenset[str]) -> float:
     """The weighted share of the question's concepts that the text has, normalised by at least
-    `FULL_CONCEPT_WEIGHT`: sharing only the one generic concept of "<product> 多少钱" (price) with a price
-    list's title is weak evidence that the price list answers it; sharing "return" with a return policy is
-    strong."""
+    `FULL_CONCEPT_WEIGHT`: sharing only the generic concept of "<product> 多少钱" (price) with a price list's
+    title is weak evidence that the price list answers it; sharing "return" with a return policy is strong."""
     total = max(FULL_CONCEPT_WEIGHT, sum(weight(c) for c in wanted))
     return sum(weight(c) for c in wanted & got) / total if wanted else 0.0
 
@@ -92,7 +91,7 @@ def bonus(q: Query, chunk: Chunk, own_page: bool = True) -> float:
 
 
 def _product_bonus(q: Query, chunk: Chunk, own_page: bool) -> float:
-    asked, titled = list(q.named), list(products(chunk.title))
+    asked, titled = list(q.named), list(title_products(chunk.title))
     fit = product_fit(asked, q.base_model, titled)
     if fit is not None and (own_page or fit >= OWN_PAGE_FIT):
         return OTHER_PRODUCT if fit == 0 else SAME_PRODUCT * fit
@@ -116,7 +115,8 @@ def rerank(query: str, chunks: Sequence[Chunk], scale: float = 1.0) -> list[Chun
     """The chunks reordered by dense score plus the bonuses (times `scale`); scores are the adjusted ones."""
     q = Query.parse(query)
     own_page = bool(q.named) and any(
-        (fit := product_fit(list(q.named), q.base_model, list(products(c.title)))) is not None and fit >= OWN_PAGE_FIT
+        (fit := product_fit(list(q.named), q.base_model, list(title_products(c.title)))) is not None
+        and fit >= OWN_PAGE_FIT
         for c in chunks
     )
     scored = [replace(c, score=c.score + scale * bonus(q, c, own_page)) for c in chunks]

@@ -9,15 +9,39 @@ another product or subject carries no such questions (`RuleRewriter.continuity`)
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from rag_core.embedding import Embedder, embed_query_off_loop
 from rag_core.lexical import query_vector
 from rag_core.settings import RetrievalSettings
 from rag_core.vectorstore import ScoredChunk, VectorIndex
 from rag_service.domain import Chunk
+from rag_service.facts import BASE_WORDS, product_fit, products
 from rag_service.rerank import other_language, rerank
+
+
+class FoundDocuments:
+    """(tenant, query and the questions it continued) -> the document weights of that search, for the
+    recent searches: the next turn's follow-up leans on them. A document deleted since is harmless here (no
+    chunk of it is found to lift), so entries need no invalidation, only a bound."""
+
+    def __init__(self, size: int = 2048) -> None:
+        self._size = size
+        self._entries: OrderedDict[tuple[str, tuple[str, ...]], dict[str, float]] = OrderedDict()
+
+    def get(self, key: tuple[str, tuple[str, ...]]) -> dict[str, float] | None:
+        found = self._entries.get(key)
+        if found is not None:
+            self._entries.move_to_end(key)
+        return found
+
+    def put(self, key: tuple[str, tuple[str, ...]], weights: dict[str, float]) -> None:
+        self._entries[key] = weights
+        self._entries.move_to_end(key)
+        while len(self._entries) > self._size:
+            self._entries.popitem(last=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +49,7 @@ class Retriever:
     index: VectorIndex
     embedder: Embedder
     settings: RetrievalSettings
+    found: FoundDocuments = field(default_factory=FoundDocuments)
 
     async def search(
         self, query: str, limit: int | None = None, *, tenant: str | None = None, continues: Sequence[str] = ()
@@ -38,7 +63,9 @@ class Retriever:
         prior = await self.prior(continues, tenant) if continues else {}
         if not cfg.rerank:
             found = [_to_chunk(h) for h in await self.index.search(dense, sparse, n, cfg.rrf_k, tenant=tenant)]
-            return lean(found, prior, 1.0 if cfg.mode == "dense" else _rrf_scale(found))
+            return self._remember(
+                tenant, query, continues, lean(query, found, prior, 1.0 if cfg.mode == "dense" else _rrf_scale(found))
+            )
         # A wide pool with only the language of each hit (cheap), narrowed to the best `n` plus the other
         # language's best: the embedder ranks the question's own language first, and an English question
         # may have its answer on a Chinese page. Whole payloads are read for the narrowed pool only.
@@ -58,17 +85,30 @@ class Retriever:
         payloads = await self.index.payloads([i for i, _ in hits], tenant)
         chunks = [_to_chunk(ScoredChunk(i, score, payloads[i])) for i, score in hits if i in payloads]
         scale = 1.0 if cfg.mode == "dense" else _rrf_scale(chunks)
-        return lean(rerank(query, chunks, scale), prior, scale)[:n]
+        return self._remember(tenant, query, continues, lean(query, rerank(query, chunks, scale), prior, scale)[:n])
+
+    def _remember(self, tenant: str | None, query: str, continues: Sequence[str], found: list[Chunk]) -> list[Chunk]:
+        self.found.put((tenant or "", (query, *continues)), _weights(found))
+        return found
 
     async def prior(self, continues: Sequence[str], tenant: str | None) -> dict[str, float]:
         """Document id -> weight: the documents of the best chunks the previous question found (itself read
-        with what it continued), the best one most."""
+        with what it continued), the best one most. The previous turn usually ran that very search, so its
+        documents are remembered (`found`) rather than searched again."""
+        key = (tenant or "", tuple(continues))
+        remembered = self.found.get(key)
+        if remembered is not None:
+            return remembered
         found = await self.search(continues[0], tenant=tenant, continues=continues[1:])
-        weights: dict[str, float] = {}
-        for chunk in found[:PRIOR_CHUNKS]:
-            if chunk.doc_id not in weights:
-                weights[chunk.doc_id] = PRIOR_DECAY ** len(weights)
-        return weights
+        return self.found.get(key) or _weights(found)
+
+
+def _weights(found: Sequence[Chunk]) -> dict[str, float]:
+    weights: dict[str, float] = {}
+    for chunk in found[:PRIOR_CHUNKS]:
+        if chunk.doc_id not in weights:
+            weights[chunk.doc_id] = PRIOR_DECAY ** len(weights)
+    return weights
 
 
 # A follow-up's lean toward the previous question's documents, in cosine units (dense scores of one query
@@ -79,12 +119,22 @@ PRIOR_CHUNKS = 3
 PRIOR_DECAY = 0.5
 
 
-def lean(chunks: Sequence[Chunk], prior: dict[str, float], scale: float = 1.0) -> list[Chunk]:
-    """The chunks reordered with the documents of `prior` lifted by their weight times `DOC_PRIOR`."""
+def lean(query: str, chunks: Sequence[Chunk], prior: dict[str, float], scale: float = 1.0) -> list[Chunk]:
+    """The chunks reordered with the documents of `prior` lifted by their weight times `DOC_PRIOR`. A page
+    whose title names the query's product is lifted by the reranker already ("MacBook Air M3 学生买能便宜多少"
+    may be answered on the student page): the two do not add up."""
     if not prior:
         return list(chunks)
-    lifted = [replace(c, score=c.score + scale * DOC_PRIOR * prior.get(c.doc_id, 0.0)) for c in chunks]
-    return sorted(lifted, key=lambda c: -c.score)
+    named = list(products(query))
+    base = BASE_WORDS.search(query) is not None
+
+    def lift(c: Chunk) -> float:
+        weight = prior.get(c.doc_id, 0.0)
+        if weight and named and (product_fit(named, base, list(products(c.title))) or 0.0) > 0:
+            return 0.0
+        return scale * DOC_PRIOR * weight
+
+    return sorted((replace(c, score=c.score + lift(c)) for c in chunks), key=lambda c: -c.score)
 
 
 def fill_budget(chunks: Sequence[Chunk], budget: int, max_chunks: int, cost: Callable[[Chunk], int]) -> list[Chunk]:

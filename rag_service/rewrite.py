@@ -119,9 +119,17 @@ class History:
     once, on first use."""
 
     def __init__(
-        self, summary: str, rounds: Sequence[Round], view: MemoryView | None = None, known: KnownNames | None = None
+        self,
+        summary: str,
+        rounds: Sequence[Round],
+        view: MemoryView | None = None,
+        known: KnownNames | None = None,
+        asked: Sequence[str] | None = None,
     ) -> None:
         self.summary, self.rounds = summary, rounds
+        # The rounds' questions as the rewriter made them standalone (None: as asked): a follow-up's subject
+        # is the one its predecessors were about, not the aspect the last one asked ("屏幕碎了还收吗").
+        self.asked = asked
         # The knowledge base's product names (None: no knowledge base to ask, answers lend short model names).
         self.known = known
         # All the rounds memory holds (the rules look at `rounds`, the latest few; earlier questions are read
@@ -135,7 +143,11 @@ class History:
     @cached_property
     def candidates(self) -> list[Entity]:
         """Salient entities, most salient first."""
-        return salient_entities(self.texts, limit=5, known=self.known)
+        texts = self.texts
+        if self.asked is not None:
+            pairs = [(q, r.assistant.content if q else "") for q, r in zip(self.asked, self.rounds, strict=True)]
+            texts = history_texts(self.summary, pairs)
+        return salient_entities(texts, limit=5, known=self.known)
 
     @cached_property
     def words(self) -> set[str]:
@@ -175,11 +187,17 @@ class Gate:
         return view.rounds[-n:] if n > 0 else ()
 
     def decide(
-        self, question: str, view: MemoryView, topic: Topic | None = None, known: KnownNames | None = None
+        self,
+        question: str,
+        view: MemoryView,
+        topic: Topic | None = None,
+        known: KnownNames | None = None,
+        asked: Sequence[str] | None = None,
     ) -> Decision:
-        """`topic`: the product and place the conversation is about (`RuleRewriter.topic_product`)."""
+        """`topic`: the product and place the conversation is about (`RuleRewriter.topic_product`); `asked`:
+        the recent rounds' questions as rewritten (`History.asked`)."""
         rounds = self.recent(view)
-        history = History(view.summary, rounds, view, known)
+        history = History(view.summary, rounds, view, known, asked)
         if not rounds and not view.summary:
             return Decision("first", "first turn", history)
         contrast = contrast_followup(question)
@@ -289,7 +307,7 @@ class RuleRewriter:
         if hit is not None:
             self._memo.move_to_end(key)
             return hit
-        d = self.gate.decide(question, view, self.topic_product(view, known), known)
+        d = self.gate.decide(question, view, self.topic_product(view, known), known, self.asked(view, known))
         if d.kind == "dependent" or (d.kind == "standalone" and not self.settings.skip_standalone):
             result = self.resolve(question, d, "rule")
             if d.kind == "dependent":
@@ -355,6 +373,17 @@ class RuleRewriter:
             latest = latest or result.query
         return latest
 
+    def asked(self, view: MemoryView, known: KnownNames | None) -> list[str]:
+        """The recent rounds' questions as rewritten (each against the rounds before it)."""
+        first = len(view.rounds) - len(self.gate.recent(view))
+        out: list[str] = []
+        for i in range(first, len(view.rounds)):
+            result = self.previous_at(view, i, known)
+            if result is not None and result.topic_switch:
+                out = [""] * len(out)  # what came before a change of topic lends nothing
+            out.append(result.query if result is not None else view.rounds[i].user.content)
+        return out
+
     def previous_at(self, view: MemoryView, i: int, known: KnownNames | None = None) -> RewriteResult | None:
         """Round `i`'s question as rewritten against the rounds before it."""
         asked = view.rounds[i].user.content
@@ -408,7 +437,8 @@ class LLMRewriter:
 
     async def rewrite(self, question: str, view: MemoryView, tenant: str | None = None) -> RewriteResult:
         known = await self.rules.known(tenant)
-        d = self.rules.gate.decide(question, view, self.rules.topic_product(view, known), known)
+        topic, asked = self.rules.topic_product(view, known), self.rules.asked(view, known)
+        d = self.rules.gate.decide(question, view, topic, known, asked)
         if d.kind in ("first", "switch") or (d.kind == "standalone" and self.settings.skip_standalone):
             return RewriteResult(question, "skipped", d.kind == "switch", d.reason)
         continues = self.rules.continuity(view, d) if d.kind == "dependent" else ()

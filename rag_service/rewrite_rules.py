@@ -41,6 +41,19 @@ from rag_core.text import has_han as is_chinese
 from rag_service.facts import CATEGORIES, PLACES, products
 from rag_service.glossary import concepts
 
+
+# The same questions are read again on every later turn of their conversation (and by several rules in
+# one turn); jieba's segmentation and tagging are the costly part, so recent results are remembered.
+@lru_cache(maxsize=8192)
+def _tagged(text: str) -> tuple[tuple[str, str], ...]:
+    return tuple((str(word), str(flag)) for word, flag in pseg.lcut(text))
+
+
+@lru_cache(maxsize=8192)
+def _cut(text: str) -> tuple[str, ...]:
+    return tuple(str(word) for word in jieba.lcut(text))
+
+
 # --- the service's own framing ----------------------------------------------------------------------
 
 # A bracketed marker ("[extractive answer, no LLM configured]", "【参考资料】", "[1]") and the introduction
@@ -120,7 +133,7 @@ def find_marker(question: str) -> Marker | None:
     """The first reference marker in the question (a pronoun, demonstrative or ellipsis cue), if any."""
     question = _EXPLETIVE_IT.sub(lambda m: " " * len(m.group()), question)
     if is_chinese(question):
-        words: list[str] = [str(w) for w in jieba.lcut(question)]
+        words: list[str] = [str(w) for w in _cut(question)]
         spans: list[tuple[str, int]] = []
         pos = 0
         for w in words:
@@ -334,7 +347,7 @@ def _chinese_entities(text: str) -> list[Entity]:
         out.append(Entity(f"{brand} {name}" if brand else name, True))
     for run in _CJK_RUN.finditer(text):
         phrase: list[tuple[str, str]] = []
-        for word, flag in [*pseg.lcut(run.group()), ("", "x")]:
+        for word, flag in [*_tagged(run.group()), ("", "x")]:
             if flag in _ZH_NOUN_TAGS and word not in _ZH_GENERIC:
                 phrase.append((word, flag))
                 continue
@@ -351,7 +364,7 @@ def _brand_before(prefix: str) -> str:
     stripped = prefix.rstrip()
     if not stripped or len(prefix) - len(stripped) > 1 or not _CJK.match(stripped[-1]):
         return ""
-    word, flag = pseg.lcut(stripped[-6:])[-1]
+    word, flag = _tagged(stripped[-6:])[-1]
     return str(word) if len(word) >= 2 and flag in _ZH_NOUN_TAGS and word not in _ZH_GENERIC else ""
 
 
@@ -633,7 +646,7 @@ def product_names(text: str) -> list[str]:
         while len(words) > 1 and words[0].isalpha() and words[0].islower():
             words.pop(0)  # "cracked Pixel 8": an adjective before the name
         # "MacBook Air M3 15 寸": a number before a size unit is the screen size, not part of the name.
-        while len(words) > 1 and words[-1].isdigit() and _SIZE.match(text, _end_of(text, p.text)) is not None:
+        if len(words) > 1 and words[-1].isdigit() and _SIZE.match(text, _end_of(text, p.text)) is not None:
             words.pop()
         name = " ".join(words)
         if re.search(r"[^\W\d_]", name) and not _ID_DIGITS.search(name) and name not in out:
@@ -789,7 +802,7 @@ def contrast_followup(question: str) -> Contrast | None:
         # Without 呢 ("那好吧", "那 256GB 的？") only a value of a known kind makes it a contrast.
         if not m.group("tail") and kind in ("plain", "pronoun", "comparative"):
             return None
-        if kind == "plain" and not all(flag in _ZH_VALUE_TAGS for w, flag in pseg.lcut(core) if w.strip()):
+        if kind == "plain" and not all(flag in _ZH_VALUE_TAGS for w, flag in _tagged(core) if w.strip()):
             return None  # "还没呢", "我老公呢": not a thing to ask the previous question about
         return Contrast(core, raw, kind, True)
     m = _EN_CONTRAST.match(question)
@@ -816,7 +829,7 @@ _ZH_VALUE_TAGS = _ZH_NOUN_TAGS | {"i", "l", "uj", "m", "q", "eng", "x"}
 
 def _has_verb(text: str) -> bool:
     """A verb or an adverb: the text is a clause ("觉得他", "还没"), not a value."""
-    return any((flag.startswith("v") and flag != "vn") or flag == "d" for w, flag in pseg.lcut(text) if _CJK.search(w))
+    return any((flag.startswith("v") and flag != "vn") or flag == "d" for w, flag in _tagged(text) if _CJK.search(w))
 
 
 def _question_of_its_own(core: str) -> bool:
@@ -1060,7 +1073,7 @@ def has_subject(question: str) -> bool:
     if own_names(question) or content_size(question) >= 1:
         return True
     return is_chinese(question) and any(
-        flag.startswith("v") and len(w) >= 2 and w not in _ZH_LIGHT_VERBS for w, flag in pseg.lcut(question)
+        flag.startswith("v") and len(w) >= 2 and w not in _ZH_LIGHT_VERBS for w, flag in _tagged(question)
     )
 
 
@@ -1070,7 +1083,7 @@ def topic_words(found: Iterable[Entity]) -> set[str]:
     out: set[str] = set()
     for e in found:
         if is_chinese(e.text):
-            out.update(str(w) for w in jieba.lcut(e.text) if len(w) >= 2 and _CJK.match(w) and w not in _ZH_GENERIC)
+            out.update(str(w) for w in _cut(e.text) if len(w) >= 2 and _CJK.match(w) and w not in _ZH_GENERIC)
         key = re.sub(r"(?<=[a-z])-(?=[a-z])", "", e.key)  # "co-signer" is "cosigner"
         out.update(_singular(w) for w in re.split(r"[^a-z0-9]+", key) if len(w) >= 3 and w not in _EN_STOP)
     return out
@@ -1088,7 +1101,7 @@ def is_fragment(question: str) -> bool:
     """A bare keyword query ("Pollution", "Investments?", "固安"): no question word (and in Chinese no
     verb). It names its own subject, so it is left alone rather than completed with the history's."""
     if is_chinese(question):
-        return _ZH_QUESTION.search(question) is None and not any(f.startswith("v") for _, f in pseg.lcut(question))
+        return _ZH_QUESTION.search(question) is None and not any(f.startswith("v") for _, f in _tagged(question))
     words = [w.lower() for w in _EN_WORD.findall(question)]
     return len(words) <= 4 and not any(w in _EN_QUESTION_WORDS for w in words)
 

@@ -43,8 +43,8 @@ _NUMBER = r"\d(?:[\d,]*\d)?(?:\.\d+)?"
 _FACT_PATTERNS = [
     # dates: 2024-11-05, 2024/11/5, 2024年11月5日, 11月5日, 11月5号
     r"\d{4}[-/.]\d{1,2}[-/.]\d{1,2}",
-    r"\d{4}年\d{1,2}月(?:\d{1,2}[日号])?",
-    r"\d{1,2}月\d{1,2}[日号]",
+    r"\d{4}\s?年\s?\d{1,2}\s?月(?:\s?\d{1,2}\s?[日号])?",
+    r"(?<!\d)\d{1,2}\s?月\s?\d{1,2}\s?[日号]",
     # phone-like ids: 400-820-1234, 13812345678
     r"\d{3,4}-\d{3,4}-\d{4}",
     r"(?<!\d)1[3-9]\d{9}(?!\d)",
@@ -52,9 +52,9 @@ _FACT_PATTERNS = [
     rf"[¥￥$]\s?{_NUMBER}",
     rf"{_NUMBER}\s?(?:万元|元|块钱|块|rmb|RMB|CNY|USD|dollars?|yuan\b)",
     rf"(?:RMB|CNY|USD)\s?{_NUMBER}",
-    # English dates: March 1, 2025 / Mar 1 2025 / 1 March 2025
-    rf"(?<![A-Za-z])(?:{_MONTHS})\.?\s\d{{1,2}}(?:st|nd|rd|th)?,?\s\d{{4}}",
-    rf"\d{{1,2}}\s(?:{_MONTHS})\.?,?\s\d{{4}}",
+    # English dates: March 1, 2025 / Mar 1 2025 / 1 March 2025 / June 18 / the 18th of June
+    rf"(?<![A-Za-z])(?:{_MONTHS})\.?\s\d{{1,2}}(?:st|nd|rd|th)?\b(?:,?\s\d{{4}})?",
+    rf"(?<!\d)\d{{1,2}}(?:st|nd|rd|th)?\s(?:of\s)?(?:{_MONTHS})\b\.?(?:,?\s\d{{4}})?",
     # order numbers and other identifiers: letters and digits mixed, at least 6 long (XC20241105001).
     # ASCII boundaries, not \b: Chinese text runs straight into them ("订单号XC20241105001的").
     r"(?<![A-Za-z0-9-])(?=[A-Za-z0-9-]*\d)(?=[A-Za-z0-9-]*[A-Za-z])[A-Za-z0-9][A-Za-z0-9-]{5,}(?![A-Za-z0-9-])",
@@ -208,8 +208,11 @@ class ExtractiveSummarizer:
         for r in rounds:
             lines.append(f"{USER_LINE} {r.user.content.strip()}")
             lines += [f"  {ANSWER_LINE} {line}" for line in answer_facts(r.assistant.content)]
+        # Over the cap, the oldest answer lines go first (`pin_facts` keeps their figures, labelled), then
+        # the oldest questions.
         while len(lines) > 1 and self.counter.count("\n".join(lines)) > self.settings.summary_max_tokens:
-            lines.pop(0)
+            answers = [i for i, line in enumerate(lines) if line.lstrip().startswith(ANSWER_LINE)]
+            lines.pop(answers[0] if answers else 0)
         return "\n".join(lines)
 
 

@@ -186,6 +186,10 @@ async def test_a_chunk_that_starts_inside_a_section_records_its_heading() -> Non
     sections = [section for _, section in chunk_sections(texts)]
     # The second chunk starts in the overlap with the first, under "Prices"; the third under "Warranty".
     assert sections == ["", "Prices", "Warranty", "Warranty"]
+    # A table's rows (its header row too) are short and unpunctuated but are not headings: a chunk that
+    # starts inside the table is under the heading above it.
+    table = ["Tiers\nTier | Points\nTier: Green | Points: 1x", "Tier: Gold | Points: 1.5x\nBlue | 2x"]
+    assert [section for _, section in chunk_sections(table)] == ["", "Tiers"]
 
 
 async def test_title_is_embedded_with_each_chunk_in_bounded_batches(

@@ -67,3 +67,36 @@ async def test_extractive_without_context_says_so() -> None:
     assert answer.startswith(MARKER) and "contact a human agent" in answer
     answer = await gen.complete([], GenerationInput("有什么？", "有什么？", []))
     assert "人工客服" in answer
+
+
+class CountingIndex:
+    """The real index, counting the wide searches a retrieval makes."""
+
+    def __init__(self, inner: VectorIndex) -> None:
+        self.inner, self.pools = inner, 0
+
+    async def pool(self, *args: Any, **kwargs: Any) -> Any:
+        self.pools += 1
+        return await self.inner.pool(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+async def test_a_follow_up_leans_on_the_previous_search_without_running_it_again(
+    kb_index: VectorIndex, embedder: Embedder
+) -> None:
+    counting = CountingIndex(kb_index)
+    retriever = Retriever(counting, embedder, RetrievalSettings())  # type: ignore[arg-type]
+    first = await retriever.search("订单满多少钱可以包邮？")
+    assert counting.pools == 1
+    follow = await retriever.search("偏远地区呢？", continues=("订单满多少钱可以包邮？",))
+    assert counting.pools == 2  # the follow-up's own search only: the previous one is remembered
+    # The same lean as a retriever that had to search the previous question again.
+    fresh = CountingIndex(kb_index)
+    again = await Retriever(fresh, embedder, RetrievalSettings()).search(  # type: ignore[arg-type]
+        "偏远地区呢？", continues=("订单满多少钱可以包邮？",)
+    )
+    assert fresh.pools == 2
+    assert [c.id for c in again] == [c.id for c in follow]
+    assert first and follow[0].doc_id == first[0].doc_id

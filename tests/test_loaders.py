@@ -92,10 +92,48 @@ def test_html_title_text_and_stripping(tmp_path: Path) -> None:
         "第一项",
         "第二项",
         "机型 | 价格",
-        "iPhone 16 | 5999 元",
+        "机型: iPhone 16 | 价格: 5999 元",
     ]
     for hidden in ("secret", "color", "首页", "comment"):
         assert hidden not in text
+
+
+def test_table_rows_name_their_columns_when_the_table_has_a_header(tmp_path: Path) -> None:
+    # A row read alone (a chunk starting mid-table) must still say what each value is; a table without a
+    # header row (label/value pairs) keeps its rows as they are.
+    md = tmp_path / "kettles.md"
+    md.write_text(
+        "# Kettles\n\n| Model | Price |\n|:---|---:|\n| Vela 2 | 129 元 |\n| Vela 2 [Pro](/pro) | 199 元 |\n\n"
+        "After the table.\n\n---\n\n```\n| a | b |\n|---|---|\n```\n",
+        encoding="utf-8",
+    )
+    lines = [line for line in text_of(md)[1].splitlines() if line]
+    assert lines == [
+        "Kettles",
+        "Model | Price",
+        "Model: Vela 2 | Price: 129 元",
+        "Model: Vela 2 Pro | Price: 199 元",
+        "After the table.",
+        "---",
+        "```",
+        "| a | b |",
+        "|---|---|",
+        "```",
+    ]
+    page = tmp_path / "tiers.html"
+    page.write_text(
+        "<h1>Tiers</h1><table><thead><tr><td>Tier</td><td>Points</td></tr></thead>"
+        "<tr><td>Gold</td><td>1.5x</td></tr></table>"
+        "<table><tr><td>Colour</td><td>Black</td></tr><tr><td>Weight</td><td>1.2 kg</td></tr></table>",
+        encoding="utf-8",
+    )
+    assert text_of(page)[1].splitlines() == [
+        "Tiers",
+        "Tier | Points",
+        "Tier: Gold | Points: 1.5x",
+        "Colour | Black",
+        "Weight | 1.2 kg",
+    ]
 
 
 def test_html_title_falls_back_to_h1_then_stem(tmp_path: Path) -> None:

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from rag_core.settings import MemorySettings, PromptSettings
 from rag_core.tokens import TokenCounter
 from rag_service.domain import MemoryView, Message, Round
 from rag_service.prompt import OPEN_SUMMARY
-from rag_service.recall import recall_answer
+from rag_service.recall import is_recall, recall_answer
 from rag_service.summary import PINNED_HEADER, ExtractiveSummarizer, pin_facts
 from rag_service.testing.fake_llm import FakeLLM, message_text, scripted
 from tests.conftest import AppClient
@@ -73,6 +75,88 @@ def test_which_one_did_you_recommend_is_the_product_named_in_that_answer() -> No
     # A code that only looks like a model name is not a product.
     codes = _memory(("耐用吗", "- 通过 MIL-STD-810H 军标测试，订单 QX20251101 可查。"))
     assert recall_answer("你刚才说耐用测试的是哪一款？", codes, "zh") is None
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "你们刚说的运费是多少？",
+        "How much did you say the case costs?",
+        "你上一条回复里说的金额是多少",
+        "Can you repeat the price?",
+        "When did you say it ships?",
+        "那个价格再说一遍",
+    ],
+)
+def test_questions_about_what_was_said_are_recall(question: str) -> None:
+    assert is_recall(question)
+
+
+@pytest.mark.parametrize(
+    "question", ["刚买的手机能退吗", "我刚收到货屏幕有问题想问下", "How do I repeat an order?", "Is the discount 8%?"]
+)
+def test_questions_about_the_shop_are_not_recall(question: str) -> None:
+    assert not is_recall(question)
+
+
+def test_a_discount_is_recalled_as_a_rate_or_as_money_off() -> None:
+    memory = _memory(
+        ("学生买平板有优惠吗", "- 学生购买平板享 9 折，配件另减 50 元。"),
+        ("会员呢", "- 金卡会员购买平板可叠加 95 折。"),
+    )
+    rate = _recall("你刚才说学生买平板打几折来着？", memory)
+    assert "9 折" in rate.split("（")[0] and "95" not in rate.split("（")[0]
+
+
+def test_a_sibling_model_s_line_does_not_answer_for_the_model_named() -> None:
+    memory_rounds = [
+        ("扫地机多少钱", "- Orbit V5 售价 1999 元。（Orbit V5 商品详情）"),
+        ("Pro 呢", "- Orbit V5 Pro 售价 2599 元。（Orbit V5 Pro 商品详情）"),
+    ]
+    memory = _memory(*memory_rounds)
+    base = _recall("你前面说 Orbit V5 多少钱？", memory)
+    assert "1999" in base.split("（")[0] and "2599" not in base.split("（")[0]
+    assert "2599" in _recall("你前面说 Orbit V5 Pro 多少钱？", memory).split("（")[0]
+    # Only the sibling's price was said: memory cannot answer, the knowledge base does.
+    assert recall_answer("你前面说 Orbit V5 Max 多少钱？", memory, "zh") is None
+    # A shorter name of the model is no other model.
+    assert "1999" in _recall("你前面说 Orbit 多少钱？", _memory(memory_rounds[0])).split("（")[0]
+
+
+def test_what_the_customer_said_is_found_without_a_currency_or_in_spaced_dates() -> None:
+    memory = _memory(
+        ("别的店卖 3,299，你们能便宜点吗？型号是 K9 256GB", "- 本店售价以页面为准。"),
+        ("我想 6 月 18 日 送到，可以吗", "- 可以预约配送时间。"),
+        ("好的", "- 好的，已记录。"),
+    )
+    quoted = _recall("我刚才说别的店卖多少来着？", memory)
+    assert "3,299" in quoted.split("（")[0] and "256" not in quoted.split("（")[0]
+    day = _recall("我之前说想哪天送到？", memory)
+    assert "6 月 18 日" in day.split("（")[0]
+    # The assistant's prices have a currency, the customer's does not: the customer's is the one asked for.
+    quoted = _memory(
+        ("I saw the Orbit V5 256GB for 8,799 at another shop. Your price?", "- The 256GB model costs ¥9699."),
+        ("And delivery?", "- Delivery is free over ¥99."),
+    )
+    other = _recall("What price did I say the other shop had?", quoted)
+    assert "8,799" in other.split("(")[0] and "9699" not in other.split("(")[0]
+
+
+def test_values_in_one_english_sentence_and_a_figures_heading() -> None:
+    marker = "[extractive answer, no LLM configured] "
+    memory = _memory(
+        (
+            "How much is the Aero 7 fan?",
+            marker
+            + "From the knowledge base:\nKey figures: ¥399\n- The Aero 7 costs ¥399 and the Aero 7 Max costs ¥599.",
+        ),
+        ("I want it delivered on Friday, May 9.", "- Weekday delivery is available."),
+    )
+    base = _recall("How much did you say the Aero 7 costs?", memory)
+    assert "¥399" in base.split("(")[0] and "¥599" not in base.split("(")[0] and "Key figures" not in base
+    assert "¥599" in _recall("Remind me what the Max version costs?", memory).split("(")[0]
+    day = _recall("What day did I want it delivered?", memory)
+    assert "Friday" in day.split("(")[0] and "May 9" in day.split("(")[0]
 
 
 ZETA = [

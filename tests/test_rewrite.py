@@ -15,17 +15,26 @@ from typer.testing import CliRunner
 from rag_core.embedding import Embedder
 from rag_core.settings import REWRITE_PROMPT, RetrievalSettings, RewriteSettings, Settings
 from rag_core.vectorstore import VectorIndex
-from rag_service.domain import MemoryView, Message, Round
+from rag_service.domain import Chunk, MemoryView, Message, Round
 from rag_service.evaluation import cli
 from rag_service.evaluation.cache import CachingEmbedder, EmbeddingCache
 from rag_service.evaluation.retrieval_eval import split_half
-from rag_service.retrieval import Retriever
-from rag_service.rewrite import Gate, LLMRewriter, NoRewriter, RuleRewriter, check_output, rewrite_messages
+from rag_service.retrieval import PRIOR_DECAY, Retriever, lean
+from rag_service.rewrite import (
+    Gate,
+    KnownNames,
+    LLMRewriter,
+    NoRewriter,
+    RuleRewriter,
+    check_output,
+    rewrite_messages,
+)
 from rag_service.rewrite_rules import (
     answer_entity,
     contrast_followup,
     entities,
     history_texts,
+    product_names,
     reference_marker,
     salient_entities,
     strip_framing,
@@ -716,3 +725,144 @@ def test_place_category_and_term_contrasts_replace_the_previous_value(
     turns: tuple[str, ...], question: str, expected: str
 ) -> None:
     assert RuleRewriter(RewriteSettings(mode="rule")).rewrite_now(question, view(*turns)).query == expected
+
+
+# --- subjects from the customer's questions, continuity for retrieval --------------------------------
+
+
+def test_an_answer_lends_only_the_products_the_knowledge_base_names() -> None:
+    rules = RuleRewriter(RewriteSettings(mode="rule"))
+    known = KnownNames(["Zeta 9 Pro 商品详情", "Tablet Buying Guide"])
+    recommended = view(
+        ("推荐一款适合画画的平板", "- 我们推荐 Zeta 9 Pro，它通过了 QX-450B 认证。（Tablet Buying Guide）")
+    )
+    query = rules.rewrite_now("那台多少钱", recommended, known).query
+    assert "Zeta 9 Pro" in query and "QX-450B" not in query, query
+    # A code, zone or figure an extractive answer quoted is no subject, with or without a product around.
+    zoned = view(("Where do you ship?", "- Norway and Iceland form Region 4. (Shipping Guide)"))
+    assert "Region 4" not in rules.rewrite_now("How long does it take?", zoned, known).query
+    assert "Region 4" in rules.rewrite_now("How long does it take?", zoned).query  # no knowledge base to ask
+
+
+def test_known_names_match_the_titles_products_only() -> None:
+    known = KnownNames(["Lumo Tab 7 - Product details", "Returns and refunds"])
+    assert known("Lumo Tab 7") and known("the lumo tab 7 pro")
+    assert not known("Region 4") and not known("returns")
+
+
+async def test_rewriter_reads_the_tenants_titles_once_a_minute() -> None:
+    calls: list[str] = []
+
+    async def titles(tenant: str) -> list[str]:
+        calls.append(tenant)
+        return ["Zeta 9 Pro 商品详情"]
+
+    rules = RuleRewriter(RewriteSettings(mode="rule"), titles=titles)
+    history = view(("推荐一款平板", "- 推荐 Zeta 9 Pro，通过 QX-450B 认证。（平板选购指南）"))
+    first = await rules.rewrite("那台多少钱", history, "shop-a")
+    again = await rules.rewrite("那台重吗", history, "shop-a")
+    assert "Zeta 9 Pro" in first.query and "QX-450B" not in again.query
+    assert calls == ["shop-a"]
+
+
+async def test_titles_that_cannot_be_read_do_not_fail_the_turn() -> None:
+    async def broken(tenant: str) -> list[str]:
+        raise ConnectionError("index down")
+
+    rules = RuleRewriter(RewriteSettings(mode="rule"), titles=broken)
+    history = view(("Where do you ship?", "- Norway and Iceland form Region 4. (Shipping Guide)"))
+    result = await rules.rewrite("How long does it take?", history, "shop-a")
+    assert "Region 4" not in result.query and result.action == "rule"
+
+
+def test_the_subject_comes_from_the_questions_as_rewritten() -> None:
+    # The bridge was named four questions back, outside the rounds the rules read; the rewritten questions
+    # in between carry it.
+    turns = ("Tell me about the Varnok Bridge.", "When was it built?", "How long is it?", "Who paid for it?")
+    result = RuleRewriter(RewriteSettings(mode="rule", history_rounds=3)).rewrite_now("Who designed it?", view(*turns))
+    assert result.query == "Who designed Varnok Bridge?", result
+    # After a change of topic the earlier subject lends nothing.
+    switched = view("Tell me about the Varnok Bridge.", "When was it built?", "Do you know the Ostrel Tower?")
+    assert "Varnok" not in RuleRewriter(RewriteSettings(mode="rule")).rewrite_now("How tall is it?", switched).query
+
+
+def test_a_dependent_follow_up_carries_the_questions_it_continues() -> None:
+    rules = RuleRewriter(RewriteSettings(mode="rule"))
+    assert rules.rewrite_now("电子收据怎么申请？", view()).continues == ()
+    second = rules.rewrite_now("要多久才能拿到", view("电子收据怎么申请？"))
+    assert second.continues == ("电子收据怎么申请？",)
+    third = rules.rewrite_now("能改几次", view("电子收据怎么申请？", "要多久才能拿到"))
+    assert third.continues == (second.query, "电子收据怎么申请？")
+    # A follow-up that moves to another model leaves the previous page; a switch carries nothing.
+    assert rules.rewrite_now("What about the Max?", view("How much is the Orbi 5?")).continues == ()
+    switch = rules.rewrite_now("Do you have a store in Oslo?", view("How much is the Orbi 5?"))
+    assert switch.continues == () and switch.topic_switch
+
+
+@pytest.mark.parametrize(
+    ("previous", "question", "expected"),
+    [
+        (
+            "How long does a refund take to reach PayFast?",
+            "and to a credit card?",
+            "How long does a refund take to reach a credit card?",
+        ),
+        (
+            "What did the mill produce in 1870 before the fire?",
+            "what about in 1890?",
+            "What did the mill produce in 1890 before the fire?",
+        ),
+        ("What is the rent in Lower Brenton?", "and in Oakvale?", "What is the rent in Oakvale?"),
+        ("How much is the gift wrapping?", "what about for teachers?", "How much is the gift wrapping for teachers?"),
+    ],
+)
+def test_a_prepositional_follow_up_takes_the_rest_of_the_previous_question(
+    previous: str, question: str, expected: str
+) -> None:
+    assert RuleRewriter(RewriteSettings(mode="rule")).rewrite_now(question, view(previous)).query == expected
+
+
+def test_a_preposition_before_a_verb_is_no_contrast() -> None:
+    assert contrast_followup("and to do that?") is None
+    assert contrast_followup("and to a credit card?") is not None
+
+
+def test_which_of_the_two_names_both_products() -> None:
+    history = view("How much is the Orbi 5?", "What about the Orbi 5 Max?")
+    query = RuleRewriter(RewriteSettings(mode="rule")).rewrite_now("Which of the two is lighter?", history).query
+    assert "Orbi 5 and Orbi 5 Max" in query and query.endswith("Which of the two is lighter?"), query
+    zh = RuleRewriter(RewriteSettings(mode="rule")).rewrite_now(
+        "两款哪个续航更久", view("Zeta 9 多少钱", "Zeta 9 Pro 呢")
+    )
+    assert "Zeta 9 和 Zeta 9 Pro" in zh.query, zh
+
+
+def test_short_storage_sizes_and_screen_sizes() -> None:
+    rules = RuleRewriter(RewriteSettings(mode="rule"))
+    assert rules.rewrite_now("512G 的呢", view("Zeta 9 Pro 256G 多少钱")).query == "Zeta 9 Pro 512G 多少钱"
+    assert contrast_followup("5G 的呢") is None or contrast_followup("5G 的呢").kind != "storage"  # type: ignore[union-attr]
+    # A screen size after a model number is not part of the name.
+    assert product_names("Lumo Book 3 14 寸多少钱") == ["Lumo Book 3"]
+    assert product_names("Lumo Book 3 多少钱") == ["Lumo Book 3"]
+
+
+def _chunk(doc: str, score: float, title: str = "") -> Chunk:
+    return Chunk(f"{doc}-{score}", doc, f"{doc}.md", title or doc, "text", score, 10)
+
+
+def test_lean_lifts_the_continued_documents_without_overturning_a_clear_winner() -> None:
+    close = [_chunk("shipping", 0.86), _chunk("orders", 0.84)]
+    assert [c.doc_id for c in lean("能改地址吗", close, {"orders": 1.0})] == ["orders", "shipping"]
+    far = [_chunk("stores", 0.95), _chunk("orders", 0.80)]
+    assert [c.doc_id for c in lean("你们几点关门", far, {"orders": 1.0})] == ["stores", "orders"]
+    # The second document of the previous question is lifted less.
+    both = [_chunk("a", 0.85), _chunk("b", 0.85)]
+    assert lean("x", both, {"a": 1.0, "b": PRIOR_DECAY})[0].doc_id == "a"
+    assert [c.doc_id for c in lean("x", close, {})] == ["shipping", "orders"]
+
+
+def test_lean_does_not_add_to_the_same_product_lift() -> None:
+    chunks = [_chunk("student", 0.86, "Student offers"), _chunk("zeta", 0.85, "Zeta 9 Pro 商品详情")]
+    # The product page already gets the reranker's product lift; the lean does not stack on it.
+    assert lean("Zeta 9 Pro 学生买便宜多少", chunks, {"zeta": 1.0})[0].doc_id == "student"
+    assert lean("学生买便宜多少", chunks, {"zeta": 1.0})[0].doc_id == "zeta"

@@ -27,7 +27,17 @@ from typing import Any
 from bs4 import BeautifulSoup
 from bs4.element import NavigableString, Tag
 
-from rag_core.documents.office import FaqPair, OfficeDoc, OfficeError, load_docx, load_faq_csv, load_pptx, load_xlsx
+from rag_core.documents.office import (
+    CELL_SEPARATOR,
+    FaqPair,
+    OfficeDoc,
+    OfficeError,
+    load_docx,
+    load_faq_csv,
+    load_pptx,
+    load_xlsx,
+    table_row,
+)
 from rag_core.documents.pdf_worker import PdfLimits
 from rag_core.settings import IngestSettings
 from rag_core.text import UNSPACED_CHARS
@@ -66,6 +76,9 @@ _MD_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 _MD_FENCE = re.compile(r"^ {0,3}(```|~~~)")
 _MD_IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
 _MD_LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
+# A pipe table's delimiter row ("|---|:---:|"): at least one pipe, so a thematic break ("---") is not one.
+_MD_TABLE_DELIMITER = re.compile(r"^\s*\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)*\|?\s*$")
+_MD_CELL_SPLIT = re.compile(r"(?<!\\)\|")
 
 _HTML_DROP = ("script", "style", "nav", "noscript", "template", "svg", "head")
 _HTML_BLOCKS = (
@@ -73,7 +86,7 @@ _HTML_BLOCKS = (
     "h6", "li", "ul", "ol", "dl", "dt", "dd", "pre", "blockquote", "figure", "figcaption", "caption",
     "address", "table", "hr", "details", "summary",
 )  # fmt: skip
-_HTML_CELL_SEPARATOR = " | "
+_HTML_CELL_SEPARATOR = CELL_SEPARATOR
 _SPACES = re.compile(r"\s+")
 # A source line break between two CJK characters is not a space in the rendered text either.
 _CJK_LINE_BREAK = re.compile(rf"(?<=[{UNSPACED_CHARS}])[ \t\r]*\n\s*(?=[{UNSPACED_CHARS}])")
@@ -167,7 +180,7 @@ def _load_text(path: Path, label: str, stem: str, *, markdown: bool) -> LoadedDo
     encoding, title = _probe_text(path, label, markdown=markdown)
     blocks = _checked_blocks(path, encoding, label)
     if markdown:
-        blocks = _map_lines(blocks, _clean_markdown_line)
+        blocks = _map_lines(blocks, _MarkdownLines())
     return LoadedDoc(title=title or stem, blocks=blocks)
 
 
@@ -291,6 +304,48 @@ def _clean_markdown_line(line: str) -> str:
     return _strip_markdown_inline(line)
 
 
+class _MarkdownLines:
+    """`_clean_markdown_line` for a stream of lines, with pipe tables read as tables: the header row stays a
+    line of column names, the delimiter row goes, and every body row becomes a line of `header: value`
+    cells (as Word tables are read), so a row read alone says what each value is."""
+
+    def __init__(self) -> None:
+        self._in_fence = False
+        self._previous: list[str] | None = None  # cells of the line before, when it had a pipe
+        self._header: list[str] | None = None
+
+    def __call__(self, line: str) -> str:
+        if _MD_FENCE.match(line):
+            self._in_fence = not self._in_fence
+            self._previous = self._header = None
+            return line
+        if self._in_fence:
+            return line
+        cells = _markdown_cells(line)
+        if cells is None:
+            self._previous = self._header = None
+            return _clean_markdown_line(line)
+        if self._header is not None:
+            return table_row(self._header, cells)
+        if self._previous is not None and _MD_TABLE_DELIMITER.match(line):
+            self._header, self._previous = self._previous, None
+            return ""
+        self._previous = cells
+        return CELL_SEPARATOR.join(c for c in cells if c)
+
+
+def _markdown_cells(line: str) -> list[str] | None:
+    """The cells of a line that may be a pipe-table row, or None for a line without a pipe."""
+    text = line.strip()
+    if "|" not in text:
+        return None
+    if text.startswith("|"):
+        text = text[1:]
+    if text.endswith("|") and not text.endswith("\\|"):
+        text = text[:-1]
+    return [" ".join(_strip_markdown_inline(c).replace("\\|", "|").split()) for c in _MD_CELL_SPLIT.split(text)]
+
+
 def _map_lines(blocks: Iterator[str], clean: Callable[[str], str]) -> Iterator[str]:
     """Apply `clean` to every complete line of a block stream, carrying partial lines across blocks."""
     carry = ""
@@ -348,7 +403,10 @@ def _html_text(soup: BeautifulSoup) -> str:
     for tag in soup.find_all(list(_HTML_DROP)):
         tag.decompose()
     _collapse_source_whitespace(soup)
-    for row in soup.find_all("tr"):
+    # Inner tables first, so an outer table's cells hold their rows' text.
+    for table in reversed(soup.find_all("table")):
+        table.replace_with("\n" + "\n".join(_html_table_lines(table)) + "\n")
+    for row in soup.find_all("tr"):  # rows outside any table
         cells = (c.get_text(" ", strip=True) for c in row.find_all(["td", "th"]))
         row.replace_with("\n" + _HTML_CELL_SEPARATOR.join(c for c in cells if c) + "\n")
     for br in soup.find_all("br"):
@@ -358,6 +416,26 @@ def _html_text(soup: BeautifulSoup) -> str:
         tag.append("\n")
     lines = (" ".join(line.split()) for line in soup.get_text().split("\n"))
     return "\n".join(line for line in lines if line)
+
+
+def _html_table_lines(table: Tag) -> list[str]:
+    """A table's rows, one line each. When the first row is a header (all `<th>`, or in `<thead>`), every
+    later row's cells are named by their column's header, as Word and Markdown tables are read; a table
+    without one (label/value pairs) keeps its rows as they are."""
+    lines: list[str] = []
+    header: list[str] | None = None
+    for i, row in enumerate(table.find_all("tr")):
+        found = row.find_all(["td", "th"])
+        cells = [" ".join(c.get_text(" ", strip=True).split()) for c in found]
+        if not any(cells):
+            continue
+        if i == 0 and found and (all(c.name == "th" for c in found) or row.find_parent("thead") is not None):
+            header = cells
+        elif header is not None:
+            lines.append(table_row(header, cells))
+            continue
+        lines.append(_HTML_CELL_SEPARATOR.join(c for c in cells if c))
+    return lines
 
 
 def _collapse_source_whitespace(soup: BeautifulSoup) -> None:

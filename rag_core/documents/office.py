@@ -238,14 +238,20 @@ def table_lines(rows: Iterable[Sequence[str]]) -> list[str]:
             header = row
             out.append(CELL_SEPARATOR.join(dict.fromkeys(c for c in row if c)))
             continue
-        cells = []
-        for i, value in enumerate(row):
-            if not value or (i and row[i - 1] == value):
-                continue
-            name = header[i] if i < len(header) else ""
-            cells.append(f"{name}: {value}" if name and name != value else value)
-        out.append(CELL_SEPARATOR.join(cells))
+        out.append(table_row(header, row))
     return out
+
+
+def table_row(header: Sequence[str], row: Sequence[str]) -> str:
+    """A body row as one line of `header: value` cells, so that the row read alone (a chunk that starts in
+    the middle of a table, a sentence quoted in an answer) still says what each value is."""
+    cells = []
+    for i, value in enumerate(row):
+        if not value or (i and row[i - 1] == value):
+            continue
+        name = header[i] if i < len(header) else ""
+        cells.append(f"{name}: {value}" if name and name != value else value)
+    return CELL_SEPARATOR.join(cells)
 
 
 def _bounded_rows(rows: Iterable[Sequence[str]], where: str) -> list[list[str]]:

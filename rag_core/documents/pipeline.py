@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from rag_core.documents.chunker import chunk_text
 from rag_core.documents.faq import FAQ_KIND, faq_chunk_texts, faq_points
 from rag_core.documents.loaders import LoadCancelled, LoadError, load_document
-from rag_core.documents.office import FaqPair
+from rag_core.documents.office import CELL_SEPARATOR, FaqPair
 from rag_core.embedding import Embedder, Vector
 from rag_core.lexical import document_vector
 from rag_core.settings import DEFAULT_TENANT, Settings
@@ -140,7 +140,9 @@ def chunk_sections(texts: Iterable[str]) -> Iterator[tuple[str, str]]:
         previous = []
         for line in lines:
             previous.append((line, heading))
-            if is_heading(line):
+            # A table's row (its header row too) is short and unpunctuated, but not a heading: the rows
+            # name their columns themselves, and the heading above the table says what it is about.
+            if is_heading(line) and CELL_SEPARATOR not in line:
                 heading = line
         current = heading
 

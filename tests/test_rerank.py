@@ -1,0 +1,86 @@
+"""The reranker's product and concept signals, on a made-up shop (no names from the sample KB or eval sets)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rag_service.domain import Chunk
+from rag_service.facts import products, related_product, title_products
+from rag_service.rerank import concept_match, rerank
+
+
+def chunk(doc: str, title: str, text: str, score: float, lang: str = "zh", section: str = "") -> Chunk:
+    return Chunk(f"{doc}-0", doc, f"docs/{doc}", title, text, score, 50, section=section, lang=lang)
+
+
+FAMILY_ROWS = "\n".join(
+    [
+        "型号 | 容量 | 售价",
+        "型号: Vento 标准版 | 容量: 4 L | 售价: 359 元",
+        "型号: Vento Pro | 容量: 6 L | 售价: 529 元",
+        "型号: Vento Max | 容量: 9 L | 售价: 799 元",
+    ]
+)
+FAMILY_CARE = "保修\n标准版和 Pro 整机保修 1 年；Max 整机保修 2 年。"
+PRICE_LIST = "品类: 电水壶 | 型号: Orla K3 | 售价: 199 元\n品类: 电饭煲 | 型号: Orla R5 | 售价: 459 元"
+PLANS_EN = "Plan prices by purchase price\nbelow 1,000 yuan: 59 yuan a year"
+
+
+def test_a_family_page_is_the_asked_variants_page_when_no_page_is_titled_by_the_variant() -> None:
+    # One page for the whole line ("Vento" with a row per model): the variant asked is on it. A price
+    # list of other products and a generic English plans page share only "price" with the question.
+    family = chunk("vento", "Vento 空气炸锅 商品详情", FAMILY_ROWS, 0.88, section="型号与价格")
+    care = chunk("vento-care", "Vento 空气炸锅 商品详情", FAMILY_CARE, 0.86, section="保修")
+    price_list = chunk("kitchen", "厨房电器价格表", PRICE_LIST, 0.90)
+    plans = chunk("plans", "Care Plans", PLANS_EN, 0.84, "en", section="Plan prices by purchase price")
+    ranked = rerank("Vento Pro 空气炸锅多少钱", [price_list, plans, care, family])
+    assert ranked[0].doc_id == "vento"
+    # The family's other chunks are not a sibling's page: lifted, not pushed down.
+    assert next(c.score for c in ranked if c.doc_id == "vento-care") > care.score
+    # Rows of other products only: pushed down against the same page's chunk that names no product.
+    unnamed = chunk("kitchen-note", "厨房电器价格表", "品类: 电水壶 | 售价: 199 元", 0.90)
+    scores = {c.doc_id: c.score for c in rerank("Vento Pro 空气炸锅多少钱", [price_list, unnamed, family])}
+    assert scores["kitchen"] < scores["kitchen-note"] < scores["vento"]
+
+
+def test_a_page_titled_by_the_variant_outranks_the_family_or_base_page_that_mentions_it() -> None:
+    # Where every model has its own page, the base model's page mentioning the Pro is a sibling's page.
+    base = chunk("nova", "Nova 8 商品详情", "Nova 8 售价 2999 元。需要长焦可以考虑 Nova 8 Pro。", 0.93)
+    pro = chunk("nova-pro", "Nova 8 Pro 商品详情", "256GB 版本售价 4299 元。", 0.90)
+    assert [c.doc_id for c in rerank("Nova 8 Pro 多少钱", [base, pro])] == ["nova-pro", "nova"]
+    # And the other way round: the Pro page naming the base model does not take the base model's question.
+    pro_mentions = chunk("nova-pro", "Nova 8 Pro 商品详情", "比 Nova 8 多一颗长焦镜头，售价 4299 元。", 0.93)
+    base_plain = chunk("nova", "Nova 8 商品详情", "128GB 版本售价 2999 元。", 0.90)
+    assert [c.doc_id for c in rerank("Nova 8 多少钱", [pro_mentions, base_plain])] == ["nova", "nova-pro"]
+
+
+def test_a_product_less_page_naming_the_asked_product_is_lifted_above_one_naming_others() -> None:
+    asked = chunk("kitchen-k3", "厨房电器价格表", PRICE_LIST, 0.86)
+    others = chunk("kitchen-r", "厨房电器价格表", "品类: 破壁机 | 型号: Orla B9 | 售价: 699 元", 0.88)
+    assert [c.doc_id for c in rerank("Orla K3 电水壶多少钱", [others, asked])] == ["kitchen-k3", "kitchen-r"]
+
+
+def test_a_question_of_one_generic_concept_lifts_a_title_less_than_a_specific_one() -> None:
+    assert concept_match(frozenset({"price"}), frozenset({"price"})) == pytest.approx(0.4)
+    assert concept_match(frozenset({"return"}), frozenset({"return"})) == 1.0
+    assert concept_match(frozenset({"return", "price"}), frozenset({"return"})) == pytest.approx(1 / 1.4)
+    assert concept_match(frozenset(), frozenset({"return"})) == 0.0
+    # A generic page titled by the concept no longer beats the product's own page on "多少钱".
+    page = chunk("vento", "Vento 空气炸锅 商品详情", FAMILY_ROWS, 0.86, section="型号与价格")
+    price_list = chunk("kitchen", "厨房电器价格表", "所有商品统一售价，以本表为准。", 0.90)
+    assert [c.doc_id for c in rerank("Vento Max 多少钱", [price_list, page])] == ["vento", "kitchen"]
+
+
+@pytest.mark.parametrize(
+    ("asked", "named", "related"),
+    [
+        ("Vento Pro", "Vento 空气炸锅", True),  # the family
+        ("Aero 500", "Aero Air Cleaners", True),  # the family named with a category word
+        ("S7 Pro", "S7 系列", True),
+        ("S7 Pro", "S9 系列", False),  # another generation
+        ("Zeta X1 Carbon", "Loom X Pro", False),  # a lone shared letter is no shared name
+        ("Vento Pro", "Orla K3", False),
+    ],
+)
+def test_related_product_of_a_title(asked: str, named: str, related: bool) -> None:
+    assert related_product(list(products(asked)), list(title_products(named))) is related
