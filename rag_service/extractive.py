@@ -44,6 +44,7 @@ from rag_service.facts import (
 )
 from rag_service.glossary import ASPECTS, GENERIC, concepts, coverage, weight
 from rag_service.recall import recall_answer
+from rag_service.table_rows import Row, asked_numbers, headers_of, variant_clauses, variant_marks, with_variants
 
 ChatMessages = list[dict[str, Any]]
 
@@ -78,31 +79,30 @@ class Candidate:
     words: set[str] = field(default_factory=set)
     ideas: frozenset[str] = frozenset()
     score: float = 0.0
+    row: Row | None = None
 
 
 def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
-    """Each retrieved sentence once (overlapping chunks repeat them), with its section heading."""
+    """Each retrieved sentence once (overlapping chunks repeat them), with its section heading. A table
+    row is one sentence, its cells named by the table's header (`table_rows`)."""
     out: list[Candidate] = []
     seen: set[str] = set()
+    readers = headers_of((c.doc_id, c.text) for c in chunks)
     for rank, chunk in enumerate(chunks):
         section = chunk.section
-        header: list[str] = []
-        for line in _LINE_SPLIT.split(chunk.text):
-            line = line.strip()
-            if not line or line == chunk.title:
+        reader = readers[chunk.doc_id]
+        reader.reset()
+        lines = [ln.strip() for ln in _LINE_SPLIT.split(chunk.text) if ln.strip() and ln.strip() != chunk.title]
+        for i, line in enumerate(lines):
+            got = reader.feed(line, lines[i + 1] if i + 1 < len(lines) else None)
+            if got is True:
                 continue
-            if line.startswith("|") or line.count("\t") >= 2:
-                # A table row is a sentence: "型号 iPhone 15，回收价 3400 元" (cells named by the header).
-                cells = [c.strip() for c in re.split(r"\||\t", line.strip("|")) if c.strip()]
-                if not cells or all(set(c) <= set("-: ") for c in cells):
-                    continue
-                if not header:
-                    header = cells
-                    continue
-                named = [f"{h} {v}" if h and h != v else v for h, v in zip(header, cells, strict=False)]
-                line = "，".join(named + cells[len(header) :]) + "。"
-            else:
-                header = []
+            if isinstance(got, Row):
+                text = got.render()
+                if text not in seen:
+                    seen.add(text)
+                    out.append(Candidate(text, chunk, rank, section, len(out), row=got))
+                continue
             if is_heading(line):
                 section = line
                 continue
@@ -198,7 +198,7 @@ def _stems(words: Sequence[str] | set[str]) -> set[str]:
 def _context_products(c: Candidate, q: Question) -> list[Product]:
     """The products a sentence is about: those it names that touch the question's, else its section's,
     else its document's."""
-    named_here = products(c.text)
+    named_here = products(c.row.name) if c.row is not None else products(c.text)
     own = [p for p in named_here if any(p.core & a.core for a in q.named)]
     if own:
         return own
@@ -207,14 +207,25 @@ def _context_products(c: Candidate, q: Question) -> list[Product]:
     for text in (c.section, c.chunk.title):
         named = list(products(text)) if text else []
         if named:
-            return named
+            # "Max 保修 2 年" on a page titled by the family: the family's Max.
+            return with_variants(named, variant_marks(c.text)) if c.row is None else named
     return []
+
+
+def _family_wide(c: Candidate, q: Question) -> bool:
+    """A sentence naming no model nor variant, on a page that names the asked variant by its variant
+    word: it is said of the whole family (the page is no sibling's own page)."""
+    if c.row is not None or products(c.text) or variant_marks(c.text):
+        return False
+    asked = {v for p in q.named for v in p.variants}
+    return bool(asked) and asked <= variant_marks(c.chunk.text)
 
 
 def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     # Words of the page title and of the product asked about say which page a sentence is on; whether it
     # is the right page is `product_fit`'s and retrieval's call, so they do not count as shared words.
     named_words = {t for p in q.named for t in _terms(p.text)}
+    numbers = asked_numbers(q.text, [p.text for p in q.named])
     asked_words = q.words - named_words
     for c in candidates:
         c.words = _stems(set(_terms(c.text)) | set(_terms(c.section))) - _stems(_terms(c.chunk.title)) - named_words
@@ -277,12 +288,16 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
                 if units:
                     score *= 2.0 if any(u.search(c.text) for u in units) else 0.5
         fit = product_fit(list(q.named), q.base_model, _context_products(c, q))
+        if fit == 0 and _family_wide(c, q):
+            fit = 0.8  # "发热管均保修 3 年" on a page that covers the asked variant among others
         if q.named:
             score *= 0.5 if fit is None else 0.03 if fit == 0 else 2.0 * fit
         sentence_attrs = attributes(c.text)
         for kind, found in attributes(c.section).items():
             sentence_attrs.setdefault(kind, found)  # "成都店" heading over "门店电话为 …"
         score *= attribute_fit(q.attrs, sentence_attrs)
+        if c.row is not None:
+            score *= c.row.number_fit(numbers)  # "the 5-litre one": the row holding the figure
         page_places = doc_places.get(c.chunk.doc_id)
         if page_places and "place" not in sentence_attrs and attribute_fit(q.attrs, {"place": page_places}) < 1:
             # A sentence that names no place, on a page that names others but not the one asked ("满 99 元包邮"
@@ -414,18 +429,18 @@ def render_value(value: str, lang: str) -> str:
     return value
 
 
-def _key_figures(q: Question, picked: list[Candidate]) -> list[str]:
+def _key_figures(q: Question, quoted: list[str]) -> list[str]:
     """Values of the quoted sentences, rendered in the question's language, when the sentences are in the
     other language (the customer may not read them)."""
-    if language(picked[0].text) == q.lang:
+    if language(quoted[0]) == q.lang:
         return []
     kinds = [a for a in q.asks if a not in (Ask.HOWTO, Ask.YESNO, Ask.GENERAL)] or [Ask.PRICE, Ask.DURATION]
     out: list[str] = []
-    for c in picked:
-        if language(c.text) == q.lang:
+    for text in quoted:
+        if language(text) == q.lang:
             continue
         for kind in kinds:
-            for v in values(c.text, kind):
+            for v in values(text, kind):
                 rendered = render_value(v, q.lang)
                 if rendered not in out:
                     out.append(rendered)
@@ -443,6 +458,9 @@ def trim_clauses(q: Question, text: str) -> str:
     - of several clauses that each carry a value of the asked kind, those told apart by what was asked:
       "支付宝 1 到 3 个工作日到账，银行卡 3 到 7 个工作日到账" for "how long to Alipay?" is its first.
     Clauses that carry neither stay (they carry the shared context)."""
+    by_variant = variant_clauses(text, _asked_variants(q))
+    if by_variant is not None:
+        text = by_variant  # "重量：基础款 2 kg，Pro 3 kg" for the Pro: its clause
     clauses = [c for c in _CLAUSE.split(text) if c.strip()]
     if len(clauses) < 2:
         return text
@@ -474,6 +492,12 @@ def trim_clauses(q: Question, text: str) -> str:
         return text
     out = "".join(kept).rstrip("，,；; ")
     return out if re.search(r"[。.!?！？]$", out) else out + ("。" if language(out) == "zh" else ".")
+
+
+def _asked_variants(q: Question) -> frozenset[str]:
+    if q.base_model:
+        return frozenset({"base"})
+    return frozenset(v for p in q.named for v in p.variants)
 
 
 def _cite(c: Candidate, lang: str, text: str) -> str:
@@ -512,10 +536,12 @@ class ExtractiveGenerator:
         ranked = sorted(candidates, key=lambda c: (-c.score, c.rank, c.order))
         picked = _pick(q, ranked, self.max_sentences)
         lines = [f"{MARKER} {intro}"]
-        key = _key_figures(q, picked)
+        quoted = [(c, c.text if c.row is not None else trim_clauses(q, c.text)) for c in picked]
+        # The figures of what is quoted, not of the clauses or rows trimmed away.
+        key = _key_figures(q, [text for _, text in quoted])
         if key:
             lines.append(figures + "; ".join(key))
-        lines.extend(_cite(c, lang, trim_clauses(q, c.text)) for c in picked)
+        lines.extend(_cite(c, lang, text) for c, text in quoted)
         return "\n".join(lines)
 
 

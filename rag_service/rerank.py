@@ -77,7 +77,7 @@ def concept_match(wanted: frozenset[str], got: frozenset[str]) -> float:
 def bonus(q: Query, chunk: Chunk, own_page: bool = True) -> float:
     """The chunk's bonus. `own_page`: the pool holds a page whose title names the asked product itself
     (then pages titled by its family or a sibling are siblings' pages); without one, a page of the product's
-    family whose chunk names the asked model is the product's page (one page for "S8 / S8 Pro / S8 Max")."""
+    family whose chunk names the asked model is the product's page (one page for "X / X Pro / X Max")."""
     title = chunk.title
     across = int((chunk.lang or language(chunk.text)) != q.lang)
     b = TITLE_CONCEPTS[across] * concept_match(q.ideas, concepts(f"{title} {headings(chunk.text, chunk.section)}"))

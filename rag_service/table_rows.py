@@ -1,0 +1,223 @@
+"""Table rows and per-variant clauses read as units.
+
+A product table is written three ways by the loaders: Markdown (`| 型号 | 容量 | 售价 |`, a `|---|` line,
+then a row per model), plain pipes (`Model | Size | Price`, as HTML tables come out) and named cells
+(`型号: X | 容量: Y | 售价: Z`, as .docx tables come out). Whichever, a row is one sentence whose cells are
+named by the table's header, so "the Pro's price" is read from the Pro's row and not from a neighbour.
+
+A chunk may start in the middle of a table (chunks overlap): its first row is then a data row, not the
+header. The header is the row above a `|---|` line or a row with no digit in any cell, and it is shared by
+the other chunks of the same document with as many columns.
+
+A sentence may also carry one clause per variant ("重量：基础款 2 kg，Pro 3 kg，Max 4 kg"); the clause of the
+variant asked about is the answer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from rag_service.facts import BASE_WORDS, VARIANT_WORDS, Product
+
+_SEPARATOR = re.compile(r"^\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?$")
+_NAME_HEADER = re.compile(r"型号|机型|名称|产品|商品|款式|型號|\b(?:model|name|product|item)s?\b", re.I)
+_NAMED_CELL = re.compile(r"^([^:：|]{1,24})[:：]\s*(.+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    header: tuple[str, ...]
+    cells: tuple[str, ...]
+
+    @property
+    def name_index(self) -> int:
+        """The column that names the row's product: a name column ("型号", "Model"), else the first."""
+        return next((i for i, h in enumerate(self.header) if _NAME_HEADER.search(h)), 0)
+
+    @property
+    def name(self) -> str:
+        i = self.name_index
+        return self.cells[i] if i < len(self.cells) else ""
+
+    def number_fit(self, numbers: frozenset[str]) -> float:
+        """How a row fits figures the question names instead of a model ("the 5-litre one"): 1.5 when a
+        cell other than the name holds one of them, else 0.7; 1.0 when the question names none."""
+        if not numbers:
+            return 1.0
+        for i, v in enumerate(self.cells):
+            if i == self.name_index:
+                continue
+            if set(re.findall(r"\d+(?:\.\d+)?", v)) & numbers:
+                return 1.5
+        return 0.7
+
+    def render(self) -> str:
+        """ "型号 A1，容量 5 L，售价 300 元。": each cell after its column's name."""
+        named = [f"{h} {v}" if h and h != v else v for h, v in zip(self.header, self.cells, strict=False)]
+        return "，".join(named + list(self.cells[len(self.header) :])) + "。"
+
+
+def is_separator(line: str) -> bool:
+    return bool(_SEPARATOR.match(line.strip()))
+
+
+def split_cells(line: str) -> list[str] | None:
+    """The cells of a table line, or None when the line is no table row (fewer than three cells)."""
+    stripped = line.strip()
+    if stripped.startswith("|") or stripped.endswith("|"):
+        parts = stripped.strip("|").split("|")
+    elif stripped.count(" | ") >= 2:
+        parts = stripped.split(" | ")
+    elif stripped.count("\t") >= 2:
+        parts = stripped.split("\t")
+    else:
+        return None
+    cells = [c.strip() for c in parts]
+    if len(cells) < 3 and not stripped.startswith("|"):
+        return None
+    return cells
+
+
+def looks_like_header(cells: list[str]) -> bool:
+    """Column names carry no figures; a data row almost always does (a price, a size, a model number)."""
+    return bool(cells) and not any(re.search(r"\d", c) for c in cells) and all(len(c) <= 30 for c in cells)
+
+
+class TableReader:
+    """Reads the lines of one document's chunks: keeps the header of each table so that a row (even in a
+    chunk that starts below the header) becomes a `Row`."""
+
+    def __init__(self) -> None:
+        self.known: dict[int, tuple[str, ...]] = {}  # a header by its number of columns
+        self.header: tuple[str, ...] | None = None
+
+    def reset(self) -> None:
+        """A line that is no table row ends the table (the known headers stay for later chunks)."""
+        self.header = None
+
+    def feed(self, line: str, following: str | None) -> Row | bool:
+        """The row of a table line; True when the line was the table's header or a separator (nothing to
+        quote); False when it is no table line at all."""
+        if is_separator(line):
+            return True
+        cells = split_cells(line)
+        if cells is None:
+            self.reset()
+            return False
+        if all(not c for c in cells):
+            return True
+        named = [_NAMED_CELL.match(c) for c in cells]
+        if all(named):
+            header = tuple(m.group(1).strip() for m in named if m)
+            values = tuple(m.group(2).strip() for m in named if m)
+            self.known.setdefault(len(header), header)
+            return Row(header, values)
+        if self.header is None and ((following is not None and is_separator(following)) or looks_like_header(cells)):
+            self.header = tuple(cells)
+            self.known[len(cells)] = self.header
+            return True
+        header = self.header or self.known.get(len(cells), ())
+        return Row(header, tuple(cells))
+
+
+def headers_of(chunks: Iterable[tuple[str, str]]) -> dict[str, TableReader]:
+    """A reader per document that already knows the headers of its tables in any of the chunks
+    (`(doc_id, text)`), so a chunk below the header, ranked first, still gets its column names."""
+    readers: dict[str, TableReader] = {}
+    for doc_id, text in chunks:
+        reader = readers.setdefault(doc_id, TableReader())
+        listed = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        for i, line in enumerate(listed):
+            reader.feed(line, listed[i + 1] if i + 1 < len(listed) else None)
+        reader.reset()
+    return readers
+
+
+def rows_of(lines: Iterable[str]) -> list[Row]:
+    """Every data row of a text's tables (a helper for tests and callers that only want rows)."""
+    reader = TableReader()
+    listed = [ln.strip() for ln in lines if ln.strip()]
+    out: list[Row] = []
+    for i, line in enumerate(listed):
+        got = reader.feed(line, listed[i + 1] if i + 1 < len(listed) else None)
+        if isinstance(got, Row):
+            out.append(got)
+    return out
+
+
+# --- per-variant clauses ------------------------------------------------------------------------------
+
+_CLAUSE = re.compile(r"(?<=[，；;,])|(?<=[。.!?！？])\s*")
+_SUBJECT = re.compile(r"^[^：:，,；;。]{1,16}[：:]\s*")
+_LATIN_WORD = re.compile(r"[A-Za-z][A-Za-z+]*")
+
+
+def variant_marks(text: str) -> frozenset[str]:
+    """The variant words a clause names ("Pro 和 Max" -> {pro, max}; "基础款 ..." -> {base})."""
+    found = {w.lower() for w in _LATIN_WORD.findall(text) if w.lower() in VARIANT_WORDS}
+    found |= {w for w in VARIANT_WORDS if not w.isascii() and w in text}
+    if BASE_WORDS.search(text):
+        found.add("base")
+    return frozenset(found)
+
+
+def variant_clauses(text: str, wanted: frozenset[str]) -> str | None:
+    """The clauses of `text` about the variant `wanted` names ({"max"}; {"base"} for the model without a
+    variant word), when the text has clauses for several variants; None when it has not (or names no
+    clause of the wanted one). A clause naming no variant stays: it carries the shared subject
+    ("重量：" before "基础款 2 kg")."""
+    if not wanted:
+        return None
+    subject = ""
+    head = _SUBJECT.match(text)
+    if head and not variant_marks(head.group()):
+        subject, text = head.group(), text[head.end() :]  # "重量：" is shared by all the clauses
+    clauses = [c for c in _CLAUSE.split(text) if c and c.strip()]
+    marks = [variant_marks(c) for c in clauses]
+    if len({m for m in marks if m}) < 2:
+        return None
+    if not any(m & wanted for m in marks):
+        return None
+    kept = [c for c, m in zip(clauses, marks, strict=True) if not m or m & wanted]
+    # A leading clause without a variant is the shared subject; trailing ones without a variant after a
+    # dropped clause belong to that clause ("Max 4 kg，含底座" ) and go with it.
+    out: list[str] = []
+    keep_tail = True
+    for c, m in zip(clauses, marks, strict=True):
+        if m:
+            keep_tail = bool(m & wanted)
+            if keep_tail:
+                out.append(c)
+        elif keep_tail:
+            out.append(c)
+    kept = out or kept
+    joined = subject + "".join(kept).strip().rstrip("，,；; ")
+    if re.search(r"[。.!?！？]$", joined):
+        return joined
+    return joined + ("." if joined.isascii() else "。")
+
+
+def asked_numbers(question: str, product_names: Iterable[str]) -> frozenset[str]:
+    """Figures of the question outside the product names it uses ("5" of "the 5-litre one")."""
+    for name in product_names:
+        question = question.replace(name, " ")
+    return frozenset(re.findall(r"(?<![\d.])\d+(?:\.\d+)?(?![\d.])", question))
+
+
+def with_variants(family: list[Product], marks: frozenset[str]) -> list[Product]:
+    """The models a sentence means by bare variant words under a family's name ("Pro 和 Max ..." under
+    "Beamo": Beamo Pro, Beamo Max; a base word: the family's model without a variant)."""
+    words = {m for m in marks if m.isascii() and m != "base"}
+    if not words and "base" not in marks:
+        return family
+    out: list[Product] = []
+    for p in family:
+        if p.variants:
+            out.append(p)
+            continue
+        if "base" in marks:
+            out.append(p)
+        out.extend(Product(f"{p.text} {w}", p.tokens | {w}) for w in sorted(words))
+    return out
