@@ -80,7 +80,7 @@ def bonus(q: Query, chunk: Chunk, own_page: bool = True) -> float:
     family whose chunk names the asked model is the product's page (one page for "X / X Pro / X Max")."""
     title = chunk.title
     across = int((chunk.lang or language(chunk.text)) != q.lang)
-    b = TITLE_CONCEPTS[across] * concept_match(q.ideas, concepts(f"{title} {headings(chunk.text, chunk.section)}"))
+    b = TITLE_CONCEPTS[across] * concept_match(q.ideas, concepts(f"{title} {chunk.section}"))
     b += TEXT_CONCEPTS[across] * concept_match(q.ideas, concepts(chunk.text))
     if q.places and q.places & (places(chunk.text) | places(f"{title} {chunk.section}")):
         # A place is named the same way in any language ("美国" ~ "the United States").
