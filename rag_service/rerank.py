@@ -17,9 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
-from rag_core.text import is_heading, language
+from rag_core.text import language
 from rag_service.domain import Chunk
 from rag_service.facts import BASE_WORDS, Product, places, product_fit, products, related_product, title_products
 from rag_service.glossary import concepts, weight
@@ -53,17 +52,6 @@ class Query:
     def parse(cls, query: str) -> Query:
         named = products(query)
         return cls(language(query), concepts(query), named, BASE_WORDS.search(query) is not None, places(query))
-
-
-@lru_cache(maxsize=4096)
-def headings(text: str, section: str) -> str:
-    """The headings over the chunk's text: those inside it with text under them, and the one it starts under
-    unless its first line is a heading itself (then that section's body is in the previous chunk)."""
-    lines = [line.strip() for line in text.split("\n") if line.strip()]
-    # A heading on the last line has its body in the next chunk (or is a sentence cut short).
-    inside = [line for line in lines[:-1] if is_heading(line)]
-    starts_under = section
-    return " ".join([starts_under, *inside]).strip()
 
 
 def concept_match(wanted: frozenset[str], got: frozenset[str]) -> float:

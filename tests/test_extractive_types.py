@@ -8,7 +8,6 @@ import time
 from rag_service.domain import Chunk, GenerationInput, MemoryView, Message, Round
 from rag_service.extractive import ExtractiveGenerator, Question, trim_clauses
 from rag_service.facts import Ask, attribute_fit, attributes, products, question_asks, shows
-from rag_service.rerank import headings
 
 DELIVERY = "\n".join(
     [
@@ -112,12 +111,6 @@ def test_function_words_are_not_part_of_a_product_name() -> None:
     assert products("what happens after 10 days?") == ()
     assert products("How much is that service?") == ()
     assert [p.text for p in products("Is the Surface Go 4 in stock?")] == ["Surface Go 4"]
-
-
-def test_a_chunk_that_starts_with_a_heading_is_under_that_heading_too() -> None:
-    text = "三、退款多久到账\n退款原路返回。\n四、发票"
-    assert "退款多久到账" in headings(text, "二、运费")
-    assert "四、发票" not in headings(text, "二、运费")  # a last-line heading has its text in the next chunk
 
 
 def test_a_sentence_on_a_page_about_other_places_does_not_answer_for_the_place_asked() -> None:
