@@ -125,7 +125,7 @@ class Question:
     attrs: dict[str, set[str]]
     words: frozenset[str]
     ideas: frozenset[str]
-    # Concepts of the previous question the current one leaves implicit ("how much is that service?").
+    # Concepts of the previous question the current one leaves implicit ("and what does that option cost?").
     context: frozenset[str] = frozenset()
     added_ideas: frozenset[str] = frozenset()
     added_words: frozenset[str] = frozenset()
@@ -138,13 +138,13 @@ class Question:
         both = f"{query} {question}" if query and query != question else question
         asks = question_asks(question) or question_asks(both)
         if not asks and _FOLLOW_UP.search(question):
-            # The nearest earlier question with a type ("两年的呢" after "笔记本呢" after "延保多少钱").
+            # The nearest earlier question with a type ("三年的呢" after "平板呢" after "延保多少钱").
             asks = next((found for e in reversed(earlier) if (found := _typed(e))), [])
         previous = " ".join(earlier[-_CONTEXT_ROUNDS:])
         if not asks and has_value(question, Ask.DURATION):
-            asks = [Ask.DURATION]  # "what if it breaks after 10 days?": the time limit that applies
+            asks = [Ask.DURATION]  # "what if it stops working after 20 days?": the time limit that applies
         ideas = concepts(both)
-        # What the rewriter added to the question ("PDF 人工客服几点下班") is weaker evidence than what the
+        # What the rewriter added to the question ("Zone 2 客服周末上班吗") is weaker evidence than what the
         # customer asked, unless the question says nothing by itself ("专票呢" -> "专票什么时候能收到").
         own_ideas, own_words = concepts(question), _stems(_terms(question))
         added_ideas = ideas - own_ideas if own_ideas else frozenset()
@@ -244,7 +244,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         for c in candidates:
             doc_places.setdefault(c.chunk.doc_id, set()).update(places(f"{c.section} {c.text}"))
     idf = {t: math.log(1 + n / (df[t] or 1)) * (_ADDED if t in q.added_words else 1.0) for t in asked_words}
-    # A question with no topic of its own ("how much is that service?") takes the previous one's.
+    # A question with no topic of its own ("and what does that option cost?") takes the previous one's.
     context_weight = 0.8 if q.ideas - GENERIC else 1.5
     words_total = sum(idf.values())
     for c in candidates:
@@ -456,7 +456,7 @@ def trim_clauses(q: Question, text: str) -> str:
     - the tier, size, place or membership level asked about: "13 英寸屏幕更换价格为 4299 元，15 英寸屏幕更换价格为
       4999 元。" for "15 寸换屏" is its second clause;
     - of several clauses that each carry a value of the asked kind, those told apart by what was asked:
-      "支付宝 1 到 3 个工作日到账，银行卡 3 到 7 个工作日到账" for "how long to Alipay?" is its first.
+      "微信 1 到 2 天到账，信用卡 5 到 10 天到账" for "how long to WeChat?" is its first.
     Clauses that carry neither stay (they carry the shared context)."""
     by_variant = variant_clauses(text, _asked_variants(q))
     if by_variant is not None:

@@ -38,7 +38,7 @@ class Ask(Enum):
 
 _ASK_PATTERNS: list[tuple[Ask, re.Pattern[str]]] = [
     (
-        # "买满多少包邮", "minimum order for free shipping": the amount from which a rule applies.
+        # "满多少能免运费", "minimum spend for free delivery": the amount from which a rule applies.
         Ask.THRESHOLD,
         re.compile(
             r"满多少|多少(?:钱|元)?(?:才|就|可以|能)?(?:包邮|免运费|免费|免息|升级|成为)|门槛|最低消费|起订|起购|起送"

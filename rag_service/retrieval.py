@@ -1,7 +1,7 @@
 """Retrieval: embed the query, search Qdrant (dense, or dense + BM25 fused by RRF), then fill the chunk
 budget greedily by score with whole chunks.
 
-A dependent follow-up ("还没发货，能改地址吗" after a question about an order, "and if I've lost the box?")
+A dependent follow-up ("还没出库的话能换颜色吗" after a question about an order, "and if the receipt is gone?")
 rarely names its page: its own words match many pages a little. It leans toward the documents the questions
 it continues found (`RewriteResult.continues`, searched again the same way: their embeddings are in the
 query cache), so it stays on its page unless another page fits it clearly better; a follow-up that names
@@ -121,8 +121,8 @@ PRIOR_DECAY = 0.5
 
 def lean(query: str, chunks: Sequence[Chunk], prior: dict[str, float], scale: float = 1.0) -> list[Chunk]:
     """The chunks reordered with the documents of `prior` lifted by their weight times `DOC_PRIOR`. A page
-    whose title names the query's product is lifted by the reranker already ("MacBook Air M3 学生买能便宜多少"
-    may be answered on the student page): the two do not add up."""
+    whose title names the query's product is lifted by the reranker already ("Zeta 14 Pro 教师买能便宜多少"
+    may be answered on the teacher-discount page): the two do not add up."""
     if not prior:
         return list(chunks)
     named = list(products(query))

@@ -748,7 +748,7 @@ _EN_CONTRAST = re.compile(
     r"(?P<x>.+?)(?:\s+(?:then|instead))?\s*[?.!]*\s*$",
     re.IGNORECASE,
 )
-# "and to a bank card?", "what about for students?": a preposition and its object. After "to" only a noun
+# "and to a gift card?", "what about for teachers?": a preposition and its object. After "to" only a noun
 # phrase (an article, a possessive, a name or a number) is a value: "and to do that?" is a clause.
 _EN_PREP = re.compile(
     r"^(?:(to)\s+(?=(?:a|an|the|my|your|our|their|his|her|its)\b|[A-Z0-9])"
@@ -779,7 +779,7 @@ class Contrast:
     raw: str  # the value as the user wrote it ("the cheaper one", "便宜一点的")
     kind: ContrastKind
     chinese: bool
-    # "and to a bank card?": the preposition the value came with (the value is the previous question's
+    # "and to a gift card?": the preposition the value came with (the value is the previous question's
     # object of it, or of its last name).
     prep: str = ""
 
@@ -917,7 +917,7 @@ def _with_variant(name: str, variant: str | None) -> str:
 
 
 # A place, a product category or a term ("两年", "24 期") replaces the previous question's value of its kind:
-# "寄到美国运费多少" + "那寄到香港呢", "手机延保一年多少钱" + "笔记本呢" + "两年的呢".
+# "寄到日本运费多少" + "那寄到新加坡呢", "耳机延保一年多少钱" + "平板呢" + "三年的呢".
 _PLACE = re.compile("|".join(f"(?:{p})" for p in PLACES.values()), re.IGNORECASE)
 _CATEGORY = re.compile("|".join(f"(?:{p})" for p in CATEGORIES.values()), re.IGNORECASE)
 _TERM = re.compile(
@@ -998,8 +998,8 @@ _OBJECT_END = re.compile(
 
 
 def _prepositional(prev: str, tail: str, contrast: Contrast) -> tuple[str, str]:
-    """ "and to a bank card?" read against the previous question: its object of the same preposition (the
-    name in it, if it holds one: "… take to reach Alipay" -> "… take to reach a bank card"), else its last
+    """ "and to a gift card?" read against the previous question: its object of the same preposition (the
+    name in it, if it holds one: "… take to reach PayPal" -> "… take to reach a gift card"), else its last
     name, else the previous question with the preposition and the value added."""
     value = contrast.raw
     found = list(re.finditer(rf"\b{re.escape(contrast.prep)}\s+", prev, re.IGNORECASE))
@@ -1011,7 +1011,7 @@ def _prepositional(prev: str, tail: str, contrast: Contrast) -> tuple[str, str]:
         names = [e for e in entities(obj) if e.named and not e.ident]
         span = _find(obj, names[0].text) if names and obj[:1].islower() else None
         if span is not None:
-            start += span[0]  # "reach Alipay": the verb stays, its object changes
+            start += span[0]  # "reach PayPal": the verb stays, its object changes
         return _replace_span(prev, start, end, value) + tail, f"replaced {prev[start:end]!r} with {value!r}"
     names = [e for e in entities(prev) if e.named and not e.ident]
     span = _find(prev, names[-1].text) if names else None
