@@ -88,7 +88,7 @@ def test_a_heading_that_asks_the_question_lifts_its_sentences() -> None:
 def test_a_follow_up_keeps_the_type_and_topic_of_the_questions_before() -> None:
     page = [chunk("delivery", "送货说明", DELIVERY)]
     # "that service" names no topic: the previous question's (same-day delivery) decides which fee.
-    text = answer("How much is that service?", page, earlier=("Do you offer same-day delivery?",))
+    text = answer("How much is that setup?", page, earlier=("Do you offer same-day delivery?",))
     assert "40 元" in text and "25 元" not in text
     # "那加急的呢" has no type of its own: it asks what the last typed question asked (a price).
     q = Question.parse("那当日达的呢", "当日达", ["市内送货运费多少", "好的"])
@@ -109,7 +109,7 @@ def test_places_us_only_in_capitals_and_countries_in_their_region() -> None:
 def test_function_words_are_not_part_of_a_product_name() -> None:
     assert [p.text for p in products("What if Trek 820 breaks after the warranty?")] == ["Trek 820"]
     assert products("what happens after 10 days?") == ()
-    assert products("How much is that service?") == ()
+    assert products("How much is that setup?") == ()
     assert [p.text for p in products("Is the Surface Go 4 in stock?")] == ["Surface Go 4"]
 
 

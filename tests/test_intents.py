@@ -196,11 +196,13 @@ def test_a_question_landing_away_from_the_tasks_documents_is_a_switch() -> None:
 def test_an_announcing_also_is_not_a_reference_marker() -> None:
     detector = SwitchDetector(TableEmbedder({}), threshold=0.5)
     earlier = ["What is the return window?"]
-    assert detector.decide("Also, can I get an invoice for my company?", earlier).reason == "announces a new subject"
+    assert (
+        detector.decide("Also, do you sell gift wrapping for birthdays?", earlier).reason == "announces a new subject"
+    )
     assert detector.decide("Also, can I get an invoice for it?", earlier).follows
     # The existential "there" is no place reference; "there" after a place is.
     assert "refers back" not in detector.decide("Is there a discount for teachers?", earlier).reason
-    assert detector.decide("Is parking available there?", earlier).follows
+    assert detector.decide("Is the cafe open late there?", earlier).follows
 
 
 def test_the_landing_margin_follows_the_embedders_spread() -> None:
