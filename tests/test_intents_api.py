@@ -271,7 +271,9 @@ async def test_a_question_landing_on_another_document_starts_a_new_task(app_fact
     meta, _, _ = await app.services.store.load(sid, lambda m: 0)
     documents = TaskState.from_json(meta.task).documents
     assert len(documents) == 2 and all(documents)
-    switched = await app.ask(sid, "开发票需要提供哪些信息")
+    # A question whose landing margin is about twice the calibrated one, so that a small ranking change
+    # elsewhere does not decide this test.
+    switched = await app.ask(sid, "会员积分怎么兑换")
     task = switched["receipt"]["task"]
     assert task["new_task"] is True and "lands on document" in task["switch"], task
     assert switched["receipt"]["rounds_kept"] == 0
@@ -283,5 +285,5 @@ async def test_a_question_landing_on_another_document_starts_a_new_task(app_fact
     sid = await plain.new_session()
     for q in ["iPhone 16 Pro 的屏幕多大", "电池容量呢"]:
         await plain.ask(sid, q)
-    task = (await plain.ask(sid, "开发票需要提供哪些信息"))["receipt"]["task"]
+    task = (await plain.ask(sid, "会员积分怎么兑换"))["receipt"]["task"]
     assert task["new_task"] is False and "lands on" not in task["switch"], task
