@@ -146,9 +146,9 @@ class Question:
         ideas = concepts(both)
         # What the rewriter added to the question ("Zone 2 客服周末上班吗") is weaker evidence than what the
         # customer asked, unless the question says nothing by itself ("专票呢" -> "专票什么时候能收到").
-        own_ideas, own_words = concepts(question), _stems(_terms(question))
+        own_ideas, own_words = concepts(question), _stems(terms(question))
         added_ideas = ideas - own_ideas if own_ideas else frozenset()
-        words = _stems(_terms(both))
+        words = _stems(terms(both))
         added_words = words - own_words if own_words - _GENERIC_ZH else set()
         return cls(
             text=question,
@@ -224,11 +224,11 @@ def _family_wide(c: Candidate, q: Question) -> bool:
 def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     # Words of the page title and of the product asked about say which page a sentence is on; whether it
     # is the right page is `product_fit`'s and retrieval's call, so they do not count as shared words.
-    named_words = {t for p in q.named for t in _terms(p.text)}
+    named_words = {t for p in q.named for t in terms(p.text)}
     numbers = asked_numbers(q.text, [p.text for p in q.named])
     asked_words = q.words - named_words
     for c in candidates:
-        c.words = _stems(set(_terms(c.text)) | set(_terms(c.section))) - _stems(_terms(c.chunk.title)) - named_words
+        c.words = _stems(set(terms(c.text)) | set(terms(c.section))) - _stems(terms(c.chunk.title)) - named_words
         c.ideas = concepts(f"{c.section} {c.text}")
     n = len(candidates)
     df: Counter[str] = Counter(t for c in candidates for t in c.words)
@@ -311,13 +311,6 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             # "What is your return policy?": a page states its main rule first.
             score *= 1 + 0.5 / (1 + c.chunk.index)
         c.score = score / (1 + 0.12 * c.rank)
-
-
-@lru_cache(maxsize=16384)
-def _terms(text: str) -> tuple[str, ...]:
-    """`lexical.terms`, cached: the same chunks' sentences come back turn after turn, and segmenting them
-    is most of an answer's cost."""
-    return tuple(terms(text))
 
 
 _ADDED = 0.4
