@@ -58,7 +58,6 @@ from rag_service.rewrite_rules import (
     content_size,
     contrast_followup,
     definite_reference,
-    entities,
     find_marker,
     has_determiner,
     has_slot,
@@ -77,7 +76,7 @@ from rag_service.rewrite_rules import (
     salient_entities,
     strip_framing,
     substitute,
-    topic_words,
+    text_topic_words,
 )
 
 log = logging.getLogger(__name__)
@@ -155,7 +154,7 @@ class History:
         (asking about what an answer said is following it up, not changing the topic)."""
         out: set[str] = set()
         for t in self.texts:
-            out |= topic_words(entities(t.text))
+            out |= text_topic_words(t.text)
         return out
 
     def knows(self, entity: Entity) -> bool:
@@ -163,7 +162,7 @@ class History:
 
     def shares(self, question: str) -> bool:
         """Does the question use a word of the conversation's topic?"""
-        return bool(topic_words(entities(question)) & self.words)
+        return not self.words.isdisjoint(text_topic_words(question))
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from rag_service.evaluation.retrieval_eval import split_half
 from rag_service.retrieval import PRIOR_DECAY, Retriever, lean
 from rag_service.rewrite import (
     Gate,
+    History,
     KnownNames,
     LLMRewriter,
     NoRewriter,
@@ -38,6 +39,8 @@ from rag_service.rewrite_rules import (
     reference_marker,
     salient_entities,
     strip_framing,
+    text_topic_words,
+    topic_words,
 )
 from rag_service.testing.fake_llm import FakeLLM, Fault, Waits, scripted
 from rag_service.wiring import build_rewriter
@@ -891,3 +894,12 @@ def test_lean_does_not_add_to_the_same_product_lift() -> None:
     # The product page already gets the reranker's product lift; the lean does not stack on it.
     assert lean("Zeta 9 Pro 学生买便宜多少", chunks, {"zeta": 1.0})[0].doc_id == "student"
     assert lean("学生买便宜多少", chunks, {"zeta": 1.0})[0].doc_id == "zeta"
+
+
+def test_a_conversations_topic_words_are_read_once_per_text() -> None:
+    text = "Does the Brewmoor Kettle Pro keep its warranty after a descaling?"
+    assert text_topic_words(text) == topic_words(entities(text))
+    before = text_topic_words.cache_info().hits
+    history = History("", view(text, "Which descaling powder do you sell?").rounds)
+    assert history.shares("How often should the kettle be descaled?")
+    assert text_topic_words.cache_info().hits > before
