@@ -255,7 +255,7 @@ async def test_a_price_list_cut_by_the_chunk_overlap_is_quoted_whole_whatever_th
         "Kiwi 3 商品详情\n价格与存储容量\n128GB 版本售价 1999 元。\n256GB 版本售价 2299 元。\n512GB 版本售价 2699 元。",
     )
     tail = part(1, "价格与存储容量", "512GB 版本售价 2699 元。\n颜色\nKiwi 3 有黑色和白色两种颜色。")
-    repairs = part(2, "Kiwi 3 保外维修价格", "Kiwi 3 保外维修价格\n过了保修期可以付费维修。\n屏幕维修价格为 599 元。")
+    repairs = part(2, "Kiwi 3 保外维修价格", "Kiwi 3 保外维修价格\n保修期外可付费修理。\n屏幕维修价格为 599 元。")
     battery = part(3, "Kiwi 3 保外维修价格", "屏幕维修价格为 599 元。\n电池更换价格为 199 元。")
     specs = part(4, "主要规格", "主要规格\n屏幕为 6.1 英寸，重量约 170 克。")
     # The chunk holding the list's last row is retrieved first, the list's head four places lower.
