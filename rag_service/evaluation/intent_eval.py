@@ -360,6 +360,7 @@ async def _run_switches(
                     [r.assistant.content for r in rounds],
                     landed=landed,
                     task_documents={doc for docs in state.documents for doc in docs},
+                    task_intent=state.intent,
                 )
                 scores["detector"].add(d.switch, gold)
             result = await stage.run(turn.question, state, current, 2 * i, "")

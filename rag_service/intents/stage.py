@@ -32,8 +32,10 @@ from rag_service.intents.slots import ProductCatalog, SlotExtractor, language
 from rag_service.intents.switch import (
     DEFAULT_MARGIN_QUANTILE,
     DEFAULT_QUANTILE,
+    DEFAULT_STANDALONE_QUANTILE,
     DEFAULT_STRICT_QUANTILE,
     RECENT_TURNS,
+    ExampleSet,
     Landing,
     SwitchDetector,
     calibrate_margin,
@@ -140,6 +142,7 @@ class IntentStage:
         strict_quantile: float = DEFAULT_STRICT_QUANTILE,
         probe: Probe | None = None,
         margin_quantile: float = DEFAULT_MARGIN_QUANTILE,
+        standalone_quantile: float | None = DEFAULT_STANDALONE_QUANTILE,
     ) -> None:
         self.settings, self.catalog, self.embedder, self.counter = settings, catalog, embedder, counter
         self.recognizer = IntentRecognizer(catalog, embedder, settings.threshold)
@@ -150,6 +153,16 @@ class IntentStage:
             calibrate_threshold(embedder, groups, switch_quantile),
             calibrate_threshold(embedder, groups, strict_quantile),
             margin=calibrate_margin(embedder, groups, margin_quantile) if probe is not None else None,
+            examples=(
+                ExampleSet.build(
+                    self.recognizer.matrix,
+                    self.recognizer.labels,
+                    {i.name: [*i.examples, i.description] for i in catalog.intents},
+                    standalone_quantile,
+                )
+                if standalone_quantile is not None and len(self.recognizer.matrix) > 1
+                else None
+            ),
         )
         self.probe = probe
         self.tracker = TaskTracker(catalog)
@@ -212,6 +225,7 @@ class IntentStage:
             vector,
             landed,
             {d for docs in state.documents for d in docs},
+            state.intent,
         )
         return Recognition(candidate, slots, "offline", switch=switch)
 

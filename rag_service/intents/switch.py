@@ -27,7 +27,7 @@ unrelated questions differ among themselves (0.05 for multilingual-e5, 0.11 for 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,6 +35,7 @@ import numpy.typing as npt
 
 from rag_core.embedding import Embedder, Vector
 from rag_service.facts import products
+from rag_service.intents.recognize import NONE
 from rag_service.intents.slots import order_numbers
 from rag_service.rewrite_rules import (
     contrast_followup,
@@ -49,6 +50,9 @@ from rag_service.rewrite_rules import (
 DEFAULT_QUANTILE = 0.9
 DEFAULT_STRICT_QUANTILE = 0.25
 DEFAULT_MARGIN_QUANTILE = 0.1
+# A question is phrased like a conversation's opening when its nearest configured example is as near as
+# the examples' own nearest neighbours usually are (their median).
+DEFAULT_STANDALONE_QUANTILE = 0.5
 RECENT_TURNS = 3
 
 # Where a question lands: its nearest chunks of the knowledge base as (document id, score), best first.
@@ -84,6 +88,16 @@ def calibrate_margin(embedder: Embedder, groups: Sequence[Sequence[str]], quanti
     return float(np.quantile(sims, 0.5) - np.quantile(sims, quantile))
 
 
+def calibrate_standalone(examples: npt.NDArray[np.float32], quantile: float) -> float:
+    """The `quantile` of each example's cosine to its nearest other example (`examples`: unit rows): how
+    near a question that could open a conversation comes to the configured ones."""
+    if len(examples) < 2:
+        raise ValueError("calibrating the standalone similarity needs at least two examples")
+    sims = examples @ examples.T
+    np.fill_diagonal(sims, -np.inf)
+    return float(np.quantile(sims.max(axis=1), quantile))
+
+
 def unrelated_similarities(embedder: Embedder, groups: Sequence[Sequence[str]]) -> npt.NDArray[np.float32]:
     """The cosines between texts of different groups: the embedder's distribution of unrelated questions."""
     vectors: list[Vector] = []
@@ -116,7 +130,10 @@ _ANNOUNCE = re.compile(
 # existential "there" ("Is there a …?", "there are …") refers to nothing.
 _BACK = re.compile(
     r"(?<!\bis )(?<!\bare )(?<!\bwas )(?<!\bwere )\bthere\b(?!\s+(?:is|are|was|were)\b|'s)"
-    r"|\b(?:then|that one|those|these)\b|那里|那边|这边|那儿|这儿|那家|这家|那时|到时",
+    r"|\b(?:then|that one|those|these)\b"
+    # "that" after an auxiliary is the subject or object of the question ("How long will that take?").
+    r"|\b(?:will|would|does|did|do|can|could|should|is|was|isn't|doesn't)\s+that\b"
+    r"|那里|那边|这边|那儿|这儿|那家|这家|那时|到时",
     re.IGNORECASE,
 )
 
@@ -135,6 +152,49 @@ def asks(text: str) -> bool:
     return "?" in text or "？" in text or bool(_ASKS_ZH.search(text)) or bool(_ASKS_EN.search(text))
 
 
+@dataclass(frozen=True, slots=True)
+class ExampleSet:
+    """The configured example utterances, as the switch detector reads them: a question phrased as near
+    to one of them as they are to each other (`standalone`, calibrated) could open a conversation."""
+
+    matrix: npt.NDArray[np.float32]  # unit rows
+    labels: Sequence[str]  # each row's class: an intent's name, or NONE for a plain knowledge question
+    standalone: float
+    # Each intent's topic words (its examples' and description's).
+    words: Mapping[str, frozenset[str]]
+
+    @classmethod
+    def build(
+        cls,
+        matrix: npt.NDArray[np.float32],
+        labels: Sequence[str],
+        intent_texts: Mapping[str, Sequence[str]],
+        quantile: float = DEFAULT_STANDALONE_QUANTILE,
+    ) -> ExampleSet:
+        """`intent_texts`: each intent's examples and description (where its topic words come from)."""
+        words = {
+            name: frozenset(set().union(*(topic_words(entities(t)) for t in texts)))
+            for name, texts in intent_texts.items()
+        }
+        return cls(matrix, labels, calibrate_standalone(matrix, quantile), words)
+
+    def stands_alone(self, vector: Vector, question: str, task_intent: str | None) -> str | None:
+        """Why the question could open a conversation, or None: its nearest example is not near enough,
+        or (within a task) it is about the task's own business: the intent nearest to it is the task's,
+        or it names one of the task's words ("How long does a refund take?" in a return)."""
+        sims = self.matrix @ (vector / (float(np.linalg.norm(vector)) or 1.0))
+        best = int(np.argmax(sims))
+        if float(sims[best]) < self.standalone:
+            return None
+        if task_intent is not None:
+            intents = [i for i, label in enumerate(self.labels) if label != NONE]
+            if intents and self.labels[max(intents, key=lambda i: float(sims[i]))] == task_intent:
+                return None
+            if topic_words(entities(question)) & self.words.get(task_intent, frozenset()):
+                return None
+        return f"stands alone (nearest example {float(sims[best]):.3f} >= {self.standalone:.3f})"
+
+
 class SwitchDetector:
     """`threshold`: below it a question with a new name of its own has left the topic; `strict`: below it
     any question with a subject of its own has (no name needed); `margin`: by this much the document a
@@ -147,10 +207,12 @@ class SwitchDetector:
         strict: float | None = None,
         recent_turns: int = RECENT_TURNS,
         margin: float | None = None,
+        examples: ExampleSet | None = None,
     ) -> None:
         self.embedder, self.threshold, self.recent_turns = embedder, threshold, recent_turns
         self.strict = threshold if strict is None else strict
         self.margin = margin
+        self.examples = examples
         # The stage asks before probing the knowledge base and again when deciding: read the wording once.
         self._settled: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], SwitchDecision | None] | None = None
 
@@ -202,9 +264,11 @@ class SwitchDetector:
         vector: Vector | None = None,
         landed: Landing | None = None,
         task_documents: Collection[str] = (),
+        task_intent: str | None = None,
     ) -> SwitchDecision:
         """`landed`: the question's nearest chunks; `task_documents`: the documents the task's recent turns
-        were answered from. Without both, the knowledge base has no say."""
+        were answered from. Without both, the knowledge base has no say. `task_intent`: the task's intent
+        (a question about its own business is not a new subject, however it is phrased)."""
         early = self.settled(question, previous_questions, previous_answers)
         if early is not None:
             return early
@@ -224,6 +288,9 @@ class SwitchDetector:
             return SwitchDecision(False, f"no subject of its own, similarity {sim:.3f}", sim, follows=True)
         if sim < self.strict:
             return SwitchDecision(True, f"similarity {sim:.3f} < {self.strict:.3f}", sim)
+        alone = self.examples.stands_alone(q, question, task_intent) if self.examples is not None else None
+        if alone is not None and sim < self.threshold:
+            return SwitchDecision(True, f"{alone}, similarity {sim:.3f} < {self.threshold:.3f}", sim)
         away = landing_margin(landed, task_documents) if landed and task_documents else None
         margin = away[1] if away is not None else (0.0 if landed and task_documents else None)
         if away is not None and self.margin is not None and away[1] >= self.margin:
