@@ -157,10 +157,12 @@ class IntentStage:
                 ExampleSet.build(
                     self.recognizer.matrix,
                     self.recognizer.labels,
+                    [*(e for i in catalog.intents for e in i.examples), *catalog.knowledge_examples],
                     {i.name: [*i.examples, i.description] for i in catalog.intents},
                     standalone_quantile,
+                    switch_quantile,
                 )
-                if standalone_quantile is not None and len(self.recognizer.matrix) > 1
+                if standalone_quantile is not None and len(groups) > 1
                 else None
             ),
         )

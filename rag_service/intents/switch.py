@@ -36,7 +36,7 @@ import numpy.typing as npt
 from rag_core.embedding import Embedder, Vector
 from rag_service.facts import products
 from rag_service.intents.recognize import NONE
-from rag_service.intents.slots import order_numbers
+from rag_service.intents.slots import language, order_numbers
 from rag_service.rewrite_rules import (
     contrast_followup,
     entities,
@@ -54,6 +54,11 @@ DEFAULT_MARGIN_QUANTILE = 0.1
 # the examples' own nearest neighbours usually are (their median).
 DEFAULT_STANDALONE_QUANTILE = 0.5
 RECENT_TURNS = 3
+# Different examples of a language with (nearly) the same vector: the embedder does not read that
+# language's wording (MiniLM, English-only, gives some Chinese examples 0.99-1.00 to one another;
+# multilingual-e5 none above 0.98), so no question of it can be said to be phrased like one of them.
+SAME_VECTOR = 0.98
+SAME_VECTOR_SHARE = 0.05
 
 # Where a question lands: its nearest chunks of the knowledge base as (document id, score), best first.
 Landing = Sequence[tuple[str, float]]
@@ -86,16 +91,6 @@ def calibrate_margin(embedder: Embedder, groups: Sequence[Sequence[str]], quanti
     """How much unrelated pairs differ among themselves: the median cosine less the low `quantile`."""
     sims = unrelated_similarities(embedder, groups)
     return float(np.quantile(sims, 0.5) - np.quantile(sims, quantile))
-
-
-def calibrate_standalone(examples: npt.NDArray[np.float32], quantile: float) -> float:
-    """The `quantile` of each example's cosine to its nearest other example (`examples`: unit rows): how
-    near a question that could open a conversation comes to the configured ones."""
-    if len(examples) < 2:
-        raise ValueError("calibrating the standalone similarity needs at least two examples")
-    sims = examples @ examples.T
-    np.fill_diagonal(sims, -np.inf)
-    return float(np.quantile(sims.max(axis=1), quantile))
 
 
 def unrelated_similarities(embedder: Embedder, groups: Sequence[Sequence[str]]) -> npt.NDArray[np.float32]:
@@ -154,12 +149,19 @@ def asks(text: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class ExampleSet:
-    """The configured example utterances, as the switch detector reads them: a question phrased as near
-    to one of them as they are to each other (`standalone`, calibrated) could open a conversation."""
+    """The configured example utterances, as the switch detector reads them. A question phrased as near
+    to one of them as they are to their own nearest neighbours (the median) could open a conversation;
+    it has left the conversation when it is no nearer to the recent turns than unrelated examples are to
+    each other (the `near` quantile of cross-class pairs). Both per language: an embedder scores pairs
+    of one language on its own scale (MiniLM: unrelated English pairs ~0.17, Chinese ones ~0.5), which a
+    distribution pooled over both languages blurs."""
 
     matrix: npt.NDArray[np.float32]  # unit rows
     labels: Sequence[str]  # each row's class: an intent's name, or NONE for a plain knowledge question
-    standalone: float
+    standalone: Mapping[str, float]  # language -> nearest-example bar
+    near: Mapping[str, float]  # language -> similarity to the conversation below which it is left
+    # Languages whose wording the embedder does not read (see `SAME_VECTOR`): the rule is off for them.
+    unread: frozenset[str]
     # Each intent's topic words (its examples' and description's).
     words: Mapping[str, frozenset[str]]
 
@@ -168,23 +170,53 @@ class ExampleSet:
         cls,
         matrix: npt.NDArray[np.float32],
         labels: Sequence[str],
+        texts: Sequence[str],
         intent_texts: Mapping[str, Sequence[str]],
         quantile: float = DEFAULT_STANDALONE_QUANTILE,
+        near_quantile: float = DEFAULT_QUANTILE,
     ) -> ExampleSet:
-        """`intent_texts`: each intent's examples and description (where its topic words come from)."""
+        """`texts`: the rows' utterances; `intent_texts`: each intent's examples and description."""
+        if len(matrix) < 2 or len(set(labels)) < 2:
+            raise ValueError("the switch detector's examples need at least two examples of two classes")
+        langs = np.array([language(t) for t in texts])
+        classes = np.array(labels)
+        standalone: dict[str, float] = {}
+        near: dict[str, float] = {}
+        unread: set[str] = set()
+        for lang in ("", *sorted(set(langs.tolist()))):
+            rows = np.flatnonzero(langs == lang) if lang else np.arange(len(matrix))
+            if len(set(classes[rows].tolist())) < 2:
+                continue
+            sims = matrix[rows] @ matrix[rows].T
+            cross = sims[classes[rows][:, None] != classes[rows][None, :]]
+            np.fill_diagonal(sims, -np.inf)
+            neighbour = sims.max(axis=1)
+            standalone[lang] = float(np.quantile(neighbour, quantile))
+            near[lang] = float(np.quantile(cross, near_quantile))
+            if lang and float(np.mean(neighbour >= SAME_VECTOR)) > SAME_VECTOR_SHARE:
+                unread.add(lang)
         words = {
-            name: frozenset(set().union(*(topic_words(entities(t)) for t in texts)))
-            for name, texts in intent_texts.items()
+            name: frozenset(set().union(*(topic_words(entities(t)) for t in found)))
+            for name, found in intent_texts.items()
         }
-        return cls(matrix, labels, calibrate_standalone(matrix, quantile), words)
+        return cls(matrix, labels, standalone, near, frozenset(unread), words)
 
-    def stands_alone(self, vector: Vector, question: str, task_intent: str | None) -> str | None:
-        """Why the question could open a conversation, or None: its nearest example is not near enough,
-        or (within a task) it is about the task's own business: the intent nearest to it is the task's,
-        or it names one of the task's words ("How long does a refund take?" in a return)."""
+    def stands_alone(self, vector: Vector, question: str, similarity: float, task_intent: str | None) -> str | None:
+        """Why the question opens a new subject (`similarity`: its best cosine to the recent turns), or
+        None: it is too near the conversation, its nearest example is not near enough, or (within a
+        task) it is about the task's own business: the intent nearest to it is the task's, or it names
+        one of the task's words ("How long does a refund take?" in a return)."""
+        # The stricter of the language's own scale and the pooled one: precision first.
+        lang = language(question)
+        if lang in self.unread:
+            return None
+        bar = max(self.standalone[""], self.standalone.get(lang, self.standalone[""]))
+        near = min(self.near[""], self.near.get(lang, self.near[""]))
+        if similarity >= near:
+            return None
         sims = self.matrix @ (vector / (float(np.linalg.norm(vector)) or 1.0))
-        best = int(np.argmax(sims))
-        if float(sims[best]) < self.standalone:
+        best = float(np.max(sims))
+        if best < bar:
             return None
         if task_intent is not None:
             intents = [i for i, label in enumerate(self.labels) if label != NONE]
@@ -192,7 +224,7 @@ class ExampleSet:
                 return None
             if topic_words(entities(question)) & self.words.get(task_intent, frozenset()):
                 return None
-        return f"stands alone (nearest example {float(sims[best]):.3f} >= {self.standalone:.3f})"
+        return f"stands alone (nearest example {best:.3f} >= {bar:.3f}), similarity {similarity:.3f} < {near:.3f}"
 
 
 class SwitchDetector:
@@ -288,9 +320,9 @@ class SwitchDetector:
             return SwitchDecision(False, f"no subject of its own, similarity {sim:.3f}", sim, follows=True)
         if sim < self.strict:
             return SwitchDecision(True, f"similarity {sim:.3f} < {self.strict:.3f}", sim)
-        alone = self.examples.stands_alone(q, question, task_intent) if self.examples is not None else None
-        if alone is not None and sim < self.threshold:
-            return SwitchDecision(True, f"{alone}, similarity {sim:.3f} < {self.threshold:.3f}", sim)
+        alone = self.examples.stands_alone(q, question, sim, task_intent) if self.examples is not None else None
+        if alone is not None:
+            return SwitchDecision(True, alone, sim)
         away = landing_margin(landed, task_documents) if landed and task_documents else None
         margin = away[1] if away is not None else (0.0 if landed and task_documents else None)
         if away is not None and self.margin is not None and away[1] >= self.margin:
