@@ -32,7 +32,6 @@ from rag_service.intents.slots import ProductCatalog, SlotExtractor, language
 from rag_service.intents.switch import (
     DEFAULT_MARGIN_QUANTILE,
     DEFAULT_QUANTILE,
-    DEFAULT_STANDALONE_QUANTILE,
     DEFAULT_STRICT_QUANTILE,
     RECENT_TURNS,
     ExampleSet,
@@ -142,7 +141,8 @@ class IntentStage:
         strict_quantile: float = DEFAULT_STRICT_QUANTILE,
         probe: Probe | None = None,
         margin_quantile: float = DEFAULT_MARGIN_QUANTILE,
-        standalone_quantile: float | None = DEFAULT_STANDALONE_QUANTILE,
+        # None: no standalone rule (`intents.switch_standalone` off).
+        standalone_quantile: float | None = None,
     ) -> None:
         self.settings, self.catalog, self.embedder, self.counter = settings, catalog, embedder, counter
         self.recognizer = IntentRecognizer(catalog, embedder, settings.threshold)

@@ -183,18 +183,22 @@ class ExampleSet:
         standalone: dict[str, float] = {}
         near: dict[str, float] = {}
         unread: set[str] = set()
-        for lang in ("", *sorted(set(langs.tolist()))):
-            rows = np.flatnonzero(langs == lang) if lang else np.arange(len(matrix))
+
+        def calibrate(key: str, rows: npt.NDArray[np.intp]) -> None:
             if len(set(classes[rows].tolist())) < 2:
-                continue
+                return
             sims = matrix[rows] @ matrix[rows].T
             cross = sims[classes[rows][:, None] != classes[rows][None, :]]
             np.fill_diagonal(sims, -np.inf)
             neighbour = sims.max(axis=1)
-            standalone[lang] = float(np.quantile(neighbour, quantile))
-            near[lang] = float(np.quantile(cross, near_quantile))
-            if lang and float(np.mean(neighbour >= SAME_VECTOR)) > SAME_VECTOR_SHARE:
-                unread.add(lang)
+            if key and float(np.mean(neighbour >= SAME_VECTOR)) > SAME_VECTOR_SHARE:
+                unread.add(key)
+            standalone[key] = float(np.quantile(neighbour, quantile))
+            near[key] = float(np.quantile(cross, near_quantile))
+
+        calibrate("", np.arange(len(matrix)))
+        for lang in sorted(set(langs.tolist())):
+            calibrate(lang, np.flatnonzero(langs == lang))
         words = {
             name: frozenset(set().union(*(topic_words(entities(t)) for t in found)))
             for name, found in intent_texts.items()
