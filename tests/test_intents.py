@@ -311,3 +311,19 @@ def test_the_detector_calls_a_standalone_question_a_switch_and_will_that_refers_
     assert d.switch and d.reason.startswith("stands alone")
     assert not detector.decide("Do you rent cargo bikes?", ["Can you fix my brakes?"], task_intent="delivery").switch
     assert detector.decide("How long will that take?", ["Can you fix my brakes?"]).follows
+
+
+def test_the_standalone_rule_is_off_unless_configured() -> None:
+    from typing import Any
+
+    from rag_core.settings import Settings
+    from rag_core.tokens import make_counter
+    from rag_service.wiring import build_intents
+
+    counter = make_counter(Settings().tokens)
+    index: Any = object()  # read only when a turn runs
+    intents: dict[str, Any] = {"files": [ECOMMERCE], "recognizer": "offline"}
+    off = build_intents(Settings(intents=intents), TableEmbedder({}), index, counter, [])
+    on = build_intents(Settings(intents={**intents, "switch_standalone": True}), TableEmbedder({}), index, counter, [])
+    assert off is not None and off.switch.examples is None
+    assert on is not None and on.switch.examples is not None
