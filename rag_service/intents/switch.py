@@ -7,7 +7,10 @@ A later turn is a switch only when all of these hold:
 - it shares no topic word with the recent turns (the user's and the answers');
 - and then either it is far from every recent user turn (its best cosine lies below the calibrated
   threshold), or it lands in the knowledge base away from the task: the document its nearest chunks
-  belong to is not one the task's turns were answered from, and beats the best of those by a margin.
+  belong to is not one the task's turns were answered from, and beats the best of those by a margin;
+  or (`intents.switch_standalone`, `ExampleSet`) it is phrased like a conversation's opening — as near to
+  a configured example as the examples are to each other — far from the recent turns, and not about the
+  task's own intent.
 
 Similarity to the earlier questions alone cannot tell a switch from a follow-up (with multilingual-e5,
 real switches score 0.78-0.86 against the recent turns, ordinary follow-ups 0.78-0.93); where the question
@@ -158,8 +161,10 @@ class ExampleSet:
 
     matrix: npt.NDArray[np.float32]  # unit rows
     labels: Sequence[str]  # each row's class: an intent's name, or NONE for a plain knowledge question
-    standalone: Mapping[str, float]  # language -> nearest-example bar
-    near: Mapping[str, float]  # language -> similarity to the conversation below which it is left
+    # Language ("" for both pooled) -> the nearest-example bar, and the similarity to the conversation
+    # below which the question has left it; the stricter of its language's and the pooled one applies.
+    standalone: Mapping[str, float]
+    near: Mapping[str, float]
     # Languages whose wording the embedder does not read (see `SAME_VECTOR`): the rule is off for them.
     unread: frozenset[str]
     # Each intent's topic words (its examples' and description's).
