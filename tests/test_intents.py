@@ -310,7 +310,7 @@ def test_the_detector_calls_a_standalone_question_a_switch_and_will_that_refers_
     d = detector.decide("Do you rent cargo bikes?", ["Can you fix my brakes?"], task_intent="repair")
     assert d.switch and d.reason.startswith("stands alone")
     assert not detector.decide("Do you rent cargo bikes?", ["Can you fix my brakes?"], task_intent="delivery").switch
-    assert detector.decide("How long will that take?", ["Can you fix my brakes?"]).follows
+    assert detector.decide("Could that be done by Friday?", ["Can you fix my brakes?"]).follows
 
 
 def test_the_standalone_rule_is_off_unless_configured() -> None:

@@ -129,7 +129,7 @@ _ANNOUNCE = re.compile(
 _BACK = re.compile(
     r"(?<!\bis )(?<!\bare )(?<!\bwas )(?<!\bwere )\bthere\b(?!\s+(?:is|are|was|were)\b|'s)"
     r"|\b(?:then|that one|those|these)\b"
-    # "that" after an auxiliary is the subject or object of the question ("How long will that take?").
+    # "that" after an auxiliary is the subject or object of the question ("Could that be done by Friday?").
     r"|\b(?:will|would|does|did|do|can|could|should|is|was|isn't|doesn't)\s+that\b"
     r"|那里|那边|这边|那儿|这儿|那家|这家|那时|到时",
     re.IGNORECASE,
