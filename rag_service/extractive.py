@@ -310,7 +310,12 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         if primary is Ask.GENERAL:
             # "What is your return policy?": a page states its main rule first.
             score *= 1 + 0.5 / (1 + c.chunk.index)
-        c.score = score / (1 + 0.12 * c.rank)
+        c.score = score / _rank_discount(c)
+
+
+def _rank_discount(c: Candidate) -> float:
+    # A sentence of a better-retrieved chunk wins a tie.
+    return 1 + 0.12 * c.rank
 
 
 _ADDED = 0.4
@@ -359,14 +364,16 @@ def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
     primary = q.asks[0] if q.asks else Ask.GENERAL
     # A price list under one heading ("128GB 7999 元 / 256GB 8999 元 ...") answers "how much is it" as a
     # whole when no tier was named: the rows of the best sentence's section that carry the value.
+    # The list is one whatever chunks the overlap cut it into: its rows compare without their chunks' rank.
     if primary in (Ask.PRICE, Ask.SPEC, Ask.PERCENT) and not q.attrs and shows(best.text, primary):
+        floor = 0.75 * best.score * _rank_discount(best)
         rows = [
             c
             for c in ranked
             if c.chunk.doc_id == best.chunk.doc_id
             and c.section == best.section
             and shows(c.text, primary)
-            and c.score >= 0.75 * best.score
+            and c.score * _rank_discount(c) >= floor
         ][: limit + 3]
         if len(rows) >= 2:
             return sorted(rows, key=lambda c: _first_number(c.text, primary))

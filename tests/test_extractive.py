@@ -244,6 +244,27 @@ def test_count_questions_want_a_count_and_when_accepts_a_time_limit() -> None:
     assert attributes("寄到日本") == {"place": {"jp", "asia"}}  # a country comes with its region
 
 
+async def test_a_price_list_cut_by_the_chunk_overlap_is_quoted_whole_whatever_the_chunks_rank() -> None:
+    title = "Kiwi 3 商品详情"
+
+    def part(i: int, section: str, text: str) -> Chunk:
+        return Chunk(f"kiwi3-{i}", "kiwi3", "docs/kiwi3.html", title, text, 0.9 - 0.01 * i, 60, section, "zh", i)
+
+    head = part(
+        0,
+        "",
+        "Kiwi 3 商品详情\n价格与存储容量\n128GB 版本售价 1999 元。\n256GB 版本售价 2299 元。\n512GB 版本售价 2699 元。",
+    )
+    tail = part(1, "价格与存储容量", "512GB 版本售价 2699 元。\n颜色\nKiwi 3 有黑色和白色两种颜色。")
+    repairs = part(2, "Kiwi 3 保外维修价格", "Kiwi 3 保外维修价格\n保修期外可付费修理。\n屏幕维修价格为 599 元。")
+    battery = part(3, "Kiwi 3 保外维修价格", "屏幕维修价格为 599 元。\n电池更换价格为 199 元。")
+    specs = part(4, "主要规格", "主要规格\n屏幕为 6.1 英寸，重量约 170 克。")
+    # The chunk holding the list's last row is retrieved first, the list's head four places lower.
+    text = await answer("Kiwi 3 多少钱", chunks=[tail, repairs, battery, specs, head])
+    assert "1999" in text and "2299" in text and "2699" in text
+    assert text.index("1999") < text.index("2299") < text.index("2699")
+
+
 def test_sources_read_their_sentences_once_per_chunk_text(monkeypatch: pytest.MonkeyPatch) -> None:
     # Receipts list the sentences an answer quotes; the same chunks come back turn after turn with other
     # scores, and are read once.
