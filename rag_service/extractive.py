@@ -103,7 +103,7 @@ def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
                     seen.add(text)
                     out.append(Candidate(text, chunk, rank, section, len(out), row=got))
                 continue
-            if is_heading(line):
+            if is_heading(line) or _asks_question(line, lines[i + 1] if i + 1 < len(lines) else None):
                 section = line
                 continue
             body = LIST_MARK.sub("", line).strip(" #*")
@@ -113,6 +113,17 @@ def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
                 seen.add(s)
                 out.append(Candidate(s, chunk, rank, section, len(out)))
     return out
+
+
+_QUESTION_LINE = re.compile(r"[?？]\s*$")
+
+
+def _asks_question(line: str, following: str | None) -> bool:
+    """A line that is one question with more text after it (a FAQ's "Can I pay by card?" over its answer):
+    the heading of what follows, never an answer itself."""
+    if following is None or not _QUESTION_LINE.search(line) or len(line) > 160:
+        return False
+    return len(split_sentences(line)) == 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +140,7 @@ class Question:
     context: frozenset[str] = frozenset()
     added_ideas: frozenset[str] = frozenset()
     added_words: frozenset[str] = frozenset()
+    editions: frozenset[str] = frozenset()
 
     @classmethod
     def parse(cls, question: str, query: str, earlier: Sequence[str] = ()) -> Question:
@@ -157,6 +169,7 @@ class Question:
             named=products(query or question) or products(question),
             base_model=BASE_WORDS.search(question) is not None,
             attrs=attributes(question) or attributes(query),
+            editions=editions(question) or editions(query),
             words=frozenset(words),
             ideas=ideas,
             added_ideas=added_ideas,
@@ -221,6 +234,47 @@ def _family_wide(c: Candidate, q: Question) -> bool:
     return bool(asked) and asked <= variant_marks(c.chunk.text)
 
 
+# A Chinese edition word names a sibling as surely as "Pro" does ("新风版" vs "标准版", "青春版").
+_EDITION = re.compile(f"({HAN_CLASS}{{2}})版")
+
+
+@lru_cache(maxsize=4096)
+def editions(text: str) -> frozenset[str]:
+    return frozenset(m.group(1) for m in _EDITION.finditer(text)) if text else frozenset()
+
+
+def _edition_fit(q: Question, c: Candidate) -> float:
+    """Whether the sentence is about the edition asked for: its own edition words, else its heading's, else
+    its page title's; 1 when the question names none or the sentence's context names none."""
+    if not q.editions:
+        return 1.0
+    for text in (c.text, c.section, c.chunk.title):
+        found = editions(text)
+        if found:
+            return 1.5 if found & q.editions else 0.3
+    return 1.0
+
+
+_FAMILY_AFTER = re.compile(r"\s?(?:全?系列|全系|\s(?:series|range|line|family)\b)", re.I)
+_FAMILY_BEFORE = re.compile(r"(?:\b(?:every|all|each|any)\s(?:of\s)?(?:the\s|our\s)?|全系|所有)$", re.I)
+
+
+def _names_family(c: Candidate, q: Question) -> bool:
+    """A sentence that names the asked model's family as such ("S8 系列整机保修 2 年", "every Brisa fan has
+    ..."): it is said of every model of the family, the asked one included."""
+    if c.row is not None:
+        return False
+    for n in products(c.text):
+        if n.variants or not any(n.core <= a.core for a in q.named):
+            continue
+        at = c.text.find(n.text)
+        if at < 0:
+            continue
+        if _FAMILY_AFTER.match(c.text, at + len(n.text)) or _FAMILY_BEFORE.search(c.text[max(0, at - 16) : at]):
+            return True
+    return False
+
+
 def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     # Words of the page title and of the product asked about say which page a sentence is on; whether it
     # is the right page is `product_fit`'s and retrieval's call, so they do not count as shared words.
@@ -247,6 +301,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     # A question with no topic of its own ("and what does that option cost?") takes the previous one's.
     context_weight = 0.8 if q.ideas - GENERIC else 1.5
     words_total = sum(idf.values())
+    topic_ideas = bool(q.ideas - GENERIC)
     for c in candidates:
         # How much of what the question says the sentence covers: its words (rarer ones weigh more) and
         # its concepts. In the question's language they are mostly the same evidence ("warranty" is both),
@@ -267,8 +322,9 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         # shipping page) too.
         score *= 0.7 ** min(2, len((c.ideas & ASPECTS) - q.ideas))
         score *= 0.5 ** min(2, len(asked_aspects - page_ideas))
-        if q.ideas:
-            # The page whose title is the question's topic ("return policy" ~ "退换货政策") answers it.
+        if topic_ideas:
+            # The page whose title is the question's topic ("return policy" ~ "退换货政策") answers it; a title
+            # that only shares a concept every page has ("价格表" for "多少钱") says nothing of the topic.
             score *= 1 + 1.2 * coverage(q.ideas, concepts(c.chunk.title))
         if primary is not Ask.GENERAL:
             fits = shows(c.text, primary)
@@ -288,10 +344,11 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
                 if units:
                     score *= 2.0 if any(u.search(c.text) for u in units) else 0.5
         fit = product_fit(list(q.named), q.base_model, _context_products(c, q))
-        if fit == 0 and _family_wide(c, q):
+        if fit == 0 and (_family_wide(c, q) or _names_family(c, q)):
             fit = 0.8  # "发热管均保修 3 年" on a page that covers the asked variant among others
         if q.named:
             score *= 0.5 if fit is None else 0.03 if fit == 0 else 2.0 * fit
+        score *= _edition_fit(q, c)
         sentence_attrs = attributes(c.text)
         for kind, found in attributes(c.section).items():
             sentence_attrs.setdefault(kind, found)  # "成都店" heading over "门店电话为 …"
