@@ -107,14 +107,22 @@ def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
                 section = line
                 continue
             body = LIST_MARK.sub("", line).strip(" #*")
+            reply = ""
             for s in split_sentences(body):
-                if len(s) < 4 or s in seen:
+                if _BARE_REPLY.fullmatch(s):
+                    reply = f"{reply}{s} "  # "No." is read with what it answers no to
                     continue
-                seen.add(s)
+                s, reply = reply + s, ""
+                # The same line under two headings ("营业时间：10:00–22:00" of two stores) is two facts.
+                key = f"{section}\n{s}"
+                if len(s) < 4 or key in seen:
+                    continue
+                seen.add(key)
                 out.append(Candidate(s, chunk, rank, section, len(out)))
     return out
 
 
+_BARE_REPLY = re.compile(r"(?:yes|no|yes,? you can|no,? you can(?:no|')t|是的|是|不是|可以|不可以|不能|能)[.!。！,，]?", re.I)
 _QUESTION_LINE = re.compile(r"[?？]\s*$")
 
 
@@ -550,7 +558,24 @@ def _asked_variants(q: Question) -> frozenset[str]:
     return frozenset(v for p in q.named for v in p.variants)
 
 
+def _subject(c: Candidate, text: str) -> str:
+    """The heading a quoted sentence needs to say whose fact it is: a store's or a model's heading over
+    "营业时间：10:00–22:00" when the sentence names no place nor product of its own ("" when it does, or
+    the heading names neither)."""
+    section = c.section.strip()
+    if c.row is not None or not section or section == c.chunk.title or len(section) > 40:
+        return ""
+    if places(section):
+        return "" if places(text) else section
+    if products(section) or editions(section):
+        return "" if products(text) or editions(text) else section
+    return ""
+
+
 def _cite(c: Candidate, lang: str, text: str) -> str:
+    subject = _subject(c, text)
+    if subject:
+        text = f"{subject}：{text}" if language(subject) == "zh" else f"{subject}: {text}"
     title = c.chunk.title.split(" - ")[0].strip() or c.chunk.source
     return f"- {text}（{title}）" if lang == "zh" else f"- {text} ({title})"
 
