@@ -415,6 +415,9 @@ _SPEC_UNITS = {
     "weight": re.compile(r"\d\s?(?:克|千克|公斤|kg|g)\b|\d\s?(?:克|千克|公斤)", re.I),
     "battery": re.compile(r"\d\s?(?:mAh|小时|hours?|Wh)", re.I),
     "screen": re.compile(r"\d\s?(?:英寸|寸|inch|\"|Hz)", re.I),
+    "noise": re.compile(r"\d\s?(?:dB|分贝)", re.I),
+    "temperature": re.compile(r"\d\s?(?:℃|°C|度)", re.I),
+    "room_size": re.compile(r"\d\s?(?:m²|㎡|平方米|平米|square met)", re.I),
 }
 _ASK_IDEA = {Ask.PRICE: "price", Ask.DURATION: "time_limit"}
 

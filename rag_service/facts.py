@@ -167,7 +167,8 @@ VALUE_PATTERNS: dict[Ask, re.Pattern[str]] = {
     ),
     Ask.PERCENT: re.compile(rf"{_NUM}\s?%|百分之[一二三四五六七八九十\d]+|[一二三四五六七八九\d](?:\.\d)?\s?折"),
     Ask.SPEC: re.compile(
-        rf"{_NUM}\s?(?:mAh|GB|TB|MB|克|千克|公斤|kg|g\b|英寸|寸|inch(?:es)?|-inch|mm|毫米|Hz|W\b|瓦|核|万像素|像素|小时|hours?|nits|尼特)",
+        rf"{_NUM}\s?(?:mAh|GB|TB|MB|克|千克|公斤|kg|g\b|英寸|寸|inch(?:es)?|-inch|mm|毫米|Hz|W\b|瓦|核|万像素|像素|小时|hours?|nits|尼特"
+        r"|dB|分贝|℃|°C|m²|㎡|平方米|L\b|升|Pa\b|kWh)",
         re.I,
     ),
 }
@@ -470,11 +471,14 @@ _BRAND_DIGITS = re.compile(
     rf"|{HAN_CLASS}{{2}}\s?\d+[A-Za-z]*(?:\s(?:Pro|Max|Plus|Ultra|mini|Lite|SE|FE|Air|Neo))+"
 )
 _INNER_CAP = re.compile(r"[a-z][A-Z]|[A-Z]{2,}[a-z]")
+_LOWER_NOUN = re.compile(r"[ -][a-z]{3,}")
 
 
 def _add_product(out: list[Product], text: str, start: int, end: int, raw: str) -> None:
     words = raw.strip(" -").split()
     words = [w for w in words if not _is_value(w)]
+    if words and words[-1] == "air" and _LOWER_NOUN.match(text, end):
+        words.pop()  # "AirCrisp Max air fryer": the appliance's name, not the MacBook's "Air"
     while words and _not_name(words[-1]):
         words.pop()
     while words and _not_name(words[0]):

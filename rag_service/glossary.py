@@ -117,6 +117,19 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "proof": ("proof|id card|certificate|verify*|verification", "证明|证件|学生证|认证|验证"),
     "limit": ("limit*|quota|at most|maximum|per year|yearly", "限购|上限|最多|每年|额度"),
     "zone": ("zone*|region*|countr*", "区域|地区|国家"),
+    # Home appliances: what their pages and customers talk about in either language.
+    "noise": ("noise|noisy|quiet*|loud*|decibel*|db", "噪音|噪声|分贝|静音"),
+    "temperature": ("temperature*|degrees|celsius|°c", "温度|℃|°C|恒温|控温"),
+    "room_size": ("room size|room area|floor area|square met*|how big a room|how large a room", "面积|房间|平方米|平米|㎡"),
+    "motor": ("motor*|compressor*", "电机|压缩机|马达"),
+    "install": ("install*|mount*|set up|setup", "安装|装机|上门安装"),
+    "energy": ("energy|efficiency|power consumption", "能效|耗电"),
+    "filter": ("filter*|membrane*|cartridge*", "滤芯|滤网|膜"),
+    "time_slot": ("time slot*|slot*|time window*", "时间段|时段"),
+    "price_protection": (
+        "price drop*|price protect*|price match*|difference back|price difference",
+        "价格保护|价保|差价|降价",
+    ),
 }
 
 _EN_SPLIT = re.compile(r"\s*\|\s*")

@@ -1,0 +1,197 @@
+"""Extractive answers that depend on a page's structure (FAQ questions, edition and store headings, a family
+named as such) and recall of what only the conversation knows, on an invented appliance shop."""
+
+from __future__ import annotations
+
+from rag_service.domain import Chunk, GenerationInput, MemoryView, Message, Round
+from rag_service.extractive import ExtractiveGenerator
+from rag_service.recall import is_recall, recall_answer
+
+
+def chunk(doc: str, title: str, text: str, section: str = "") -> Chunk:
+    return Chunk(f"{doc}-0", doc, f"docs/{doc}", title, text, 0.9, 50, section=section)
+
+
+def answer(question: str, chunks: list[Chunk], query: str = "", memory: MemoryView | None = None) -> str:
+    return ExtractiveGenerator(3).answer(GenerationInput(question, query or question, chunks, memory))
+
+
+def _memory(*rounds: tuple[str, str]) -> MemoryView:
+    made = tuple(Round(Message("user", u, 1, 0.0), Message("assistant", a, 1, 0.0)) for u, a in rounds)
+    return MemoryView("", 0, made)
+
+
+FAQ = chunk(
+    "faq",
+    "Help for Visitors",
+    "\n".join(
+        [
+            "Help for Visitors",
+            "Do you take foreign cards?",
+            "Yes. We accept Visa and Mastercard. Diners Club cards are not accepted.",
+            "Can you post my order to Canada?",
+            "No. Parcels go to home addresses in the country only.",
+        ]
+    ),
+)
+
+
+def test_a_faq_question_heads_its_answer_and_is_never_quoted() -> None:
+    text = answer("Can I pay with a Diners Club card?", [FAQ])
+    assert "Diners Club cards are not accepted" in text
+    assert "Do you take foreign cards?" not in text and "Can you post" not in text
+
+
+def test_a_bare_no_is_read_with_the_sentence_after_it() -> None:
+    text = answer("Will you post a parcel to Canada?", [FAQ])
+    assert "No. Parcels go to home addresses in the country only." in text
+
+
+HEATERS = chunk(
+    "heaters",
+    "暖峰取暖器 商品详情",
+    "\n".join(
+        [
+            "暖峰取暖器 商品详情",
+            "暖峰 2000W 标准版（NF-20A）",
+            "售价 459 元。",
+            "暖峰 2000W 遥控版（NF-20R）",
+            "售价 629 元。",
+        ]
+    ),
+)
+
+
+def test_an_edition_word_picks_the_edition_s_heading() -> None:
+    text = answer("暖峰 2000W 遥控版多少钱", [HEATERS])
+    assert "629" in text and "459" not in text
+    assert "遥控版" in text  # quoted with the heading that says whose price it is
+    text = answer("那标准版呢", [HEATERS], query="暖峰 2000W 遥控版多少钱")
+    assert "459" in text and "629" not in text
+
+
+MOPS = chunk(
+    "mops",
+    "Tidy T5 洗地机 商品详情",
+    "\n".join(
+        [
+            "Tidy T5 洗地机 商品详情",
+            "价格",
+            "- Tidy T5：售价 1599 元。",
+            "- Tidy T5 Max：售价 2299 元，电解水除菌，一桶水可用 40 分钟。",
+            "保修",
+            "Tidy T5 系列整机保修 3 年，电池保修 1 年。",
+        ]
+    ),
+)
+
+
+def test_a_family_named_as_such_covers_the_variant_asked() -> None:
+    text = answer("整机保修多久", [MOPS], query="Tidy T5 Max 整机保修多久")
+    assert "3 年" in text and "40 分钟" not in text
+
+
+STORES = chunk(
+    "stores",
+    "门店信息",
+    "\n".join(
+        [
+            "门店信息",
+            "广州天河店",
+            "- 地址：广州市天河区体育西路 12 号",
+            "- 营业时间：每天 10:00–22:00",
+            "成都春熙店",
+            "- 地址：成都市锦江区春熙路 8 号",
+            "- 营业时间：每天 10:00–21:30",
+            "武汉江汉店",
+            "- 地址：武汉市江汉区解放大道 66 号",
+            "- 营业时间：每天 10:00–22:00",
+        ]
+    ),
+)
+
+
+def test_the_same_line_under_two_store_headings_is_each_store_s_and_says_which() -> None:
+    text = answer("What time does the Wuhan store close?", [STORES])
+    assert "武汉江汉店" in text and "22:00" in text
+    assert "21:30" not in text and "广州天河店" not in text
+
+
+def test_a_question_for_the_customer_s_own_number_is_recall() -> None:
+    assert is_recall("帮我查一下我的订单号是多少")
+    assert is_recall("And my order number?")
+    # Stating one is not asking for it.
+    assert not is_recall("我的订单号是 KT2031000123，想问下多久发货")
+    memory = _memory(("我的订单号是 KT2031000123，想问下多久发货", "- 现货订单 48 小时内发货。"))
+    got = recall_answer("我的订单号是多少", memory, "zh")
+    assert got is not None and "KT2031000123" in got
+
+
+def test_what_the_customer_said_at_the_start() -> None:
+    memory = _memory(
+        ("我是黑钻会员，运费怎么算", "- 黑钻会员全场包邮。"),
+        ("退货要多久", "- 退货审核通过后 3 天内退款。"),
+    )
+    got = recall_answer("我开头说我是什么会员来着", memory, "zh")
+    assert got is not None and "黑钻" in got
+
+
+def test_a_fee_is_recalled_as_a_rate_or_an_amount() -> None:
+    memory = _memory(
+        ("I unwrapped it but never used it, is there a fee?", "- 已拆封未使用的，收取售价 8% 的折旧费。"),
+        ("And the pickup?", "- 上门取件收取 60 元取件费。"),
+    )
+    got = recall_answer("What did you say the fee for the unwrapped one was?", memory, "en")
+    assert got is not None and "8%" in got
+
+
+def test_a_time_of_day_is_recalled_as_a_time() -> None:
+    memory = _memory(
+        ("Where is the Wuhan store?", "- 武汉江汉店：地址：武汉市江汉区解放大道 66 号"),
+        ("Till when is it open?", "- 武汉江汉店：营业时间：每天 10:00–22:00"),
+    )
+    got = recall_answer("Remind me, what time did you say the Wuhan store closes?", memory, "en")
+    assert got is not None and "22:00" in got
+
+
+def test_a_cell_that_repeats_its_column_s_name_is_read_once() -> None:
+    from rag_service.table_rows import rows_of
+
+    rows = rows_of(
+        [
+            "Model | Clean air delivery rate (CADR) | Price",
+            "|---|---|---|",
+            "Model: Zefir 4 | Clean air delivery rate (CADR): 410 m³/h | Price: 1499 yuan",
+        ]
+    )
+    assert rows[0].render() == "Model Zefir 4，Clean air delivery rate (CADR) 410 m³/h，Price 1499 yuan。"
+
+
+def test_air_before_an_appliance_noun_is_no_variant_word() -> None:
+    from rag_service.facts import products
+
+    assert [p.text for p in products("How much is the Crispo 6 air fryer?")] == ["Crispo 6"]
+    assert [p.text for p in products("Is the MacBook Air 13 in stock?")] == ["MacBook Air 13"]
+
+
+SPECS = chunk(
+    "fans",
+    "Brisa 风扇 商品详情",
+    "\n".join(
+        [
+            "Brisa 风扇 商品详情",
+            "参数",
+            "Brisa 5 适用面积 10–20 ㎡，重量 3.2 kg。",
+            "Brisa 5 睡眠档噪音 24 dB，售价 399 元。",
+            "保修",
+            "Brisa 5 整机保修 1 年，无刷电机保修 5 年。",
+        ]
+    ),
+)
+
+
+def test_an_english_question_finds_the_unit_or_part_it_names_on_a_chinese_page() -> None:
+    assert "24 dB" in answer("How noisy is the Brisa 5?", [SPECS])
+    assert "10–20 ㎡" in answer("Brisa 5 适合多大的房间", [SPECS])
+    text = answer("How long is the Brisa 5 motor warranty?", [SPECS])
+    assert "无刷电机保修 5 年" in text and "24 dB" not in text
