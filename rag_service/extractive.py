@@ -310,6 +310,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     context_weight = 0.8 if q.ideas - GENERIC else 1.5
     words_total = sum(idf.values())
     topic_ideas = bool(q.ideas - GENERIC)
+    own_tiers = (q.ideas - q.added_ideas) & _TIERS
     for c in candidates:
         # How much of what the question says the sentence covers: its words (rarer ones weigh more) and
         # its concepts. In the question's language they are mostly the same evidence ("warranty" is both),
@@ -357,6 +358,10 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         if q.named:
             score *= 0.5 if fit is None else 0.03 if fit == 0 else 2.0 * fit
         score *= _edition_fit(q, c)
+        if own_tiers:
+            # "我是银卡会员，积分怎么算": the silver level's row, not the rule for every level or the gold one's.
+            tiers = c.ideas & _TIERS
+            score *= 1.5 if tiers & own_tiers else 0.5 if tiers else 1.0
         sentence_attrs = attributes(c.text)
         for kind, found in attributes(c.section).items():
             sentence_attrs.setdefault(kind, found)  # "成都店" heading over "门店电话为 …"

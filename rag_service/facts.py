@@ -242,7 +242,7 @@ _PLACES: dict[str, str] = {
     "th": "泰国|thailand", "hk": "香港|hong kong", "mo": "澳门|macau|macao", "tw": "台湾|taiwan",
     "eu": "欧洲|europe", "na": "北美|north america", "oc": "大洋洲|oceania", "asia": "亚洲|\\basia\\b", "bj": "北京|beijing", "sh": "上海|shanghai", "gz": "广州|guangzhou", "sz": "深圳|shenzhen",
     "cd": "成都|chengdu", "hz": "杭州|hangzhou", "wh": "武汉|wuhan", "nj": "南京|nanjing", "cq": "重庆|chongqing",
-    "xa": "西安|xi'?an", "tj": "天津|tianjin", "su": "苏州|suzhou",
+    "xa": "西安|\\bxi'?an\\b", "tj": "天津|tianjin", "su": "苏州|suzhou",
 }  # fmt: skip
 _CATEGORIES: dict[str, str] = {
     "phone": "手机|\\bphones?\\b|smartphones?", "laptop": "笔记本|电脑|\\blaptops?\\b|notebooks?",
@@ -353,7 +353,7 @@ VARIANT_WORDS = frozenset(
 )
 # Words a question uses for "the model without a variant word".
 BASE_WORDS = re.compile(
-    r"标准款|标准版|基础款|普通款|普通版|入门款|\bstandard\b|\bbase model\b|\bregular\b|\bnon-pro\b", re.I
+    r"标准款|标准版|基础款|普通款|普通版|入门款|\bstandard\b|\bbase model\b|\bbasic\b|\bregular\b|\bnon-pro\b", re.I
 )
 
 _NAME_RUN = re.compile(

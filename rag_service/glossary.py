@@ -23,7 +23,11 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "exchange": ("exchange*|replace*|swap", "换货|更换|调换|换新"),
     "warranty": ("warrant*|guarantee*|coverage|covered", "保修|质保|保固|保用|联保"),
     "extended_warranty": ("extended warranty|extend*", "延保|延长保修"),
-    "accident": ("accident*|damage protection|drop*|crack*|broken", "意外|摔|碎屏|碎裂|进水"),
+    # Not "drop*": a price drop is no accident.
+    "accident": (
+        "accident*|damage protection|dropped|drop it|drops and|drop damage|spill*|crack*|broken",
+        "意外|摔|碎屏|碎裂|进水",
+    ),
     "repair": ("repair*|fix*|service cent*", "维修|修理|报修|送修"),
     "out_of_warranty": (
         "out of warranty|out-of-warranty|after the warranty|after warranty|warranty expired|warranty has expired"
@@ -60,7 +64,11 @@ CONCEPTS: dict[str, tuple[str, str]] = {
         "以旧换新|旧机|回收|换购|折价",
     ),
     "store": ("store*|shop*|branch*|outlet*|retail", "门店|店铺|实体店|线下|门市"),
-    "opening_hours": ("open*|hour*|close*|business hours|holiday*", "营业|营业时间|开门|关门|下班|休息|节假日"),
+    # Not "opened": an opened box is no opening hours.
+    "opening_hours": (
+        "open|opens|opening hours|opening time*|hour*|close|closes|closed|closing*|business hours|holiday*",
+        "营业|营业时间|开门|关门|下班|休息|节假日",
+    ),
     "address": ("address*|located|location*|where", "地址|位置|在哪"),
     "contact": (
         "contact*|call*|phone*|hotline|email*|e-mail|customer service|support|agent*",
@@ -122,10 +130,23 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "temperature": ("temperature*|degrees|celsius|°c", "温度|℃|°C|恒温|控温"),
     "room_size": ("room size|room area|floor area|square met*|how big a room|how large a room", "面积|房间|平方米|平米|㎡"),
     "motor": ("motor*|compressor*", "电机|压缩机|马达"),
-    "install": ("install*|mount*|set up|setup", "安装|装机|上门安装"),
+    "install": ("install*|mount*", "安装|装机|上门安装"),
     "energy": ("energy|efficiency|power consumption", "能效|耗电"),
     "filter": ("filter*|membrane*|cartridge*", "滤芯|滤网|膜"),
     "time_slot": ("time slot*|slot*|time window*", "时间段|时段"),
+    "drying": ("dry|dries|drying|dryer*|tumble dr*", "烘干|干衣"),
+    "fridge": ("fridge*|refrigerator*", "冰箱"),
+    "washer": ("washer*|washing machine*", "洗衣机|洗烘一体"),
+    "air_conditioner": ("air condition*|aircon*|a/c", "空调"),
+    "kettle": ("kettle*", "电水壶|烧水壶|热水壶"),
+    "rice_cooker": ("rice cooker*", "电饭煲|电饭锅"),
+    "air_fryer": ("air fryer*|air-fryer*", "空气炸锅"),
+    "purifier": ("purifier*", "净化器|净水器"),
+    "vacuum": ("vacuum*|robot cleaner*", "扫地机|吸尘器"),
+    "microwave": ("microwave*", "微波炉"),
+    "oven": ("oven*", "烤箱"),
+    "blender": ("blender*", "破壁机|料理机|搅拌机"),
+    "formaldehyde": ("formaldehyde*|voc*", "甲醛|除醛"),
     "price_protection": (
         "price drop*|price protect*|price match*|difference back|price difference",
         "价格保护|价保|差价|降价",
@@ -211,6 +232,7 @@ ASPECTS = frozenset(
         "customized",
         "pickup",
         "same_day",
+        "filter",
     ]
 )
 # Concepts so common in shop text that sharing them says little about a page.

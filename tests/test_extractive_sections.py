@@ -195,3 +195,45 @@ def test_an_english_question_finds_the_unit_or_part_it_names_on_a_chinese_page()
     assert "10–20 ㎡" in answer("Brisa 5 适合多大的房间", [SPECS])
     text = answer("How long is the Brisa 5 motor warranty?", [SPECS])
     assert "无刷电机保修 5 年" in text and "24 dB" not in text
+
+
+def test_an_opened_box_is_no_opening_hours_and_a_price_drop_no_accident() -> None:
+    from rag_service.glossary import concepts
+
+    assert "opening_hours" not in concepts("I opened the box but never used it")
+    assert "opening_hours" in concepts("Till what time is it open?")
+    assert "accident" not in concepts("If the price drops, do I get the difference back?")
+    assert "price_protection" in concepts("If the price drops, do I get the difference back?")
+    assert "accident" in concepts("I dropped it and the screen cracked")
+
+
+CLUB = chunk(
+    "club",
+    "会员俱乐部",
+    "\n".join(
+        [
+            "会员俱乐部",
+            "怎么获得积分",
+            "每消费 1 元得 1 积分，再按等级倍数计算。",
+            "会员等级",
+            "- 铜卡：积分倍数 1 倍。",
+            "- 银卡：积分倍数 1.3 倍。",
+            "- 金卡：积分倍数 1.6 倍。",
+        ]
+    ),
+)
+
+
+def test_the_level_the_customer_names_is_answered_for_that_level() -> None:
+    text = answer("我是银卡会员，积分怎么算", [CLUB])
+    assert "1.3 倍" in text and "1.6 倍" not in text
+
+
+def test_a_basic_model_and_a_category_are_recalled_across_languages() -> None:
+    memory = _memory(
+        ("How much is the Boil 2 Pro kettle?", "- 品类 电水壶，型号 Boil 2 Pro，售价 219 元。"),
+        ("and the basic Boil 2?", "- 品类 电水壶，型号 Boil 2，售价 139 元。"),
+        ("Any bundle discount?", "- 购买两件及以上，立减 20 元。"),
+    )
+    got = recall_answer("What did you say the basic kettle costs?", memory, "en")
+    assert got is not None and "139" in got and "219" not in got.split("(")[0]
