@@ -122,7 +122,9 @@ def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
     return out
 
 
-_BARE_REPLY = re.compile(r"(?:yes|no|yes,? you can|no,? you can(?:no|')t|是的|是|不是|可以|不可以|不能|能)[.!。！,，]?", re.I)
+_BARE_REPLY = re.compile(
+    r"(?:yes|no|yes,? you can|no,? you can(?:no|')t|是的|是|不是|可以|不可以|不能|能)[.!。！,，]?", re.I
+)
 _QUESTION_LINE = re.compile(r"[?？]\s*$")
 
 

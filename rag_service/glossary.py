@@ -128,7 +128,10 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     # Home appliances: what their pages and customers talk about in either language.
     "noise": ("noise|noisy|quiet*|loud*|decibel*|db", "噪音|噪声|分贝|静音"),
     "temperature": ("temperature*|degrees|celsius|°c", "温度|℃|°C|恒温|控温"),
-    "room_size": ("room size|room area|floor area|square met*|how big a room|how large a room", "面积|房间|平方米|平米|㎡"),
+    "room_size": (
+        "room size|room area|floor area|square met*|how big a room|how large a room",
+        "面积|房间|平方米|平米|㎡",
+    ),
     "motor": ("motor*|compressor*", "电机|压缩机|马达"),
     "install": ("install*|mount*", "安装|装机|上门安装"),
     "energy": ("energy|efficiency|power consumption", "能效|耗电"),

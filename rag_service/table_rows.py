@@ -119,7 +119,9 @@ class TableReader:
             self.known[len(cells)] = self.header
             return True
         header = self.header or self.known.get(len(cells), ())
-        return Row(header, tuple(_unnamed(h, c) for h, c in zip(header, cells, strict=False)) + tuple(cells[len(header) :]))
+        return Row(
+            header, tuple(_unnamed(h, c) for h, c in zip(header, cells, strict=False)) + tuple(cells[len(header) :])
+        )
 
 
 def _unnamed(name: str, cell: str) -> str:
