@@ -42,7 +42,7 @@ from rag_service.facts import (
     shows,
     values,
 )
-from rag_service.glossary import ASPECTS, GENERIC, concepts, coverage, weight
+from rag_service.glossary import ASPECTS, CATEGORIES, GENERIC, concepts, coverage, weight
 from rag_service.recall import recall_answer
 from rag_service.table_rows import Row, asked_numbers, headers_of, variant_clauses, variant_marks, with_variants
 
@@ -66,6 +66,13 @@ _BOILERPLATE = re.compile(
     r"|^this (?:page|document|article|guide|section) (?:explains|describes|covers|lists|summari[sz]es|is about)"
     r"|版权所有|copyright|©|all rights reserved|返回顶部|首页\s*[>/]|^home\s*[>/]|skip to|上一页|下一页|cookie",
     re.IGNORECASE,
+)
+
+
+# A sentence that sends the reader to another document for the rule.
+_POINTER = re.compile(
+    r"(?:见|请看|参见|参阅|详见|请查看)\s?《[^》]{1,40}》|\b(?:see|refer to|check) (?:our |the )?[\"“'‘][^\"”'’]{1,60}[\"”'’]",
+    re.I,
 )
 
 
@@ -93,16 +100,30 @@ def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
         reader = readers[chunk.doc_id]
         reader.reset()
         lines = [ln.strip() for ln in _LINE_SPLIT.split(chunk.text) if ln.strip() and ln.strip() != chunk.title]
+        # A sentence that ends in a colon ("可以预约以下时间段之一：") introduces the short lines below it: they
+        # are its items, not headings, and it is quoted with them.
+        intro: Candidate | None = None
         for i, line in enumerate(lines):
             got = reader.feed(line, lines[i + 1] if i + 1 < len(lines) else None)
             if got is True:
                 continue
             if isinstance(got, Row):
+                intro = None
                 text = got.render()
                 if text not in seen:
                     seen.add(text)
                     out.append(Candidate(text, chunk, rank, section, len(out), row=got))
                 continue
+            if (
+                intro is not None
+                and is_heading(line)
+                and _ITEM_VALUE.search(line)
+                and intro.text.count(_ITEM_JOIN) < _MAX_ITEMS
+            ):
+                intro.text += ("" if intro.text.endswith(_INTRO_ENDS) else _ITEM_JOIN) + line
+                out.append(Candidate(line, chunk, rank, section, len(out)))
+                continue
+            intro = None
             if is_heading(line) or _asks_question(line, lines[i + 1] if i + 1 < len(lines) else None):
                 section = line
                 continue
@@ -119,7 +140,15 @@ def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
                     continue
                 seen.add(key)
                 out.append(Candidate(s, chunk, rank, section, len(out)))
+                intro = out[-1] if s.endswith(_INTRO_ENDS) else None
     return out
+
+
+_INTRO_ENDS = ("：", ":")
+_ITEM_JOIN = "；"
+_MAX_ITEMS = 8
+# An item states something ("上午 9:00–12:00"); a heading after the items ("上楼费") starts a section.
+_ITEM_VALUE = re.compile(r"\d")
 
 
 _BARE_REPLY = re.compile(
@@ -162,6 +191,8 @@ class Question:
         if not asks and _FOLLOW_UP.search(question):
             # The nearest earlier question with a type ("三年的呢" after "平板呢" after "延保多少钱").
             asks = next((found for e in reversed(earlier) if (found := _typed(e))), [])
+        if not asks and _BARE_HOW_MUCH.search(question) and _SELLING.search(question):
+            asks = [Ask.PRICE]  # "别家卖 3699，你们这多少": what it sells for here
         previous = " ".join(earlier[-_CONTEXT_ROUNDS:])
         if not asks and has_value(question, Ask.DURATION):
             asks = [Ask.DURATION]  # "what if it stops working after 20 days?": the time limit that applies
@@ -194,6 +225,8 @@ _ANAPHOR = re.compile(r"\b(?:that|this|it|its|those|these|them|they)\b|这个|�
 
 
 _CONTEXT_ROUNDS = 3
+_BARE_HOW_MUCH = re.compile(r"多少[？?]?\s*$", re.I)
+_SELLING = re.compile(r"卖|售|标价|\bsells?\b|\bsold\b|\bselling\b", re.I)
 
 
 def _typed(question: str) -> list[Ask]:
@@ -293,7 +326,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     asked_words = q.words - named_words
     for c in candidates:
         c.words = _stems(set(terms(c.text)) | set(terms(c.section))) - _stems(terms(c.chunk.title)) - named_words
-        c.ideas = concepts(f"{c.section} {c.text}")
+        c.ideas = concepts(f"{c.section} {c.text}") | (concepts(c.chunk.title) & CATEGORIES)
     n = len(candidates)
     df: Counter[str] = Counter(t for c in candidates for t in c.words)
     primary = q.asks[0] if q.asks else Ask.GENERAL
@@ -313,6 +346,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     words_total = sum(idf.values())
     topic_ideas = bool(q.ideas - GENERIC)
     own_tiers = (q.ideas - q.added_ideas) & _TIERS
+    # "冰箱送上楼要加钱吗": the category says which product, the words say what about it.
+    category_only = 0.3 if q.ideas and q.ideas <= CATEGORIES else 1.0
     for c in candidates:
         # How much of what the question says the sentence covers: its words (rarer ones weigh more) and
         # its concepts. In the question's language they are mostly the same evidence ("warranty" is both),
@@ -322,7 +357,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         # A Chinese word written another way ("专票" ~ "专用发票", "碎了" ~ "碎裂") shares its characters.
         by_words += 0.5 * sum(idf[t] for t in asked_words - shared if _HAN_WORD.fullmatch(t) and _chars_in(t, c))
         by_words = by_words / words_total if words_total else 0.0
-        by_ideas = _coverage(q, c.ideas)
+        by_ideas = _coverage(q, c.ideas) * category_only
         score = 0.1 + max(by_words, by_ideas) + 0.25 * min(by_words, by_ideas)
         if q.context:
             # What the previous question was about still counts a little ("that service" = its topic).
@@ -379,6 +414,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             score *= 0.5  # says nothing of the tier or size asked about
         if _BOILERPLATE.search(c.text):
             score *= 0.05
+        elif _POINTER.search(c.text):
+            score *= 0.3  # "规则见《配送与安装服务》": the answer is on the page it points to
         if primary is Ask.GENERAL:
             # "What is your return policy?": a page states its main rule first.
             score *= 1 + 0.5 / (1 + c.chunk.index)

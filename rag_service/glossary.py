@@ -45,7 +45,7 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "student": ("student*|school|college|universit*|campus", "学生|校园|高校|大学"),
     "shipping": (
         "ship*|deliver*|courier*|parcel*|dispatch*|postage|arriv*",
-        "配送|发货|快递|物流|运费|邮费|送达|送到|送货|包邮|寄|到货",
+        "配送|发货|快递|物流|运费|邮费|送达|送到|送货|送上|包邮|寄|到货",
     ),
     "shipping_fee": ("shipping fee*|shipping cost*|delivery fee*|postage|free shipping", "运费|邮费|包邮|配送费"),
     "international": ("international*|abroad|overseas|outside china|foreign", "国际|海外|境外|国外|出境"),
@@ -254,6 +254,40 @@ GENERIC = frozenset(
         "company",
         "personal",
         "address",
+        # A product category names what a question is about, not its topic.
+        "fridge",
+        "washer",
+        "air_conditioner",
+        "kettle",
+        "rice_cooker",
+        "air_fryer",
+        "purifier",
+        "vacuum",
+        "microwave",
+        "oven",
+        "blender",
+    ]
+)
+
+
+# Product categories: a product page's title names its category for every sentence on it.
+CATEGORIES = frozenset(
+    [
+        "phone",
+        "laptop",
+        "tablet",
+        "headphones",
+        "fridge",
+        "washer",
+        "air_conditioner",
+        "kettle",
+        "rice_cooker",
+        "air_fryer",
+        "purifier",
+        "vacuum",
+        "microwave",
+        "oven",
+        "blender",
     ]
 )
 

@@ -237,3 +237,49 @@ def test_a_basic_model_and_a_category_are_recalled_across_languages() -> None:
     )
     got = recall_answer("What did you say the basic kettle costs?", memory, "en")
     assert got is not None and "139" in got and "219" not in got.split("(")[0]
+
+
+DELIVERY = chunk(
+    "delivery",
+    "送货服务",
+    "\n".join(
+        [
+            "送货服务",
+            "送货时段",
+            "大件商品可以在下单时选择以下时段之一：",
+            "上午 8:30–11:30",
+            "下午 14:00–17:30",
+            "上楼费",
+            "没有电梯时，搬运上楼从 4 楼起收费：冰箱每层 25 元。",
+        ]
+    ),
+)
+FRIDGE = chunk(
+    "fridge",
+    "冰川冰箱 商品详情",
+    "\n".join(
+        [
+            "冰川冰箱 商品详情",
+            "嵌入安装",
+            "冰川 D12 都可以全嵌入橱柜，柜体开口需 600 mm 宽。",
+            "送货和上楼规则见《送货服务》。",
+        ]
+    ),
+)
+
+
+def test_a_sentence_ending_in_a_colon_is_quoted_with_its_items() -> None:
+    text = answer("Which delivery time slots can I pick for the Bingchuan D12?", [FRIDGE, DELIVERY])
+    assert "8:30–11:30" in text and "14:00–17:30" in text
+    assert "见《送货服务》" not in text  # a pointer to the page that has the answer is not the answer
+
+
+def test_the_words_decide_when_the_question_names_only_a_category() -> None:
+    text = answer("我住 6 楼没电梯，冰箱搬上楼要加钱吗", [FRIDGE, DELIVERY])
+    assert "每层 25 元" in text
+
+
+def test_how_much_after_a_quoted_price_asks_for_the_price() -> None:
+    page = chunk("mops2", "Tidy T5 洗地机 商品详情", MOPS.text)
+    text = answer("我在别家看到 Tidy T5 Max 卖 1999，你们这多少", [page])
+    assert "2299" in text and "1599" not in text
