@@ -197,6 +197,8 @@ class Question:
         if not asks and has_value(question, Ask.DURATION):
             asks = [Ask.DURATION]  # "what if it stops working after 20 days?": the time limit that applies
         ideas = concepts(both)
+        if not asks and concepts(question) & _SPEC_UNITS.keys():
+            asks = [Ask.SPEC]  # "what temperature range does it have?": a figure in the concept's unit
         # What the rewriter added to the question ("Zone 2 客服周末上班吗") is weaker evidence than what the
         # customer asked, unless the question says nothing by itself ("专票呢" -> "专票什么时候能收到").
         own_ideas, own_words = concepts(question), _stems(terms(question))

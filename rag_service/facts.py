@@ -483,6 +483,8 @@ def _add_product(out: list[Product], text: str, start: int, end: int, raw: str) 
         words.pop()
     while words and _not_name(words[0]):
         words.pop(0)
+    while len(words) > 1 and words[0].isalpha() and words[0].islower() and words[1][:1].isupper():
+        words.pop(0)  # "replace Lanquan R800": a verb before the name
     if not words:
         return
     name = " ".join(words)

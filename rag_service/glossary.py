@@ -149,6 +149,7 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "microwave": ("microwave*", "微波炉"),
     "oven": ("oven*", "烤箱"),
     "blender": ("blender*", "破壁机|料理机|搅拌机"),
+    "home_visit": ("come over|come to my home|come to my house|home visit*|on-site|house call*", "上门"),
     "formaldehyde": ("formaldehyde*|voc*", "甲醛|除醛"),
     "price_protection": (
         "price drop*|price protect*|price match*|difference back|price difference",

@@ -283,3 +283,27 @@ def test_how_much_after_a_quoted_price_asks_for_the_price() -> None:
     page = chunk("mops2", "Tidy T5 洗地机 商品详情", MOPS.text)
     text = answer("我在别家看到 Tidy T5 Max 卖 1999，你们这多少", [page])
     assert "2299" in text and "1599" not in text
+
+
+def test_a_measurable_concept_asks_for_a_figure_in_its_unit() -> None:
+    page = chunk(
+        "grill",
+        "Sizzla 电烤盘 商品详情",
+        "\n".join(
+            [
+                "Sizzla 电烤盘 商品详情",
+                "功能",
+                "Sizzla 3 可以同时用不同温度烤两种食材。",
+                "Sizzla 3 控温 60 到 250 ℃，带定时关机。",
+            ]
+        ),
+    )
+    text = answer("What temperature range does it have?", [page], query="What temperature range does Sizzla 3 have?")
+    assert "60 到 250 ℃" in text
+
+
+def test_a_verb_before_a_name_is_not_part_of_it() -> None:
+    from rag_service.facts import products
+
+    assert [p.text for p in products("Can you replace Aqua R7 for me?")] == ["Aqua R7"]
+    assert [p.text for p in products("how much is iphone 16 pro")] == ["iphone 16 pro"]
