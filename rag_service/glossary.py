@@ -45,7 +45,7 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "student": ("student*|school|college|universit*|campus", "学生|校园|高校|大学"),
     "shipping": (
         "ship*|deliver*|courier*|parcel*|dispatch*|postage|arriv*",
-        "配送|发货|快递|物流|运费|邮费|送达|送到|送货|送上|包邮|寄|到货",
+        "配送|发货|快递|物流|运费|邮费|送达|送到|送货|包邮|寄|到货",
     ),
     "shipping_fee": ("shipping fee*|shipping cost*|delivery fee*|postage|free shipping", "运费|邮费|包邮|配送费"),
     "international": ("international*|abroad|overseas|outside china|foreign", "国际|海外|境外|国外|出境"),
@@ -60,7 +60,8 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "upgrade": ("upgrad*|become|qualif*|reach|threshold", "升级|成为|达到|升到|门槛"),
     "points": ("point*|reward*", "积分|积分抵|兑换"),
     "trade_in": (
-        "trade-in|trade in|trade*|old phone|old device|old laptop|recycl*|buy back|sell my",
+        "trade-in|trade in|trade*|old phone|old device|old laptop|old appliance*|old fridge*|old washer*|old unit*"
+        "|take away my old|haul away|recycl*|buy back|sell my",
         "以旧换新|旧机|回收|换购|折价",
     ),
     "store": ("store*|shop*|branch*|outlet*|retail", "门店|店铺|实体店|线下|门市"),

@@ -351,7 +351,9 @@ def _content(text: str) -> set[str]:
     words = {t for t in terms(text) if t not in _RECALL_WORDS}
     ideas = {f"@{c}" for c in concepts(text)}
     places = {f"@place:{p}" for p in attributes(text).get("place", ())}
-    return words | ideas | places | _quantities(text)
+    # "502 那台" is the BCD-502WPS: a model number inside a product code counts as a word of its own.
+    numbers = {t for p in products(text) for t in p.tokens if t.isdigit() and len(t) >= 2}
+    return words | ideas | places | numbers | _quantities(text)
 
 
 @dataclass(frozen=True, slots=True)

@@ -307,3 +307,12 @@ def test_a_verb_before_a_name_is_not_part_of_it() -> None:
 
     assert [p.text for p in products("Can you replace Aqua R7 for me?")] == ["Aqua R7"]
     assert [p.text for p in products("how much is iphone 16 pro")] == ["iphone 16 pro"]
+
+
+def test_a_model_number_recalls_the_line_of_the_product_code_that_holds_it() -> None:
+    memory = _memory(
+        ("冰川 640 多少钱", "- 冰川 BCD-640WX 对开门：售价 6299 元。"),
+        ("上楼要钱吗", "- 没有电梯时，冰箱每层 25 元。"),
+    )
+    got = recall_answer("刚才说 640 那台多少钱？", memory, "zh")
+    assert got is not None and "6299" in got
