@@ -150,6 +150,8 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "microwave": ("microwave*", "微波炉"),
     "oven": ("oven*", "烤箱"),
     "blender": ("blender*", "破壁机|料理机|搅拌机"),
+    "expiry": ("expir*|valid until|validity|lapse*", "过期|有效期|失效|到期|清零"),
+    "subscription": ("subscri*", "订阅"),
     "home_visit": ("come over|come to my home|come to my house|home visit*|on-site|house call*", "上门"),
     "formaldehyde": ("formaldehyde*|voc*", "甲醛|除醛"),
     "price_protection": (

@@ -316,3 +316,11 @@ def test_a_model_number_recalls_the_line_of_the_product_code_that_holds_it() -> 
     )
     got = recall_answer("刚才说 640 那台多少钱？", memory, "zh")
     assert got is not None and "6299" in got
+
+
+def test_when_points_expire_is_answered_by_the_validity_rule() -> None:
+    text = answer(
+        "去年攒的积分什么时候过期",
+        [CLUB, chunk("pts", "积分规则", "积分规则\n积分有效期\n积分有效期到获得积分次年的 6 月 30 日。")],
+    )
+    assert "6 月 30 日" in text
