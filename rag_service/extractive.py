@@ -100,7 +100,7 @@ def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
         reader = readers[chunk.doc_id]
         reader.reset()
         lines = [ln.strip() for ln in _LINE_SPLIT.split(chunk.text) if ln.strip() and ln.strip() != chunk.title]
-        # A sentence that ends in a colon ("可以预约以下时间段之一：") introduces the short lines below it: they
+        # A sentence that ends in a colon ("每周开放以下时段：") introduces the short lines below it: they
         # are its items, not headings, and it is quoted with them.
         intro: Candidate | None = None
         for i, line in enumerate(lines):
@@ -134,7 +134,7 @@ def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
                     reply = f"{reply}{s} "  # "No." is read with what it answers no to
                     continue
                 s, reply = reply + s, ""
-                # The same line under two headings ("营业时间：10:00–22:00" of two stores) is two facts.
+                # The same line under two headings ("营业时间：9:00–20:30" of two stores) is two facts.
                 key = f"{section}\n{s}"
                 if len(s) < 4 or key in seen:
                     continue
@@ -147,7 +147,7 @@ def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
 _INTRO_ENDS = ("：", ":")
 _ITEM_JOIN = "；"
 _MAX_ITEMS = 8
-# An item states something ("上午 9:00–12:00"); a heading after the items ("上楼费") starts a section.
+# An item states something ("周六 14:00–17:00"); a heading after the items ("退换说明") starts a section.
 _ITEM_VALUE = re.compile(r"\d")
 
 
@@ -192,13 +192,13 @@ class Question:
             # The nearest earlier question with a type ("三年的呢" after "平板呢" after "延保多少钱").
             asks = next((found for e in reversed(earlier) if (found := _typed(e))), [])
         if not asks and _BARE_HOW_MUCH.search(question) and _SELLING.search(question):
-            asks = [Ask.PRICE]  # "别家卖 3699，你们这多少": what it sells for here
+            asks = [Ask.PRICE]  # "网上卖 1280，店里多少": what it sells for here
         previous = " ".join(earlier[-_CONTEXT_ROUNDS:])
         if not asks and has_value(question, Ask.DURATION):
             asks = [Ask.DURATION]  # "what if it stops working after 20 days?": the time limit that applies
         ideas = concepts(both)
         if not asks and concepts(question) & _SPEC_UNITS.keys():
-            asks = [Ask.SPEC]  # "what temperature range does it have?": a figure in the concept's unit
+            asks = [Ask.SPEC]  # "how loud is it on the lowest setting?": a figure in the concept's unit
         # What the rewriter added to the question ("Zone 2 客服周末上班吗") is weaker evidence than what the
         # customer asked, unless the question says nothing by itself ("专票呢" -> "专票什么时候能收到").
         own_ideas, own_words = concepts(question), _stems(terms(question))
@@ -279,7 +279,7 @@ def _family_wide(c: Candidate, q: Question) -> bool:
     return bool(asked) and asked <= variant_marks(c.chunk.text)
 
 
-# A Chinese edition word names a sibling as surely as "Pro" does ("新风版" vs "标准版", "青春版").
+# A Chinese edition word names a sibling as surely as "Pro" does ("遥控版" vs "普通版", "青春版").
 _EDITION = re.compile(f"({HAN_CLASS}{{2}})版")
 
 
@@ -305,7 +305,7 @@ _FAMILY_BEFORE = re.compile(r"(?:\b(?:every|all|each|any)\s(?:of\s)?(?:the\s|our
 
 
 def _names_family(c: Candidate, q: Question) -> bool:
-    """A sentence that names the asked model's family as such ("S8 系列整机保修 2 年", "every Brisa fan has
+    """A sentence that names the asked model's family as such ("T5 系列整机保修 3 年", "every Brisa fan has
     ..."): it is said of every model of the family, the asked one included."""
     if c.row is not None:
         return False
@@ -348,7 +348,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     words_total = sum(idf.values())
     topic_ideas = bool(q.ideas - GENERIC)
     own_tiers = (q.ideas - q.added_ideas) & _TIERS
-    # "冰箱送上楼要加钱吗": the category says which product, the words say what about it.
+    # "洗碗机搬上楼收费吗": the category says which product, the words say what about it.
     category_only = 0.3 if q.ideas and q.ideas <= CATEGORIES else 1.0
     for c in candidates:
         # How much of what the question says the sentence covers: its words (rarer ones weigh more) and
@@ -398,7 +398,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             score *= 0.5 if fit is None else 0.03 if fit == 0 else 2.0 * fit
         score *= _edition_fit(q, c)
         if own_tiers:
-            # "我是银卡会员，积分怎么算": the silver level's row, not the rule for every level or the gold one's.
+            # "我是铂金会员，运费怎么算": the platinum level's row, not the rule for every level or the gold one's.
             tiers = c.ideas & _TIERS
             score *= 1.5 if tiers & own_tiers else 0.5 if tiers else 1.0
         sentence_attrs = attributes(c.text)
@@ -417,7 +417,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         if _BOILERPLATE.search(c.text):
             score *= 0.05
         elif _POINTER.search(c.text):
-            score *= 0.3  # "规则见《配送与安装服务》": the answer is on the page it points to
+            score *= 0.3  # "详见《售后服务说明》": the answer is on the page it points to
         if primary is Ask.GENERAL:
             # "What is your return policy?": a page states its main rule first.
             score *= 1 + 0.5 / (1 + c.chunk.index)
@@ -609,7 +609,7 @@ def _asked_variants(q: Question) -> frozenset[str]:
 
 def _subject(c: Candidate, text: str) -> str:
     """The heading a quoted sentence needs to say whose fact it is: a store's or a model's heading over
-    "营业时间：10:00–22:00" when the sentence names no place nor product of its own ("" when it does, or
+    "营业时间：9:00–20:30" when the sentence names no place nor product of its own ("" when it does, or
     the heading names neither)."""
     section = c.section.strip()
     if c.row is not None or not section or section == c.chunk.title or len(section) > 40:

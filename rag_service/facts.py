@@ -478,13 +478,13 @@ def _add_product(out: list[Product], text: str, start: int, end: int, raw: str) 
     words = raw.strip(" -").split()
     words = [w for w in words if not _is_value(w)]
     if words and words[-1] == "air" and _LOWER_NOUN.match(text, end):
-        words.pop()  # "AirCrisp Max air fryer": the appliance's name, not the MacBook's "Air"
+        words.pop()  # "Crispo 6 air fryer": the appliance's name, not the MacBook's "Air"
     while words and _not_name(words[-1]):
         words.pop()
     while words and _not_name(words[0]):
         words.pop(0)
     while len(words) > 1 and words[0].isalpha() and words[0].islower() and words[1][:1].isupper():
-        words.pop(0)  # "replace Lanquan R800": a verb before the name
+        words.pop(0)  # "replace Aqua R7": a verb before the name
     if not words:
         return
     name = " ".join(words)

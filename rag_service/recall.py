@@ -92,8 +92,8 @@ _DISCOUNT_CUE = re.compile(r"几折|折扣|优惠多少|打折|费率|利率|\bd
 # A discount is said as a rate ("8 折", "5%") or as money off ("立减 300 元").
 _DISCOUNT = re.compile(f"{VALUE_PATTERNS[Ask.PERCENT].pattern}|{_AMOUNT.pattern}", re.I)
 
-# A fee may be a rate as well as an amount ("收取售价 10% 的折旧费", "a 20 yuan handling fee").
-_FEE_CUE = re.compile(r"手续费|服务费|折旧费|开箱费|工时费|\bfees?\b|\bcharges?\b|\bsurcharges?\b", re.I)
+# A fee may be a rate as well as an amount ("收取 8% 的手续费", "a 15 yuan service fee").
+_FEE_CUE = re.compile(r"费(?!率)|\bfees?\b|\bcharges?\b|\bsurcharges?\b", re.I)
 # "几点关门", "what time does it close": a time of day, or the span of hours it is in ("10:00–22:00").
 _TIME_CUE = re.compile(
     r"几点|营业到|开到|关门|开门|营业时间|\bwhat time\b|\bhow late\b|\bopen until\b|\bclos(?:e|es|ing)\b|\bopening hours\b",
@@ -214,7 +214,7 @@ def _amount(value: str) -> float:
     return float(digits.group().replace(",", "")) if digits else 0.0
 
 
-# "我的订单号是多少", "and my order number?": only the conversation knows the customer's own identifiers, so a
+# "麻烦看看我的订单号", "what's my tracking number?": only the conversation knows the customer's own identifiers, so a
 # question for one is about the conversation even without "之前"/"earlier" (unless it states one itself).
 _OWN_IDENTIFIER = re.compile(
     r"我的(?:订单号|订单编号|单号|快递单号|运单号|手机号|手机号码|电话号码|联系电话)"
@@ -351,7 +351,7 @@ def _content(text: str) -> set[str]:
     words = {t for t in terms(text) if t not in _RECALL_WORDS}
     ideas = {f"@{c}" for c in concepts(text)}
     places = {f"@place:{p}" for p in attributes(text).get("place", ())}
-    # "502 那台" is the BCD-502WPS: a model number inside a product code counts as a word of its own.
+    # "640 那台" is the BCD-640WX: a model number inside a product code counts as a word of its own.
     numbers = {t for p in products(text) for t in p.tokens if t.isdigit() and len(t) >= 2}
     return words | ideas | places | numbers | _quantities(text)
 
@@ -469,7 +469,7 @@ def recall_answer(question: str, memory: MemoryView, lang: str) -> str | None:
     topic_words = {w for w in wanted if not w.startswith("@") and len(w) > 1 and not _generic(w, generic)}
     topical = bool(topic_words)
     first = _FIRST.search(question) is not None
-    threshold = kind is not None and kind[0] == "amount" and _THRESHOLD_ASKED.search(question) is not None
+    threshold = kind is not None and kind[0] in ("amount", "fee") and _THRESHOLD_ASKED.search(question) is not None
     best: tuple[tuple[float, float], _Said, list[_Value], bool] | None = None
     lines = _lines(memory)
     if kind and kind[0] == "amount":

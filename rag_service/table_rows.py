@@ -125,7 +125,7 @@ class TableReader:
 
 
 def _unnamed(name: str, cell: str) -> str:
-    """A cell that repeats its column's name ("Price: 1899 yuan" under "Price") without it."""
+    """A cell that repeats its column's name ("Price: 1499 yuan" under "Price") without it."""
     m = _NAMED_CELL.match(cell)
     return m.group(2).strip() if m and name and m.group(1).strip().casefold() == name.casefold() else cell
 

@@ -37,7 +37,7 @@ FAQ = chunk(
 
 
 def test_a_faq_question_heads_its_answer_and_is_never_quoted() -> None:
-    text = answer("Can I pay with a Diners Club card?", [FAQ])
+    text = answer("Do you take Diners Club?", [FAQ])
     assert "Diners Club cards are not accepted" in text
     assert "Do you take foreign cards?" not in text and "Can you post" not in text
 
@@ -80,14 +80,14 @@ MOPS = chunk(
             "- Tidy T5：售价 1599 元。",
             "- Tidy T5 Max：售价 2299 元，电解水除菌，一桶水可用 40 分钟。",
             "保修",
-            "Tidy T5 系列整机保修 3 年，电池保修 1 年。",
+            "Tidy T5 系列均享 3 年整机保修，电池 1 年。",
         ]
     ),
 )
 
 
 def test_a_family_named_as_such_covers_the_variant_asked() -> None:
-    text = answer("整机保修多久", [MOPS], query="Tidy T5 Max 整机保修多久")
+    text = answer("保修几年", [MOPS], query="Tidy T5 Max 保修几年")
     assert "3 年" in text and "40 分钟" not in text
 
 
@@ -112,18 +112,18 @@ STORES = chunk(
 
 
 def test_the_same_line_under_two_store_headings_is_each_store_s_and_says_which() -> None:
-    text = answer("What time does the Wuhan store close?", [STORES])
+    text = answer("How late is the Wuhan shop open?", [STORES])
     assert "武汉江汉店" in text and "22:00" in text
     assert "21:30" not in text and "广州天河店" not in text
 
 
 def test_a_question_for_the_customer_s_own_number_is_recall() -> None:
-    assert is_recall("帮我查一下我的订单号是多少")
-    assert is_recall("And my order number?")
+    assert is_recall("麻烦看看我的订单号")
+    assert is_recall("what's my tracking number?")
     # Stating one is not asking for it.
     assert not is_recall("我的订单号是 KT2031000123，想问下多久发货")
     memory = _memory(("我的订单号是 KT2031000123，想问下多久发货", "- 现货订单 48 小时内发货。"))
-    got = recall_answer("我的订单号是多少", memory, "zh")
+    got = recall_answer("麻烦看看我的订单号", memory, "zh")
     assert got is not None and "KT2031000123" in got
 
 
@@ -132,7 +132,7 @@ def test_what_the_customer_said_at_the_start() -> None:
         ("我是黑钻会员，运费怎么算", "- 黑钻会员全场包邮。"),
         ("退货要多久", "- 退货审核通过后 3 天内退款。"),
     )
-    got = recall_answer("我开头说我是什么会员来着", memory, "zh")
+    got = recall_answer("我开头提的是什么会员来着", memory, "zh")
     assert got is not None and "黑钻" in got
 
 
@@ -150,7 +150,7 @@ def test_a_time_of_day_is_recalled_as_a_time() -> None:
         ("Where is the Wuhan store?", "- 武汉江汉店：地址：武汉市江汉区解放大道 66 号"),
         ("Till when is it open?", "- 武汉江汉店：营业时间：每天 10:00–22:00"),
     )
-    got = recall_answer("Remind me, what time did you say the Wuhan store closes?", memory, "en")
+    got = recall_answer("You told me when the Wuhan shop shuts, what time was it?", memory, "en")
     assert got is not None and "22:00" in got
 
 
@@ -184,7 +184,7 @@ SPECS = chunk(
             "Brisa 5 适用面积 10–20 ㎡，重量 3.2 kg。",
             "Brisa 5 睡眠档噪音 24 dB，售价 399 元。",
             "保修",
-            "Brisa 5 整机保修 1 年，无刷电机保修 5 年。",
+            "Brisa 5 主机质保 1 年，无刷电机质保 5 年。",
         ]
     ),
 )
@@ -192,9 +192,9 @@ SPECS = chunk(
 
 def test_an_english_question_finds_the_unit_or_part_it_names_on_a_chinese_page() -> None:
     assert "24 dB" in answer("How noisy is the Brisa 5?", [SPECS])
-    assert "10–20 ㎡" in answer("Brisa 5 适合多大的房间", [SPECS])
-    text = answer("How long is the Brisa 5 motor warranty?", [SPECS])
-    assert "无刷电机保修 5 年" in text and "24 dB" not in text
+    assert "10–20 ㎡" in answer("Brisa 5 能用在多大面积的屋子", [SPECS])
+    text = answer("What is the guarantee on the Brisa 5 motor?", [SPECS])
+    assert "无刷电机质保 5 年" in text and "24 dB" not in text
 
 
 def test_an_opened_box_is_no_opening_hours_and_a_price_drop_no_accident() -> None:
@@ -214,7 +214,7 @@ CLUB = chunk(
         [
             "会员俱乐部",
             "怎么获得积分",
-            "每消费 1 元得 1 积分，再按等级倍数计算。",
+            "积分按消费金额乘以等级倍数发放。",
             "会员等级",
             "- 铜卡：积分倍数 1 倍。",
             "- 银卡：积分倍数 1.3 倍。",
@@ -225,7 +225,7 @@ CLUB = chunk(
 
 
 def test_the_level_the_customer_names_is_answered_for_that_level() -> None:
-    text = answer("我是银卡会员，积分怎么算", [CLUB])
+    text = answer("银卡会员的积分倍数是多少", [CLUB])
     assert "1.3 倍" in text and "1.6 倍" not in text
 
 
@@ -235,7 +235,7 @@ def test_a_basic_model_and_a_category_are_recalled_across_languages() -> None:
         ("and the basic Boil 2?", "- 品类 电水壶，型号 Boil 2，售价 139 元。"),
         ("Any bundle discount?", "- 购买两件及以上，立减 20 元。"),
     )
-    got = recall_answer("What did you say the basic kettle costs?", memory, "en")
+    got = recall_answer("Remind me of the price you gave for the basic kettle", memory, "en")
     assert got is not None and "139" in got and "219" not in got.split("(")[0]
 
 
@@ -246,11 +246,11 @@ DELIVERY = chunk(
         [
             "送货服务",
             "送货时段",
-            "大件商品可以在下单时选择以下时段之一：",
+            "大件商品送货时间可选：",
             "上午 8:30–11:30",
             "下午 14:00–17:30",
             "上楼费",
-            "没有电梯时，搬运上楼从 4 楼起收费：冰箱每层 25 元。",
+            "无电梯楼房 4 层以上收搬运费：冰箱每层 25 元。",
         ]
     ),
 )
@@ -262,26 +262,26 @@ FRIDGE = chunk(
             "冰川冰箱 商品详情",
             "嵌入安装",
             "冰川 D12 都可以全嵌入橱柜，柜体开口需 600 mm 宽。",
-            "送货和上楼规则见《送货服务》。",
+            "搬运收费详见《送货服务》。",
         ]
     ),
 )
 
 
 def test_a_sentence_ending_in_a_colon_is_quoted_with_its_items() -> None:
-    text = answer("Which delivery time slots can I pick for the Bingchuan D12?", [FRIDGE, DELIVERY])
+    text = answer("What time windows are there for delivering a Bingchuan D12?", [FRIDGE, DELIVERY])
     assert "8:30–11:30" in text and "14:00–17:30" in text
-    assert "见《送货服务》" not in text  # a pointer to the page that has the answer is not the answer
+    assert "详见《送货服务》" not in text  # a pointer to the page that has the answer is not the answer
 
 
 def test_the_words_decide_when_the_question_names_only_a_category() -> None:
-    text = answer("我住 6 楼没电梯，冰箱搬上楼要加钱吗", [FRIDGE, DELIVERY])
+    text = answer("冰箱搬到 6 楼，楼里没电梯的话收费吗", [FRIDGE, DELIVERY])
     assert "每层 25 元" in text
 
 
 def test_how_much_after_a_quoted_price_asks_for_the_price() -> None:
     page = chunk("mops2", "Tidy T5 洗地机 商品详情", MOPS.text)
-    text = answer("我在别家看到 Tidy T5 Max 卖 1999，你们这多少", [page])
+    text = answer("网上 Tidy T5 Max 卖 1999，店里多少", [page])
     assert "2299" in text and "1599" not in text
 
 
@@ -298,7 +298,7 @@ def test_a_measurable_concept_asks_for_a_figure_in_its_unit() -> None:
             ]
         ),
     )
-    text = answer("What temperature range does it have?", [page], query="What temperature range does Sizzla 3 have?")
+    text = answer("Which temperatures can it be set to?", [page], query="Which temperatures can Sizzla 3 be set to?")
     assert "60 到 250 ℃" in text
 
 
@@ -314,13 +314,13 @@ def test_a_model_number_recalls_the_line_of_the_product_code_that_holds_it() -> 
         ("冰川 640 多少钱", "- 冰川 BCD-640WX 对开门：售价 6299 元。"),
         ("上楼要钱吗", "- 没有电梯时，冰箱每层 25 元。"),
     )
-    got = recall_answer("刚才说 640 那台多少钱？", memory, "zh")
+    got = recall_answer("之前你报的 640 那款价格是？", memory, "zh")
     assert got is not None and "6299" in got
 
 
 def test_when_points_expire_is_answered_by_the_validity_rule() -> None:
     text = answer(
-        "去年攒的积分什么时候过期",
-        [CLUB, chunk("pts", "积分规则", "积分规则\n积分有效期\n积分有效期到获得积分次年的 6 月 30 日。")],
+        "我的积分哪天失效",
+        [CLUB, chunk("pts", "积分规则", "积分规则\n积分有效期\n上一年度的积分在次年 6 月 30 日清零。")],
     )
     assert "6 月 30 日" in text
