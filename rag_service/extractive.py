@@ -384,7 +384,9 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
                 score *= 1.3 if fits else 1.0
             else:
                 score *= 2.2 if fits else 0.3
-            if primary in section_asks(c.section):
+            # A FAQ's question heading ("how long is the standard warranty?") may ask for another thing than
+            # the customer does (the warranty of the model they asked about): only a topic heading counts.
+            if primary in section_asks(c.section) and not _QUESTION_LINE.search(c.section):
                 score *= 1.5  # under "退款多久到账" / "Delivery times": the heading asks this question
             if primary is Ask.SPEC:
                 # "内存多大" wants gigabytes, "多重" a weight: the unit of the concept asked about.

@@ -324,3 +324,14 @@ def test_when_points_expire_is_answered_by_the_validity_rule() -> None:
         [CLUB, chunk("pts", "积分规则", "积分规则\n积分有效期\n上一年度的积分在次年 6 月 30 日清零。")],
     )
     assert "6 月 30 日" in text
+
+
+def test_a_faq_question_heading_does_not_outrank_the_product_page() -> None:
+    faq = chunk(
+        "help",
+        "Help Centre",
+        "Help Centre\nQ: How long is the basic guarantee?\nA: Every item has a guarantee of at least 1 year.",
+    )
+    page = chunk("zed", "Zed Book 5 商品详情", "Zed Book 5 商品详情\nGuarantee: 3-year on-site service.")
+    text = answer("How long is the guarantee?", [faq, page])
+    assert "3-year" in text
