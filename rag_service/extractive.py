@@ -327,8 +327,11 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     numbers = asked_numbers(q.text, [p.text for p in q.named])
     asked_words = q.words - named_words
     for c in candidates:
-        c.words = _stems(set(terms(c.text)) | set(terms(c.section))) - _stems(terms(c.chunk.title)) - named_words
-        c.ideas = concepts(f"{c.section} {c.text}") | (concepts(c.chunk.title) & CATEGORIES)
+        # A FAQ's question heading frames its answer but is worded like the customer's question: its words
+        # would make every answer under it look like the answer.
+        heading = "" if _QUESTION_LINE.search(c.section) else c.section
+        c.words = _stems(set(terms(c.text)) | set(terms(heading))) - _stems(terms(c.chunk.title)) - named_words
+        c.ideas = concepts(f"{heading} {c.text}") | (concepts(c.chunk.title) & CATEGORIES)
     n = len(candidates)
     df: Counter[str] = Counter(t for c in candidates for t in c.words)
     primary = q.asks[0] if q.asks else Ask.GENERAL
