@@ -247,6 +247,11 @@ class IntentSettings(BaseModel):
     # the ones the task was answered from): about twice the switches found, at a lower precision
     # (docs/intents.md); off, a switch is called on the wording and similarity alone.
     switch_landing: bool = False
+    # A question phrased like a conversation's opening (as near to a configured example as the examples
+    # are to each other) and far from the recent turns is a switch, unless it is about the task's own
+    # intent: more than twice the switches found on the written-on half, at a precision the held-out
+    # sets do not keep (docs/intents.md), so off by default.
+    switch_standalone: bool = False
     # intent name -> action URL (deployment-specific; overrides the file's `action.url`).
     actions: dict[str, str] = Field(default_factory=dict)
     # Heads the user-side block holding the task's state.

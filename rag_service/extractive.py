@@ -426,7 +426,12 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         if primary is Ask.GENERAL:
             # "What is your return policy?": a page states its main rule first.
             score *= 1 + 0.5 / (1 + c.chunk.index)
-        c.score = score / (1 + 0.12 * c.rank)
+        c.score = score / _rank_discount(c)
+
+
+def _rank_discount(c: Candidate) -> float:
+    # A sentence of a better-retrieved chunk wins a tie.
+    return 1 + 0.12 * c.rank
 
 
 _ADDED = 0.4
@@ -478,14 +483,16 @@ def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
     primary = q.asks[0] if q.asks else Ask.GENERAL
     # A price list under one heading ("128GB 7999 元 / 256GB 8999 元 ...") answers "how much is it" as a
     # whole when no tier was named: the rows of the best sentence's section that carry the value.
+    # The list is one whatever chunks the overlap cut it into: its rows compare without their chunks' rank.
     if primary in (Ask.PRICE, Ask.SPEC, Ask.PERCENT) and not q.attrs and shows(best.text, primary):
+        floor = 0.75 * best.score * _rank_discount(best)
         rows = [
             c
             for c in ranked
             if c.chunk.doc_id == best.chunk.doc_id
             and c.section == best.section
             and shows(c.text, primary)
-            and c.score >= 0.75 * best.score
+            and c.score * _rank_discount(c) >= floor
         ][: limit + 3]
         if len(rows) >= 2:
             return sorted(rows, key=lambda c: _first_number(c.text, primary))
@@ -674,6 +681,18 @@ class ExtractiveGenerator:
         return "\n".join(lines)
 
 
+def _sentence_texts(chunks: Sequence[Chunk]) -> tuple[str, ...]:
+    # Every turn's receipt reads its sources' sentences, and the same chunks come back turn after turn
+    # (with other scores): remembered by what `sentences_of` reads of them.
+    return _sentences_read(tuple((c.doc_id, c.title, c.section, c.text) for c in chunks))
+
+
+@lru_cache(maxsize=1024)
+def _sentences_read(chunks: tuple[tuple[str, str, str, str], ...]) -> tuple[str, ...]:
+    read = [Chunk("", doc, "", title, text, 0.0, 0, section) for doc, title, section, text in chunks]
+    return tuple(x.text for x in sentences_of(read))
+
+
 def sources_payload(chunks: Sequence[Chunk], answer: str | None = None) -> list[dict[str, Any]]:
     """One `Source` per document, best first: its best score, how many chunks were used, their text, and
     the sentences used — those the answer quotes when it quotes any (the extractive answer does), else
@@ -684,8 +703,7 @@ def sources_payload(chunks: Sequence[Chunk], answer: str | None = None) -> list[
     out: list[dict[str, Any]] = []
     for doc_chunks in groups.values():
         first = doc_chunks[0]
-        sentences = [x.text for x in sentences_of(doc_chunks)]
-        quoted = [x for x in sentences if answer and x in answer]
+        quoted = [x for x in _sentence_texts(doc_chunks) if x in answer] if answer else []
         used = quoted or list(dict.fromkeys(c.text for c in doc_chunks))
         out.append(
             {

@@ -68,7 +68,7 @@ def bonus(q: Query, chunk: Chunk, own_page: bool = True) -> float:
     family whose chunk names the asked model is the product's page (one page for "X / X Pro / X Max")."""
     title = chunk.title
     across = int((chunk.lang or language(chunk.text)) != q.lang)
-    b = TITLE_CONCEPTS[across] * concept_match(q.ideas, concepts(f"{title} {chunk.section}"))
+    b = TITLE_CONCEPTS[across] * concept_match(q.ideas, concepts(_heading(chunk, bool(across))))
     b += TEXT_CONCEPTS[across] * concept_match(q.ideas, concepts(chunk.text))
     if q.places and q.places & (places(chunk.text) | places(f"{title} {chunk.section}")):
         # A place is named the same way in any language ("美国" ~ "the United States").
@@ -76,6 +76,17 @@ def bonus(q: Query, chunk: Chunk, own_page: bool = True) -> float:
     if q.named:
         b += _product_bonus(q, chunk, own_page)
     return b
+
+
+def _heading(chunk: Chunk, across: bool) -> str:
+    """What the chunk is filed under: its title and its section. A chunk that opens with its section's
+    heading, in the question's language, is filed under its title only: the dense score has read the
+    heading already (it is the chunk's first line, and embedded with the section too), and a heading inside
+    a page is weaker evidence than the page's title (an uploaded page about one thing should not lose to a
+    policy page with a matching heading). Across languages the heading's concepts are new evidence."""
+    if chunk.section and (across or not chunk.text.startswith(chunk.section)):
+        return f"{chunk.title} {chunk.section}"
+    return chunk.title
 
 
 def _product_bonus(q: Query, chunk: Chunk, own_page: bool) -> float:

@@ -19,6 +19,7 @@ from rag_service.extractive import ExtractiveGenerator
 from rag_service.faq import FaqMatcher
 from rag_service.feedback import FeedbackStore
 from rag_service.intents.stage import IntentStage, index_probe
+from rag_service.intents.switch import DEFAULT_STANDALONE_QUANTILE
 from rag_service.library import Library
 from rag_service.llm import ChatClient, Generator, LLMGenerator
 from rag_service.memory import make_memory
@@ -157,7 +158,8 @@ def build_intents(
         return [str(d.get("title") or "") for d in (await index.documents(tenant)).values()]
 
     probe = index_probe(index) if cfg.switch_landing else None
-    return IntentStage(cfg, catalog, embedder, counter, titles, llm, probe=probe)
+    standalone = DEFAULT_STANDALONE_QUANTILE if cfg.switch_standalone else None
+    return IntentStage(cfg, catalog, embedder, counter, titles, llm, probe=probe, standalone_quantile=standalone)
 
 
 def build_services(

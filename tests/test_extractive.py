@@ -4,6 +4,7 @@ knowledge base), so the rules are checked on text they were not written for."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
@@ -241,3 +242,51 @@ def test_count_questions_want_a_count_and_when_accepts_a_time_limit() -> None:
     assert values("You can change it once.", Ask.COUNT) == ["once"]
     assert shows("纸质发票在 5 个工作日内寄出。", Ask.DATE) and shows("Opens at 9:00.", Ask.DATE)
     assert attributes("寄到日本") == {"place": {"jp", "asia"}}  # a country comes with its region
+
+
+async def test_a_price_list_cut_by_the_chunk_overlap_is_quoted_whole_whatever_the_chunks_rank() -> None:
+    title = "Kiwi 3 商品详情"
+
+    def part(i: int, section: str, text: str) -> Chunk:
+        return Chunk(f"kiwi3-{i}", "kiwi3", "docs/kiwi3.html", title, text, 0.9 - 0.01 * i, 60, section, "zh", i)
+
+    head = part(
+        0,
+        "",
+        "Kiwi 3 商品详情\n价格与存储容量\n128GB 版本售价 1999 元。\n256GB 版本售价 2299 元。\n512GB 版本售价 2699 元。",
+    )
+    tail = part(1, "价格与存储容量", "512GB 版本售价 2699 元。\n颜色\nKiwi 3 有黑色和白色两种颜色。")
+    repairs = part(2, "Kiwi 3 保外维修价格", "Kiwi 3 保外维修价格\n保修期外可付费修理。\n屏幕维修价格为 599 元。")
+    battery = part(3, "Kiwi 3 保外维修价格", "屏幕维修价格为 599 元。\n电池更换价格为 199 元。")
+    specs = part(4, "主要规格", "主要规格\n屏幕为 6.1 英寸，重量约 170 克。")
+    # The chunk holding the list's last row is retrieved first, the list's head four places lower.
+    text = await answer("Kiwi 3 多少钱", chunks=[tail, repairs, battery, specs, head])
+    assert "1999" in text and "2299" in text and "2699" in text
+    assert text.index("1999") < text.index("2299") < text.index("2699")
+
+
+def test_sources_read_their_sentences_once_per_chunk_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Receipts list the sentences an answer quotes; the same chunks come back turn after turn with other
+    # scores, and are read once.
+    import rag_service.extractive as extractive
+
+    reads: list[int] = []
+    real = extractive.sentences_of
+
+    def counting(chunks: Any) -> Any:
+        reads.append(len(chunks))
+        return real(chunks)
+
+    monkeypatch.setattr(extractive, "sentences_of", counting)
+    extractive._sentences_read.cache_clear()
+    text = "Kettles are covered for 18 months. The lid hinge is covered for 6 months."
+    first = [chunk("kettle-care", "Brewmoor kettle care", text, score=0.71)]
+    again = [chunk("kettle-care", "Brewmoor kettle care", text, score=0.64)]
+    answer = "The lid hinge is covered for 6 months."
+    payload = extractive.sources_payload(first, answer)
+    assert payload[0]["sentences"] == ["The lid hinge is covered for 6 months."]
+    later = extractive.sources_payload(again, answer)
+    assert reads == [1]
+    assert later[0]["sentences"] == payload[0]["sentences"] and later[0]["score"] == 0.64
+    # Without an answer to quote from, the chunks' text is used, and nothing needs reading.
+    assert extractive.sources_payload(again)[0]["sentences"] == [text] and reads == [1]

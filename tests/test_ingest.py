@@ -184,12 +184,26 @@ async def test_a_chunk_that_starts_inside_a_section_records_its_heading() -> Non
         "Returns\nReturn within 7 days.",
     ]
     sections = [section for _, section in chunk_sections(texts)]
-    # The second chunk starts in the overlap with the first, under "Prices"; the third under "Warranty".
-    assert sections == ["", "Prices", "Warranty", "Warranty"]
+    # The second chunk starts in the overlap with the first, under "Prices"; the third under "Warranty";
+    # the fourth opens with its own heading.
+    assert sections == ["", "Prices", "Warranty", "Returns"]
     # A table's rows (its header row too) are short and unpunctuated but are not headings: a chunk that
     # starts inside the table is under the heading above it.
     table = ["Tiers\nTier | Points\nTier: Green | Points: 1x", "Tier: Gold | Points: 1.5x\nBlue | 2x"]
     assert [section for _, section in chunk_sections(table)] == ["", "Tiers"]
+
+
+async def test_a_chunk_that_opens_with_the_overlapped_heading_is_under_that_heading() -> None:
+    from rag_core.documents.pipeline import chunk_sections
+
+    # The first chunk ends with the next section's heading and its first line, which the overlap repeats
+    # at the start of the second: the second chunk is the "Delivery" section's, not the "Payment" one's.
+    texts = [
+        "Kettle shop policies\nPayment\nWe accept cards and bank transfers.\nDelivery\nOrders ship within 2 days.",
+        "Delivery\nOrders ship within 2 days.\nRemote areas take 5 days.",
+        "Remote areas take 5 days.\nDescaling\nUse citric acid once a month.",
+    ]
+    assert [section for _, section in chunk_sections(texts)] == ["", "Delivery", "Delivery"]
 
 
 async def test_title_is_embedded_with_each_chunk_in_bounded_batches(

@@ -12,9 +12,10 @@ import pytest
 
 from rag_service.intents.config import IntentConfigError, load_catalog
 from rag_service.intents.llm_recognizer import BadReply, parse_reply
-from rag_service.intents.recognize import IntentScore
+from rag_service.intents.recognize import NONE, IntentScore
 from rag_service.intents.slots import ProductCatalog, SlotExtractor, dates, enum_values, order_numbers, phones
 from rag_service.intents.switch import (
+    ExampleSet,
     SwitchDecision,
     SwitchDetector,
     calibrate_margin,
@@ -238,3 +239,91 @@ def test_a_switch_beats_a_slot_named_in_passing_but_not_the_slot_asked_for() -> 
     # A question the recognizer reads as the task's own intent continues it, whatever the detector says.
     own = Recognition(IntentScore("return_request", 0.9, {}), {}, "offline", switch=SwitchDecision(True, "test"))
     assert not tracker.step(state, "退货要多久", 3, own).new_task
+
+
+# A bike shop's configured examples: two intents and plain questions, in English, and Chinese ones the
+# embedder gives one vector (as an English-only model does).
+_BIKE_EXAMPLES = {
+    "Can you fix my brakes?": ("repair", [1.0, 0.0, 0.0, 0.0]),
+    "My gears slip, can you repair them?": ("repair", [0.95, 0.3, 0.0, 0.0]),
+    "Where is my parcel?": ("delivery", [0.0, 0.0, 0.0, 1.0]),
+    "When will my order arrive?": ("delivery", [0.0, 0.25, 0.0, 0.97]),
+    "Do you rent tandem bikes?": (NONE, [0.0, 0.0, 1.0, 0.0]),
+    "What time do you open on Sundays?": (NONE, [0.0, 0.3, 0.95, 0.0]),
+    "能修刹车吗": ("repair", [-1.0, -1.0, 0.0, 0.0]),
+    "包裹到哪了": ("delivery", [-1.0, -1.0, 0.0, 0.0]),
+    "周日几点开门": (NONE, [-1.0, -1.0, 0.0, 0.01]),
+}
+
+
+def _bike_examples(quantile: float = 0.5) -> ExampleSet:
+    texts = list(_BIKE_EXAMPLES)
+    labels = [_BIKE_EXAMPLES[t][0] for t in texts]
+    rows = np.array([_BIKE_EXAMPLES[t][1] for t in texts], dtype=np.float32)
+    matrix = (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+    intent_texts = {name: [t for t in texts if _BIKE_EXAMPLES[t][0] == name] for name in ("repair", "delivery")}
+    return ExampleSet.build(matrix, labels, texts, intent_texts, quantile, 0.9)
+
+
+def _unit(v: list[float]) -> npt.NDArray[np.float32]:
+    a = np.asarray(v, dtype=np.float32)
+    return a / np.linalg.norm(a)
+
+
+def test_a_question_phrased_like_an_opening_and_far_from_the_conversation_stands_alone() -> None:
+    examples = _bike_examples()
+    rent = _unit([0.0, 0.0, 1.0, 0.1])  # phrased as "Do you rent tandem bikes?"
+    why = examples.stands_alone(rent, "Do you rent cargo bikes for a day?", 0.02, "repair")
+    assert why is not None and why.startswith("stands alone")
+    # Near the conversation, or phrased like none of the examples: not by this rule.
+    assert examples.stands_alone(rent, "Do you rent cargo bikes for a day?", 0.99, "repair") is None
+    vague = _unit([0.5, 0.5, 0.5, 0.5])
+    assert examples.stands_alone(vague, "Anything for kids?", 0.02, None) is None
+
+
+def test_a_question_about_the_tasks_own_business_does_not_stand_alone() -> None:
+    examples = _bike_examples()
+    rent = _unit([0.0, 0.0, 1.0, 0.1])
+    # Its nearest intent is the task's (delivery is nearer than repair).
+    assert examples.stands_alone(rent, "Do you rent cargo bikes for a day?", 0.02, "delivery") is None
+    # It names one of the task's words ("parcel", from the delivery examples) though its nearest intent is
+    # another: about the task's business all the same.
+    lockers = _unit([0.2, 0.0, 1.0, 0.0])
+    assert examples.stands_alone(lockers, "Is there a bike locker at the shop?", 0.02, "delivery") is not None
+    assert examples.stands_alone(lockers, "Is there a parcel locker at the shop?", 0.02, "delivery") is None
+
+
+def test_the_standalone_rule_is_off_for_a_language_the_embedder_does_not_read() -> None:
+    examples = _bike_examples()
+    assert examples.unread == frozenset({"zh"})
+    assert set(examples.near) == {"", "en", "zh"}
+    same = _unit([-1.0, -1.0, 0.0, 0.0])
+    assert examples.stands_alone(same, "能租双人自行车吗", 0.0, None) is None
+
+
+def test_the_detector_calls_a_standalone_question_a_switch_and_will_that_refers_back() -> None:
+    examples = _bike_examples()
+    emb = TableEmbedder(
+        {"Can you fix my brakes?": [1.0, 0.0, 0.0, 0.0], "Do you rent cargo bikes?": [0.0, 0.0, 1.0, 0.1]}
+    )
+    detector = SwitchDetector(emb, threshold=0.5, strict=-1.0, examples=examples)
+    d = detector.decide("Do you rent cargo bikes?", ["Can you fix my brakes?"], task_intent="repair")
+    assert d.switch and d.reason.startswith("stands alone")
+    assert not detector.decide("Do you rent cargo bikes?", ["Can you fix my brakes?"], task_intent="delivery").switch
+    assert detector.decide("Could that be done by Friday?", ["Can you fix my brakes?"]).follows
+
+
+def test_the_standalone_rule_is_off_unless_configured() -> None:
+    from typing import Any
+
+    from rag_core.settings import Settings
+    from rag_core.tokens import make_counter
+    from rag_service.wiring import build_intents
+
+    counter = make_counter(Settings().tokens)
+    index: Any = object()  # read only when a turn runs
+    intents: dict[str, Any] = {"files": [ECOMMERCE], "recognizer": "offline"}
+    off = build_intents(Settings(intents=intents), TableEmbedder({}), index, counter, [])
+    on = build_intents(Settings(intents={**intents, "switch_standalone": True}), TableEmbedder({}), index, counter, [])
+    assert off is not None and off.switch.examples is None
+    assert on is not None and on.switch.examples is not None

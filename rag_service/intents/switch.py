@@ -7,7 +7,10 @@ A later turn is a switch only when all of these hold:
 - it shares no topic word with the recent turns (the user's and the answers');
 - and then either it is far from every recent user turn (its best cosine lies below the calibrated
   threshold), or it lands in the knowledge base away from the task: the document its nearest chunks
-  belong to is not one the task's turns were answered from, and beats the best of those by a margin.
+  belong to is not one the task's turns were answered from, and beats the best of those by a margin;
+  or (`intents.switch_standalone`, `ExampleSet`) it is phrased like a conversation's opening — as near to
+  a configured example as the examples are to each other — far from the recent turns, and not about the
+  task's own intent.
 
 Similarity to the earlier questions alone cannot tell a switch from a follow-up (with multilingual-e5,
 real switches score 0.78-0.86 against the recent turns, ordinary follow-ups 0.78-0.93); where the question
@@ -27,7 +30,7 @@ unrelated questions differ among themselves (0.05 for multilingual-e5, 0.11 for 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,7 +38,8 @@ import numpy.typing as npt
 
 from rag_core.embedding import Embedder, Vector
 from rag_service.facts import products
-from rag_service.intents.slots import order_numbers
+from rag_service.intents.recognize import NONE
+from rag_service.intents.slots import language, order_numbers
 from rag_service.rewrite_rules import (
     contrast_followup,
     entities,
@@ -49,7 +53,15 @@ from rag_service.rewrite_rules import (
 DEFAULT_QUANTILE = 0.9
 DEFAULT_STRICT_QUANTILE = 0.25
 DEFAULT_MARGIN_QUANTILE = 0.1
+# A question is phrased like a conversation's opening when its nearest configured example is as near as
+# the examples' own nearest neighbours usually are (their median).
+DEFAULT_STANDALONE_QUANTILE = 0.5
 RECENT_TURNS = 3
+# Different examples of a language with (nearly) the same vector: the embedder does not read that
+# language's wording (MiniLM, English-only, gives some Chinese examples 0.99-1.00 to one another;
+# multilingual-e5 none above 0.98), so no question of it can be said to be phrased like one of them.
+SAME_VECTOR = 0.98
+SAME_VECTOR_SHARE = 0.05
 
 # Where a question lands: its nearest chunks of the knowledge base as (document id, score), best first.
 Landing = Sequence[tuple[str, float]]
@@ -116,7 +128,10 @@ _ANNOUNCE = re.compile(
 # existential "there" ("Is there a …?", "there are …") refers to nothing.
 _BACK = re.compile(
     r"(?<!\bis )(?<!\bare )(?<!\bwas )(?<!\bwere )\bthere\b(?!\s+(?:is|are|was|were)\b|'s)"
-    r"|\b(?:then|that one|those|these)\b|那里|那边|这边|那儿|这儿|那家|这家|那时|到时",
+    r"|\b(?:then|that one|those|these)\b"
+    # "that" after an auxiliary is the subject or object of the question ("Could that be done by Friday?").
+    r"|\b(?:will|would|does|did|do|can|could|should|is|was|isn't|doesn't)\s+that\b"
+    r"|那里|那边|这边|那儿|这儿|那家|这家|那时|到时",
     re.IGNORECASE,
 )
 
@@ -135,6 +150,92 @@ def asks(text: str) -> bool:
     return "?" in text or "？" in text or bool(_ASKS_ZH.search(text)) or bool(_ASKS_EN.search(text))
 
 
+@dataclass(frozen=True, slots=True)
+class ExampleSet:
+    """The configured example utterances, as the switch detector reads them. A question phrased as near
+    to one of them as they are to their own nearest neighbours (the median) could open a conversation;
+    it has left the conversation when it is no nearer to the recent turns than unrelated examples are to
+    each other (the `near` quantile of cross-class pairs). Both per language: an embedder scores pairs
+    of one language on its own scale (MiniLM: unrelated English pairs ~0.17, Chinese ones ~0.5), which a
+    distribution pooled over both languages blurs."""
+
+    matrix: npt.NDArray[np.float32]  # unit rows
+    labels: Sequence[str]  # each row's class: an intent's name, or NONE for a plain knowledge question
+    # Language ("" for both pooled) -> the nearest-example bar, and the similarity to the conversation
+    # below which the question has left it; the stricter of its language's and the pooled one applies.
+    standalone: Mapping[str, float]
+    near: Mapping[str, float]
+    # Languages whose wording the embedder does not read (see `SAME_VECTOR`): the rule is off for them.
+    unread: frozenset[str]
+    # Each intent's topic words (its examples' and description's).
+    words: Mapping[str, frozenset[str]]
+
+    @classmethod
+    def build(
+        cls,
+        matrix: npt.NDArray[np.float32],
+        labels: Sequence[str],
+        texts: Sequence[str],
+        intent_texts: Mapping[str, Sequence[str]],
+        quantile: float = DEFAULT_STANDALONE_QUANTILE,
+        near_quantile: float = DEFAULT_QUANTILE,
+    ) -> ExampleSet:
+        """`texts`: the rows' utterances; `intent_texts`: each intent's examples and description."""
+        if len(matrix) < 2 or len(set(labels)) < 2:
+            raise ValueError("the switch detector's examples need at least two examples of two classes")
+        langs = np.array([language(t) for t in texts])
+        classes = np.array(labels)
+        standalone: dict[str, float] = {}
+        near: dict[str, float] = {}
+        unread: set[str] = set()
+
+        def calibrate(key: str, rows: npt.NDArray[np.intp]) -> None:
+            if len(set(classes[rows].tolist())) < 2:
+                return
+            sims = matrix[rows] @ matrix[rows].T
+            cross = sims[classes[rows][:, None] != classes[rows][None, :]]
+            np.fill_diagonal(sims, -np.inf)
+            neighbour = sims.max(axis=1)
+            if key and float(np.mean(neighbour >= SAME_VECTOR)) > SAME_VECTOR_SHARE:
+                unread.add(key)
+            standalone[key] = float(np.quantile(neighbour, quantile))
+            near[key] = float(np.quantile(cross, near_quantile))
+
+        calibrate("", np.arange(len(matrix)))
+        for lang in sorted(set(langs.tolist())):
+            calibrate(lang, np.flatnonzero(langs == lang))
+        words = {
+            name: frozenset(set().union(*(topic_words(entities(t)) for t in found)))
+            for name, found in intent_texts.items()
+        }
+        return cls(matrix, labels, standalone, near, frozenset(unread), words)
+
+    def stands_alone(self, vector: Vector, question: str, similarity: float, task_intent: str | None) -> str | None:
+        """Why the question opens a new subject (`similarity`: its best cosine to the recent turns), or
+        None: it is too near the conversation, its nearest example is not near enough, or (within a
+        task) it is about the task's own business: the intent nearest to it is the task's, or it names
+        one of the task's words ("How long does a refund take?" in a return)."""
+        # The stricter of the language's own scale and the pooled one: precision first.
+        lang = language(question)
+        if lang in self.unread:
+            return None
+        bar = max(self.standalone[""], self.standalone.get(lang, self.standalone[""]))
+        near = min(self.near[""], self.near.get(lang, self.near[""]))
+        if similarity >= near:
+            return None
+        sims = self.matrix @ (vector / (float(np.linalg.norm(vector)) or 1.0))
+        best = float(np.max(sims))
+        if best < bar:
+            return None
+        if task_intent is not None:
+            intents = [i for i, label in enumerate(self.labels) if label != NONE]
+            if intents and self.labels[max(intents, key=lambda i: float(sims[i]))] == task_intent:
+                return None
+            if topic_words(entities(question)) & self.words.get(task_intent, frozenset()):
+                return None
+        return f"stands alone (nearest example {best:.3f} >= {bar:.3f}), similarity {similarity:.3f} < {near:.3f}"
+
+
 class SwitchDetector:
     """`threshold`: below it a question with a new name of its own has left the topic; `strict`: below it
     any question with a subject of its own has (no name needed); `margin`: by this much the document a
@@ -147,10 +248,12 @@ class SwitchDetector:
         strict: float | None = None,
         recent_turns: int = RECENT_TURNS,
         margin: float | None = None,
+        examples: ExampleSet | None = None,
     ) -> None:
         self.embedder, self.threshold, self.recent_turns = embedder, threshold, recent_turns
         self.strict = threshold if strict is None else strict
         self.margin = margin
+        self.examples = examples
         # The stage asks before probing the knowledge base and again when deciding: read the wording once.
         self._settled: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], SwitchDecision | None] | None = None
 
@@ -202,9 +305,11 @@ class SwitchDetector:
         vector: Vector | None = None,
         landed: Landing | None = None,
         task_documents: Collection[str] = (),
+        task_intent: str | None = None,
     ) -> SwitchDecision:
         """`landed`: the question's nearest chunks; `task_documents`: the documents the task's recent turns
-        were answered from. Without both, the knowledge base has no say."""
+        were answered from. Without both, the knowledge base has no say. `task_intent`: the task's intent
+        (a question about its own business is not a new subject, however it is phrased)."""
         early = self.settled(question, previous_questions, previous_answers)
         if early is not None:
             return early
@@ -224,6 +329,9 @@ class SwitchDetector:
             return SwitchDecision(False, f"no subject of its own, similarity {sim:.3f}", sim, follows=True)
         if sim < self.strict:
             return SwitchDecision(True, f"similarity {sim:.3f} < {self.strict:.3f}", sim)
+        alone = self.examples.stands_alone(q, question, sim, task_intent) if self.examples is not None else None
+        if alone is not None:
+            return SwitchDecision(True, alone, sim)
         away = landing_margin(landed, task_documents) if landed and task_documents else None
         margin = away[1] if away is not None else (0.0 if landed and task_documents else None)
         if away is not None and self.margin is not None and away[1] >= self.margin:
