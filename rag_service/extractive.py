@@ -198,7 +198,7 @@ class Question:
             asks = [Ask.DURATION]  # "what if it stops working after 20 days?": the time limit that applies
         ideas = concepts(both)
         if not asks and concepts(question) & _SPEC_UNITS.keys():
-            asks = [Ask.SPEC]  # "how loud is it on the lowest setting?": a figure in the concept's unit
+            asks = [Ask.SPEC]  # "what noise level on its quietest mode?": a figure in the concept's unit
         # What the rewriter added to the question ("Zone 2 客服周末上班吗") is weaker evidence than what the
         # customer asked, unless the question says nothing by itself ("专票呢" -> "专票什么时候能收到").
         own_ideas, own_words = concepts(question), _stems(terms(question))
@@ -387,7 +387,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
                 score *= 1.3 if fits else 1.0
             else:
                 score *= 2.2 if fits else 0.3
-            # A FAQ's question heading ("how long is the standard warranty?") may ask for another thing than
+            # A FAQ's question heading ("what does the standard cover include?") may ask for another thing than
             # the customer does (the warranty of the model they asked about): only a topic heading counts.
             if primary in section_asks(c.section) and not _QUESTION_LINE.search(c.section):
                 score *= 1.5  # under "退款多久到账" / "Delivery times": the heading asks this question
@@ -403,7 +403,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             score *= 0.5 if fit is None else 0.03 if fit == 0 else 2.0 * fit
         score *= _edition_fit(q, c)
         if own_tiers:
-            # "我是铂金会员，运费怎么算": the platinum level's row, not the rule for every level or the gold one's.
+            # "我是钻石会员，邮费如何收": the platinum level's row, not the rule for every level or the gold one's.
             tiers = c.ideas & _TIERS
             score *= 1.5 if tiers & own_tiers else 0.5 if tiers else 1.0
         sentence_attrs = attributes(c.text)

@@ -61,7 +61,7 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "points": ("point*|reward*", "积分|积分抵|兑换"),
     "trade_in": (
         "trade-in|trade in|trade*|old phone|old device|old laptop|old appliance*|old fridge*|old washer*|old unit*"
-        "|take away my old|haul away|recycl*|buy back|sell my",
+        "|take away|taking away|haul away|recycl*|buy back|sell my",
         "以旧换新|旧机|回收|换购|折价",
     ),
     "store": ("store*|shop*|branch*|outlet*|retail", "门店|店铺|实体店|线下|门市"),

@@ -94,7 +94,7 @@ _DISCOUNT = re.compile(f"{VALUE_PATTERNS[Ask.PERCENT].pattern}|{_AMOUNT.pattern}
 
 # A fee may be a rate as well as an amount ("收取 8% 的手续费", "a 15 yuan service fee").
 _FEE_CUE = re.compile(r"费(?!率)|\bfees?\b|\bcharges?\b|\bsurcharges?\b", re.I)
-# "几点关门", "what time does it close": a time of day, or the span of hours it is in ("10:00–22:00").
+# "几点关门", "when do you shut on Sundays": a time of day, or the span of hours it is in ("10:00–22:00").
 _TIME_CUE = re.compile(
     r"几点|营业到|开到|关门|开门|营业时间|\bwhat time\b|\bhow late\b|\bopen until\b|\bclos(?:e|es|ing)\b|\bopening hours\b",
     re.I,
@@ -214,7 +214,7 @@ def _amount(value: str) -> float:
     return float(digits.group().replace(",", "")) if digits else 0.0
 
 
-# "麻烦看看我的订单号", "what's my tracking number?": only the conversation knows the customer's own identifiers, so a
+# "帮我查一下我的单号", "what's my tracking number?": only the conversation knows the customer's own identifiers, so a
 # question for one is about the conversation even without "之前"/"earlier" (unless it states one itself).
 _OWN_IDENTIFIER = re.compile(
     r"我的(?:订单号|订单编号|单号|快递单号|运单号|手机号|手机号码|电话号码|联系电话)"

@@ -118,30 +118,30 @@ def test_the_same_line_under_two_store_headings_is_each_store_s_and_says_which()
 
 
 def test_a_question_for_the_customer_s_own_number_is_recall() -> None:
-    assert is_recall("麻烦看看我的订单号")
+    assert is_recall("帮我查一下我的单号")
     assert is_recall("what's my tracking number?")
     # Stating one is not asking for it.
-    assert not is_recall("我的订单号是 KT2031000123，想问下多久发货")
-    memory = _memory(("我的订单号是 KT2031000123，想问下多久发货", "- 现货订单 48 小时内发货。"))
-    got = recall_answer("麻烦看看我的订单号", memory, "zh")
+    assert not is_recall("单号 KT2031000123，请问几天能发出")
+    memory = _memory(("单号 KT2031000123，请问几天能发出", "- 现货订单 48 小时内发货。"))
+    got = recall_answer("帮我查一下我的单号", memory, "zh")
     assert got is not None and "KT2031000123" in got
 
 
 def test_what_the_customer_said_at_the_start() -> None:
     memory = _memory(
-        ("我是黑钻会员，运费怎么算", "- 黑钻会员全场包邮。"),
+        ("我是黑钻会员，邮费如何计", "- 黑钻会员全场包邮。"),
         ("退货要多久", "- 退货审核通过后 3 天内退款。"),
     )
-    got = recall_answer("我开头提的是什么会员来着", memory, "zh")
+    got = recall_answer("开头我讲过自己是哪档会员", memory, "zh")
     assert got is not None and "黑钻" in got
 
 
 def test_a_fee_is_recalled_as_a_rate_or_an_amount() -> None:
     memory = _memory(
-        ("I unwrapped it but never used it, is there a fee?", "- 已拆封未使用的，收取售价 8% 的折旧费。"),
-        ("And the pickup?", "- 上门取件收取 60 元取件费。"),
+        ("The seal is broken but it is unused; any fee for returning?", "- 已拆封未使用的，收取售价 8% 的折旧费。"),
+        ("And collecting it from my flat?", "- 上门取件收取 60 元取件费。"),
     )
-    got = recall_answer("What did you say the fee for the unwrapped one was?", memory, "en")
+    got = recall_answer("Remind me, the fee you quoted for the broken-seal return?", memory, "en")
     assert got is not None and "8%" in got
 
 
@@ -170,7 +170,7 @@ def test_a_cell_that_repeats_its_column_s_name_is_read_once() -> None:
 def test_air_before_an_appliance_noun_is_no_variant_word() -> None:
     from rag_service.facts import products
 
-    assert [p.text for p in products("How much is the Crispo 6 air fryer?")] == ["Crispo 6"]
+    assert [p.text for p in products("Price of the Crispo 6 air fryer, please")] == ["Crispo 6"]
     assert [p.text for p in products("Is the MacBook Air 13 in stock?")] == ["MacBook Air 13"]
 
 
@@ -200,10 +200,10 @@ def test_an_english_question_finds_the_unit_or_part_it_names_on_a_chinese_page()
 def test_an_opened_box_is_no_opening_hours_and_a_price_drop_no_accident() -> None:
     from rag_service.glossary import concepts
 
-    assert "opening_hours" not in concepts("I opened the box but never used it")
-    assert "opening_hours" in concepts("Till what time is it open?")
-    assert "accident" not in concepts("If the price drops, do I get the difference back?")
-    assert "price_protection" in concepts("If the price drops, do I get the difference back?")
+    assert "opening_hours" not in concepts("The carton was opened yesterday, nothing inside touched")
+    assert "opening_hours" in concepts("Are you open on Sunday evenings?")
+    assert "accident" not in concepts("Should the price drop next week, is there a refund of the gap?")
+    assert "price_protection" in concepts("Should the price drop next week, is there a refund of the gap?")
     assert "accident" in concepts("I dropped it and the screen cracked")
 
 
@@ -231,7 +231,7 @@ def test_the_level_the_customer_names_is_answered_for_that_level() -> None:
 
 def test_a_basic_model_and_a_category_are_recalled_across_languages() -> None:
     memory = _memory(
-        ("How much is the Boil 2 Pro kettle?", "- 品类 电水壶，型号 Boil 2 Pro，售价 219 元。"),
+        ("Price of the Boil 2 Pro kettle?", "- 品类 电水壶，型号 Boil 2 Pro，售价 219 元。"),
         ("and the basic Boil 2?", "- 品类 电水壶，型号 Boil 2，售价 139 元。"),
         ("Any bundle discount?", "- 购买两件及以上，立减 20 元。"),
     )
@@ -330,8 +330,8 @@ def test_a_faq_question_heading_does_not_outrank_the_product_page() -> None:
     faq = chunk(
         "help",
         "Help Centre",
-        "Help Centre\nQ: How long is the basic guarantee?\nA: Every item has a guarantee of at least 1 year.",
+        "Help Centre\nQ: What guarantee comes as standard?\nA: Every item has a guarantee of at least 1 year.",
     )
     page = chunk("zed", "Zed Book 5 商品详情", "Zed Book 5 商品详情\nGuarantee: 3-year on-site service.")
-    text = answer("How long is the guarantee?", [faq, page])
+    text = answer("What is the guarantee period?", [faq, page])
     assert "3-year" in text
