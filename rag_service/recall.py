@@ -214,7 +214,7 @@ def _amount(value: str) -> float:
     return float(digits.group().replace(",", "")) if digits else 0.0
 
 
-# "帮我查一下我的单号", "what's my tracking number?": only the conversation knows the customer's own identifiers, so a
+# "劳驾瞅瞅我的单号", "what's my tracking number?": only the conversation knows the customer's own identifiers, so a
 # question for one is about the conversation even without "之前"/"earlier" (unless it states one itself).
 _OWN_IDENTIFIER = re.compile(
     r"我的(?:订单号|订单编号|单号|快递单号|运单号|手机号|手机号码|电话号码|联系电话)"

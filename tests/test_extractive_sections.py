@@ -66,7 +66,7 @@ def test_an_edition_word_picks_the_edition_s_heading() -> None:
     text = answer("暖峰 2000W 遥控版多少钱", [HEATERS])
     assert "629" in text and "459" not in text
     assert "遥控版" in text  # quoted with the heading that says whose price it is
-    text = answer("那标准版呢", [HEATERS], query="暖峰 2000W 遥控版多少钱")
+    text = answer("换成标准版呢", [HEATERS], query="暖峰 2000W 遥控版多少钱")
     assert "459" in text and "629" not in text
 
 
@@ -118,12 +118,12 @@ def test_the_same_line_under_two_store_headings_is_each_store_s_and_says_which()
 
 
 def test_a_question_for_the_customer_s_own_number_is_recall() -> None:
-    assert is_recall("帮我查一下我的单号")
+    assert is_recall("劳驾瞅瞅我的单号")
     assert is_recall("what's my tracking number?")
     # Stating one is not asking for it.
     assert not is_recall("单号 KT2031000123，请问几天能发出")
     memory = _memory(("单号 KT2031000123，请问几天能发出", "- 现货订单 48 小时内发货。"))
-    got = recall_answer("帮我查一下我的单号", memory, "zh")
+    got = recall_answer("劳驾瞅瞅我的单号", memory, "zh")
     assert got is not None and "KT2031000123" in got
 
 
@@ -139,9 +139,9 @@ def test_what_the_customer_said_at_the_start() -> None:
 def test_a_fee_is_recalled_as_a_rate_or_an_amount() -> None:
     memory = _memory(
         ("The seal is broken but it is unused; any fee for returning?", "- 已拆封未使用的，收取售价 8% 的折旧费。"),
-        ("And collecting it from my flat?", "- 上门取件收取 60 元取件费。"),
+        ("And collecting it from my flat?", "- 上门收件另收 60 元服务费。"),
     )
-    got = recall_answer("Remind me, the fee you quoted for the broken-seal return?", memory, "en")
+    got = recall_answer("Remind me, the fee you quoted when the seal is broken?", memory, "en")
     assert got is not None and "8%" in got
 
 
