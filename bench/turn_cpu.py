@@ -39,21 +39,22 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 
 
-def _ingest(tree: Path, qdrant: Path, tiktoken_dir: Path) -> None:
-    """The tree's own ingest of examples/kb into `qdrant` (local mode), once."""
-    if (qdrant / "collection" / "kb").exists():
+def _ingest(tree: Path, qdrant: Path, tiktoken_dir: Path, engine: str) -> None:
+    """The tree's own ingest of examples/kb into `qdrant` (embedded, `engine`), once."""
+    if (qdrant / ".ingested").exists():
         return
     env = os.environ | {
         "PYTHONPATH": str(tree),
         "TIKTOKEN_CACHE_DIR": str(tiktoken_dir),
         "RAG_QDRANT__PATH": str(qdrant),
         "RAG_QDRANT__COLLECTION": "kb",
-        "RAG_QDRANT__ENGINE": "local",
+        "RAG_QDRANT__ENGINE": engine,
     }
     code = "import sys; from ingest.cli import main; sys.exit(main())"
     subprocess.run(
         [sys.executable, "-c", code, "examples/kb"], cwd=tree, env=env, check=True, stdout=subprocess.DEVNULL
     )
+    (qdrant / ".ingested").touch()
 
 
 def _system_prompt(tree: Path) -> str:
@@ -143,18 +144,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--qdrant", type=Path, default=None, help="index folder (default: bench/results/qdrant-cpu-<tree>)")
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--profile", type=Path, default=None, help="cProfile stats of the passes (event-loop thread)")
+    # Qdrant's local mode is what every commit (and the frameworks' runners) can read, so comparisons use it;
+    # "edge" is the shipped default, which trees from before it existed cannot run.
+    p.add_argument("--engine", choices=["local", "edge"], default="local", help="embedded vector store engine")
     args = p.parse_args(argv)
     tree = args.tree.resolve()
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=tree, capture_output=True, text=True
     ).stdout.strip()
-    qdrant = (args.qdrant or harness.RESULTS / f"qdrant-cpu-{tree.name}-{commit}").resolve()
+    suffix = "" if args.engine == "local" else f"-{args.engine}"
+    qdrant = (args.qdrant or harness.RESULTS / f"qdrant-cpu-{tree.name}-{commit}{suffix}").resolve()
+    os.environ["RAG_BENCH_QDRANT_ENGINE"] = args.engine
 
     tiktoken_dir = harness.RESULTS / "tiktoken"
     harness.RESULTS.mkdir(parents=True, exist_ok=True)
     harness.prepare_tiktoken(tiktoken_dir)
     os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(tiktoken_dir))
-    _ingest(tree, qdrant, tiktoken_dir)
+    _ingest(tree, qdrant, tiktoken_dir, args.engine)
     conv_file = harness.RESULTS / f"conversations.cpu-{tree.name}-{commit}.json"
     data = json.loads((BENCH / "conversations.json").read_text(encoding="utf-8"))
     data["system_prompt"] = _system_prompt(tree)

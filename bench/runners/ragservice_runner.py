@@ -13,7 +13,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -67,11 +67,16 @@ class RagServiceBench:
         self._tmp.cleanup()
 
 
+def _engine() -> Literal["edge", "local"]:
+    return "edge" if os.environ.get("RAG_BENCH_QDRANT_ENGINE") == "edge" else "local"
+
+
 async def build(args: Args, script: Script) -> RagServiceBench:
     tmp = tempfile.TemporaryDirectory(prefix="bench-ragservice-")
     settings = Settings(
         llm=LLMSettings(base_url=args.upstream, api_key="x", model=MODEL),
-        qdrant=QdrantSettings(path=str(args.qdrant), collection="kb", engine="local"),  # the frameworks' index
+        # The frameworks' index (local mode) unless bench/turn_cpu.py measures the shipped engine.
+        qdrant=QdrantSettings(path=str(args.qdrant), collection="kb", engine=_engine()),
         database=DatabaseSettings(url=f"sqlite+aiosqlite:///{tmp.name}/archive.db"),
         tokens=TokenSettings(cache_dir=os.environ.get("TIKTOKEN_CACHE_DIR", str(ROOT / "data" / "tiktoken"))),
     )
