@@ -9,7 +9,7 @@ is cut by characters so that every chunk meets the bound, whatever the input.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from rag_core.text import MAX_PENDING_CHARS, split_sentences, stream_sentences
@@ -20,10 +20,6 @@ __all__ = ["MAX_PENDING_CHARS", "MIN_CHUNK_TOKENS", "chunk_text", "split_sentenc
 # A byte-level BPE spends at most four tokens on one character (a 4-byte UTF-8 sequence); below a
 # few characters per chunk the bound could not be met.
 MIN_CHUNK_TOKENS = 8
-# A section heading closes the chunk being packed once that holds this share of `chunk_tokens` of new text:
-# the next section (a short "contact us" block too) then starts a chunk of its own, under its heading,
-# instead of riding at the end of the previous section's chunk.
-SECTION_BREAK_SHARE = 1 / 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,17 +29,8 @@ class _Piece:
     sep: str  # what joins this piece to the next one: "\n", " " or ""
 
 
-def chunk_text(
-    blocks: Iterable[str],
-    counter: TokenCounter,
-    chunk_tokens: int,
-    overlap_tokens: int,
-    starts_section: Callable[[str], bool] | None = None,
-) -> Iterator[str]:
+def chunk_text(blocks: Iterable[str], counter: TokenCounter, chunk_tokens: int, overlap_tokens: int) -> Iterator[str]:
     """Pack the sentences of `blocks` into chunks of at most `chunk_tokens` tokens (by `counter`).
-
-    A line for which `starts_section` is true (a section heading) opens a new chunk, without overlap, when
-    the chunk being packed already holds `SECTION_BREAK_SHARE` of new text or has no room for it.
 
     Validates eagerly, then returns a lazy iterator: blocks are consumed only as chunks are taken.
     """
@@ -52,7 +39,7 @@ def chunk_text(
     if not 0 <= overlap_tokens < chunk_tokens:
         raise ValueError(f"overlap_tokens must be in [0, chunk_tokens), got {overlap_tokens}")
     pieces = _bounded_pieces(stream_sentences(blocks), counter, chunk_tokens)
-    return _pack(pieces, counter, chunk_tokens, overlap_tokens, starts_section)
+    return _pack(pieces, counter, chunk_tokens, overlap_tokens)
 
 
 # ---------------------------------------------------------------- hard split
@@ -110,38 +97,20 @@ def _fitting_prefix(text: str, counter: TokenCounter, limit: int) -> int:
 # ---------------------------------------------------------------- packing
 
 
-def _pack(
-    pieces: Iterable[_Piece],
-    counter: TokenCounter,
-    limit: int,
-    overlap: int,
-    starts_section: Callable[[str], bool] | None = None,
-) -> Iterator[str]:
+def _pack(pieces: Iterable[_Piece], counter: TokenCounter, limit: int, overlap: int) -> Iterator[str]:
     window: deque[_Piece] = deque()
     size = 0  # estimated tokens of the joined window; `_emit` checks the real count
     fresh = 0  # pieces of the window not yet part of an emitted chunk
-    fresh_tokens = 0
-    enough = limit * SECTION_BREAK_SHARE
-    at_line_start = True
     for piece in pieces:
-        # Only a whole line can be a heading: a sentence that happens to read like one is not cut at.
-        heading = at_line_start and piece.sep == "\n" and starts_section is not None and starts_section(piece.text)
-        at_line_start = piece.sep == "\n"
-        full = bool(window) and size + _join_cost(window[-1]) + piece.tokens > limit
-        if heading and fresh and (full or fresh_tokens >= enough):
-            # The previous section's tail would only put its text under this heading: no overlap.
-            yield from _emit(list(window), counter, limit)
-            window, size, fresh, fresh_tokens = deque(), 0, 0, 0
-        elif full:
+        if window and size + _join_cost(window[-1]) + piece.tokens > limit:
             yield from _emit(list(window), counter, limit)
             window = _overlap_tail(window, counter, overlap)
             while window and _estimate(window) + _join_cost(window[-1]) + piece.tokens > limit:
                 window.popleft()
-            size, fresh, fresh_tokens = _estimate(window), 0, 0
+            size, fresh = _estimate(window), 0
         size += (_join_cost(window[-1]) if window else 0) + piece.tokens
         window.append(piece)
         fresh += 1
-        fresh_tokens += piece.tokens
     if fresh:
         yield from _emit(list(window), counter, limit)
 

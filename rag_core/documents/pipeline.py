@@ -326,10 +326,7 @@ def _chunks(
     embedder_name: str,
     headings: AbstractSet[str] = frozenset(),
 ) -> Iterator[_Chunk]:
-    chunking = settings.chunking
-    texts = chunk_text(
-        blocks, counter, chunking.chunk_tokens, chunking.overlap_tokens, lambda line: _names_section(line, headings)
-    )
+    texts = chunk_text(blocks, counter, settings.chunking.chunk_tokens, settings.chunking.overlap_tokens)
     # An FAQ answer's chunk starts with its question, which is heading enough.
     faq_texts = ((text, "", FAQ_KIND) for text in faq_chunk_texts(faq, counter, settings))
     doc_texts = ((text, section, "") for text, section in chunk_sections(texts, headings))
