@@ -545,6 +545,18 @@ class ExtractiveGenerator:
         return "\n".join(lines)
 
 
+def _sentence_texts(chunks: Sequence[Chunk]) -> tuple[str, ...]:
+    # Every turn's receipt reads its sources' sentences, and the same chunks come back turn after turn
+    # (with other scores): remembered by what `sentences_of` reads of them.
+    return _sentences_read(tuple((c.doc_id, c.title, c.section, c.text) for c in chunks))
+
+
+@lru_cache(maxsize=1024)
+def _sentences_read(chunks: tuple[tuple[str, str, str, str], ...]) -> tuple[str, ...]:
+    read = [Chunk("", doc, "", title, text, 0.0, 0, section) for doc, title, section, text in chunks]
+    return tuple(x.text for x in sentences_of(read))
+
+
 def sources_payload(chunks: Sequence[Chunk], answer: str | None = None) -> list[dict[str, Any]]:
     """One `Source` per document, best first: its best score, how many chunks were used, their text, and
     the sentences used — those the answer quotes when it quotes any (the extractive answer does), else
@@ -555,8 +567,7 @@ def sources_payload(chunks: Sequence[Chunk], answer: str | None = None) -> list[
     out: list[dict[str, Any]] = []
     for doc_chunks in groups.values():
         first = doc_chunks[0]
-        sentences = [x.text for x in sentences_of(doc_chunks)]
-        quoted = [x for x in sentences if answer and x in answer]
+        quoted = [x for x in _sentence_texts(doc_chunks) if x in answer] if answer else []
         used = quoted or list(dict.fromkeys(c.text for c in doc_chunks))
         out.append(
             {

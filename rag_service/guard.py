@@ -22,6 +22,8 @@ import binascii
 import html
 import re
 import unicodedata
+from collections.abc import Iterator
+from functools import lru_cache
 
 # Base64 as a model writes it: one run, or lines of one wrapped run. At least 16 characters: shorter
 # runs cannot carry `window` characters of the prompt at any sensible window.
@@ -31,8 +33,8 @@ _TAIL = re.compile(r"[A-Za-z0-9+/_=-]+\Z")
 _URLSAFE = str.maketrans("-_", "+/")
 
 
-# One character, or one HTML entity ("&lt;", "&#60;", "&#x3c;"), as a unit of folding.
-_UNIT = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});|.", re.S)
+# An HTML entity ("&lt;", "&#60;", "&#x3c;"): one unit of folding, as every other character is.
+_ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
 # An entity that a later piece of a stream may still complete.
 _OPEN_ENTITY = re.compile(r"&#?[A-Za-z0-9]{0,32}\Z")
 
@@ -41,13 +43,30 @@ def fold(text: str, offset: int = 0) -> tuple[str, list[int]]:
     """The folded text and, for each of its characters, the index in `text` (+ `offset`) it came from."""
     out: list[str] = []
     where: list[int] = []
-    for m in _UNIT.finditer(text):
-        unit = m.group()
-        for c in unicodedata.normalize("NFKC", html.unescape(unit) if len(unit) > 1 else unit).casefold():
-            if c.isalnum():
-                out.append(c)
-                where.append(m.start() + offset)
+    for start, unit in _units(text):
+        folded = _fold_unit(unit)
+        if folded:
+            out.append(folded)
+            where += [start + offset] * len(folded)
     return "".join(out), where
+
+
+def _units(text: str) -> Iterator[tuple[int, str]]:
+    """The units of folding with their starts: the entities, and every other character on its own."""
+    pos = 0
+    if "&" in text:
+        for m in _ENTITY.finditer(text):
+            yield from enumerate(text[pos : m.start()], pos)
+            yield m.start(), m.group()
+            pos = m.end()
+    yield from enumerate(text[pos:], pos)
+
+
+@lru_cache(maxsize=65536)
+def _fold_unit(unit: str) -> str:
+    # Every streamed answer is folded character by character: a character folds the same way every time.
+    normalized = unicodedata.normalize("NFKC", html.unescape(unit) if len(unit) > 1 else unit).casefold()
+    return "".join(c for c in normalized if c.isalnum())
 
 
 def _decode(run: str) -> str:

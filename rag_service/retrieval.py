@@ -3,9 +3,9 @@ budget greedily by score with whole chunks.
 
 A dependent follow-up ("还没出库的话能换颜色吗" after a question about an order, "and if the receipt is gone?")
 rarely names its page: its own words match many pages a little. It leans toward the documents the questions
-it continues found (`RewriteResult.continues`, searched again the same way: their embeddings are in the
-query cache), so it stays on its page unless another page fits it clearly better; a follow-up that names
-another product or subject carries no such questions (`RuleRewriter.continuity`)."""
+it continues found (`RewriteResult.continues`: their searches are remembered, see `FoundDocuments`), so
+it stays on its page unless another page fits it clearly better; a follow-up that names another product or
+subject carries no such questions (`RuleRewriter.continuity`)."""
 
 from __future__ import annotations
 
@@ -22,23 +22,34 @@ from rag_service.facts import BASE_WORDS, product_fit, products
 from rag_service.rerank import other_language, rerank
 
 
+@dataclass(frozen=True, slots=True)
+class Searched:
+    """A search's candidates before its lean (reranked, cut to what the lean reads: no text) and the scale
+    its lean lifts by."""
+
+    chunks: tuple[Chunk, ...]
+    scale: float
+
+
 class FoundDocuments:
-    """(tenant, query and the questions it continued) -> the document weights of that search, for the
-    recent searches: the next turn's follow-up leans on them. A document deleted since is harmless here (no
-    chunk of it is found to lift), so entries need no invalidation, only a bound."""
+    """(tenant, query, limit) -> that search's `Searched`, for the recent searches. A follow-up leans on
+    the documents its predecessors found, each leaned on its own predecessors: that is their remembered
+    candidates leaned again (cheap), not their searches run again (an embedding and an index search each).
+    A document deleted since is harmless here (the lean only reads which documents were found, and no chunk
+    of a deleted one is found to lift), so entries need no invalidation, only a bound."""
 
     def __init__(self, size: int = 2048) -> None:
         self._size = size
-        self._entries: OrderedDict[tuple[str, tuple[str, ...]], dict[str, float]] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, str, int], Searched] = OrderedDict()
 
-    def get(self, key: tuple[str, tuple[str, ...]]) -> dict[str, float] | None:
+    def get(self, key: tuple[str, str, int]) -> Searched | None:
         found = self._entries.get(key)
         if found is not None:
             self._entries.move_to_end(key)
         return found
 
-    def put(self, key: tuple[str, tuple[str, ...]], weights: dict[str, float]) -> None:
-        self._entries[key] = weights
+    def put(self, key: tuple[str, str, int], found: Searched) -> None:
+        self._entries[key] = found
         self._entries.move_to_end(key)
         while len(self._entries) > self._size:
             self._entries.popitem(last=False)
@@ -63,9 +74,7 @@ class Retriever:
         prior = await self.prior(continues, tenant) if continues else {}
         if not cfg.rerank:
             found = [_to_chunk(h) for h in await self.index.search(dense, sparse, n, cfg.rrf_k, tenant=tenant)]
-            return self._remember(
-                tenant, query, continues, lean(query, found, prior, 1.0 if cfg.mode == "dense" else _rrf_scale(found))
-            )
+            return self._remember(tenant, query, n, found, 1.0 if cfg.mode == "dense" else _rrf_scale(found), prior)
         # A wide pool with only the language of each hit (cheap), narrowed to the best `n` plus the other
         # language's best: the embedder ranks the question's own language first, and an English question
         # may have its answer on a Chinese page. Whole payloads are read for the narrowed pool only.
@@ -85,22 +94,31 @@ class Retriever:
         payloads = await self.index.payloads([i for i, _ in hits], tenant)
         chunks = [_to_chunk(ScoredChunk(i, score, payloads[i])) for i, score in hits if i in payloads]
         scale = 1.0 if cfg.mode == "dense" else _rrf_scale(chunks)
-        return self._remember(tenant, query, continues, lean(query, rerank(query, chunks, scale), prior, scale)[:n])
+        return self._remember(tenant, query, n, rerank(query, chunks, scale), scale, prior)
 
-    def _remember(self, tenant: str | None, query: str, continues: Sequence[str], found: list[Chunk]) -> list[Chunk]:
-        self.found.put((tenant or "", (query, *continues)), _weights(found))
-        return found
+    def _remember(
+        self, tenant: str | None, query: str, n: int, ranked: list[Chunk], scale: float, prior: dict[str, float]
+    ) -> list[Chunk]:
+        """The search's result (its candidates leaned on `prior`); the candidates are remembered for the
+        follow-ups that will lean on this search."""
+        self.found.put((tenant or "", query, n), Searched(tuple(replace(c, text="") for c in ranked), scale))
+        return lean(query, ranked, prior, scale)[:n]
 
     async def prior(self, continues: Sequence[str], tenant: str | None) -> dict[str, float]:
         """Document id -> weight: the documents of the best chunks the previous question found (itself read
-        with what it continued), the best one most. The previous turn usually ran that very search, so its
-        documents are remembered (`found`) rather than searched again."""
-        key = (tenant or "", tuple(continues))
-        remembered = self.found.get(key)
-        if remembered is not None:
-            return remembered
-        found = await self.search(continues[0], tenant=tenant, continues=continues[1:])
-        return self.found.get(key) or _weights(found)
+        with what it continued), the best one most."""
+        return _weights(await self._leaned(continues, tenant))
+
+    async def _leaned(self, chain: Sequence[str], tenant: str | None) -> list[Chunk]:
+        """What `search(chain[0], continues=chain[1:])` returns (its order and documents; remembered chunks
+        carry no text). The previous turns usually ran these very searches, so their candidates are
+        remembered and only leaned again; a search not remembered is run."""
+        n = self.settings.candidates
+        searched = self.found.get((tenant or "", chain[0], n))
+        if searched is None:
+            return await self.search(chain[0], tenant=tenant, continues=chain[1:])
+        prior = _weights(await self._leaned(chain[1:], tenant)) if len(chain) > 1 else {}
+        return lean(chain[0], searched.chunks, prior, searched.scale)[:n]
 
 
 def _weights(found: Sequence[Chunk]) -> dict[str, float]:

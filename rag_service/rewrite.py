@@ -58,7 +58,6 @@ from rag_service.rewrite_rules import (
     content_size,
     contrast_followup,
     definite_reference,
-    entities,
     find_marker,
     has_determiner,
     has_slot,
@@ -77,7 +76,7 @@ from rag_service.rewrite_rules import (
     salient_entities,
     strip_framing,
     substitute,
-    topic_words,
+    text_topic_words,
 )
 
 log = logging.getLogger(__name__)
@@ -155,7 +154,7 @@ class History:
         (asking about what an answer said is following it up, not changing the topic)."""
         out: set[str] = set()
         for t in self.texts:
-            out |= topic_words(entities(t.text))
+            out |= text_topic_words(t.text)
         return out
 
     def knows(self, entity: Entity) -> bool:
@@ -163,7 +162,7 @@ class History:
 
     def shares(self, question: str) -> bool:
         """Does the question use a word of the conversation's topic?"""
-        return bool(topic_words(entities(question)) & self.words)
+        return not self.words.isdisjoint(text_topic_words(question))
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,8 +300,7 @@ class RuleRewriter:
         return known
 
     def rewrite_now(self, question: str, view: MemoryView, known: KnownNames | None = None) -> RewriteResult:
-        rounds = tuple(t for r in view.rounds for t in (r.user.content, r.assistant.content))
-        key = (question, view.summary, rounds, known)
+        key = (question, view.summary, _round_texts(view.rounds), known)
         hit = self._memo.get(key)
         if hit is not None:
             self._memo.move_to_end(key)
@@ -410,6 +408,15 @@ class RuleRewriter:
         return Topic(named[0] if named else None, place, pair)
 
 
+def _round_texts(rounds: Sequence[Round]) -> tuple[str, ...]:
+    return tuple(t for r in rounds for t in (r.user.content, r.assistant.content))
+
+
+def _asked_key(tenant: str | None, question: str, before: Sequence[Round]) -> tuple[str, str, tuple[str, str]]:
+    last = (before[-1].user.content, before[-1].assistant.content) if before else ("", "")
+    return (tenant or "", question, last)
+
+
 @dataclass(frozen=True, slots=True)
 class Topic:
     product: str | None = None
@@ -434,14 +441,27 @@ class LLMRewriter:
         self.client, self.settings, self.rules = client, settings, rules
         self.timeout_s = client.endpoint.timeout_s
         self.max_tokens = min(client.endpoint.max_tokens, max(64, settings.max_query_chars))
+        # What this rewriter made of each recent question: a follow-up continues the queries retrieval
+        # actually searched for the turns before it (the retriever remembers their candidates), not the
+        # rules' reading of those questions (another search, of another text, maybe finding another page).
+        self._asked: OrderedDict[tuple[str, str, tuple[str, str]], RewriteResult] = OrderedDict()
 
     async def rewrite(self, question: str, view: MemoryView, tenant: str | None = None) -> RewriteResult:
+        result = await self._rewrite(question, view, tenant)
+        key = _asked_key(tenant, question, view.rounds)
+        self._asked[key] = result
+        self._asked.move_to_end(key)
+        if len(self._asked) > _MEMO_SIZE:
+            self._asked.popitem(last=False)
+        return result
+
+    async def _rewrite(self, question: str, view: MemoryView, tenant: str | None) -> RewriteResult:
         known = await self.rules.known(tenant)
         topic, asked = self.rules.topic_product(view, known), self.rules.asked(view, known)
         d = self.rules.gate.decide(question, view, topic, known, asked)
         if d.kind in ("first", "switch") or (d.kind == "standalone" and self.settings.skip_standalone):
             return RewriteResult(question, "skipped", d.kind == "switch", d.reason)
-        continues = self.rules.continuity(view, d) if d.kind == "dependent" else ()
+        continues = self.continuity(view, d, tenant) if d.kind == "dependent" else ()
         messages = rewrite_messages(self.settings.prompt, question, view.summary, self.rules.gate.recent(view))
         try:
             reply = await asyncio.wait_for(
@@ -457,6 +477,21 @@ class LLMRewriter:
                 return RewriteResult(query, "called", False, d.reason, continues)
             problem = problem_or_none
         return dataclasses.replace(self.rules.resolve(question, d, "fallback", f"llm {problem}"), continues=continues)
+
+    def continuity(self, view: MemoryView, decision: Decision, tenant: str | None) -> tuple[str, ...]:
+        """`RuleRewriter.continuity`, with the earlier questions as this rewriter rewrote them when it
+        remembers them (the rules' reading where it does not: after a restart, or once a compression
+        changed the history they were rewritten against)."""
+        rules = self.rules.continuity(view, decision)
+        for i in range(len(view.rounds) - 1, -1, -1):
+            asked = view.rounds[i].user.content
+            if not asked.strip():
+                continue
+            # The round before it names the turn (a compression moves the start of the rounds memory holds,
+            # so the whole history would not); without one the rounds it followed are folded in the summary.
+            mine = self._asked.get(_asked_key(tenant, asked, view.rounds[:i])) if i or not view.summary else None
+            return rules if mine is None or not rules else (mine.query, *mine.continues)[:_CONTEXT_DEPTH]
+        return rules
 
 
 _PROMPT_ANSWER_CHARS = 400  # of each answer, shown to the rewriting model

@@ -240,7 +240,9 @@ def _is_model_word(word: str) -> bool:
     return (len(word) > 1 and word.isupper()) or any(ch.isupper() for ch in word[1:])
 
 
+@lru_cache(maxsize=8192)
 def normalize(text: str) -> str:
+    # Remembered: every entity's key and every history text are normalized again on each later turn.
     return re.sub(r"\s+", " ", text.lower()).strip()
 
 
@@ -1075,6 +1077,12 @@ def has_subject(question: str) -> bool:
     return is_chinese(question) and any(
         flag.startswith("v") and len(w) >= 2 and w not in _ZH_LIGHT_VERBS for w, flag in _tagged(question)
     )
+
+
+@lru_cache(maxsize=4096)
+def text_topic_words(text: str) -> frozenset[str]:
+    """`topic_words` of the text's entities, remembered: a conversation's texts are read again every turn."""
+    return frozenset(topic_words(entities(text)))
 
 
 def topic_words(found: Iterable[Entity]) -> set[str]:

@@ -176,6 +176,24 @@ async def test_write_batch_creates_missing_rows_and_upserts_meta(archive: Archiv
     }
 
 
+async def test_upserts_are_built_once_per_shape_and_each_write_has_its_own_values(archive: Archive) -> None:
+    from rag_service.sessions.archive.schema import sessions
+
+    assert archive._upsert(sessions, ["session_id"], ["updated_at"]) is archive._upsert(
+        sessions, ["session_id"], ["updated_at"]
+    )
+    assert archive._upsert(sessions, ["session_id"], ["updated_at"]) is not archive._upsert(
+        sessions, ["session_id"], ["updated_at", "summary"]
+    )
+    # The remembered statement is never changed by a write: two metas written one after the other both land.
+    first, second = meta_of(user="u7"), meta_of(user="u8")
+    await archive.write_batch([ArchiveWrite(first.session_id, first, ())])
+    await archive.write_batch([ArchiveWrite(second.session_id, second, ())])
+    got_first, got_second = await archive.load(first.session_id), await archive.load(second.session_id)
+    assert got_first is not None and got_first[0].user == "u7"
+    assert got_second is not None and got_second[0].user == "u8"
+
+
 async def test_session_ids_are_case_sensitive(archive: Archive) -> None:
     base = new_session_id(16)
     lower, upper = SessionMeta(base.lower() + "x", 1.0), SessionMeta(base.upper() + "X", 2.0)

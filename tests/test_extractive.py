@@ -4,6 +4,7 @@ knowledge base), so the rules are checked on text they were not written for."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
@@ -262,3 +263,30 @@ async def test_a_price_list_cut_by_the_chunk_overlap_is_quoted_whole_whatever_th
     text = await answer("Kiwi 3 多少钱", chunks=[tail, repairs, battery, specs, head])
     assert "1999" in text and "2299" in text and "2699" in text
     assert text.index("1999") < text.index("2299") < text.index("2699")
+
+
+def test_sources_read_their_sentences_once_per_chunk_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Receipts list the sentences an answer quotes; the same chunks come back turn after turn with other
+    # scores, and are read once.
+    import rag_service.extractive as extractive
+
+    reads: list[int] = []
+    real = extractive.sentences_of
+
+    def counting(chunks: Any) -> Any:
+        reads.append(len(chunks))
+        return real(chunks)
+
+    monkeypatch.setattr(extractive, "sentences_of", counting)
+    extractive._sentences_read.cache_clear()
+    text = "Kettles are covered for 18 months. The lid hinge is covered for 6 months."
+    first = [chunk("kettle-care", "Brewmoor kettle care", text, score=0.71)]
+    again = [chunk("kettle-care", "Brewmoor kettle care", text, score=0.64)]
+    answer = "The lid hinge is covered for 6 months."
+    payload = extractive.sources_payload(first, answer)
+    assert payload[0]["sentences"] == ["The lid hinge is covered for 6 months."]
+    later = extractive.sources_payload(again, answer)
+    assert reads == [1]
+    assert later[0]["sentences"] == payload[0]["sentences"] and later[0]["score"] == 0.64
+    # Without an answer to quote from, the chunks' text is used, and nothing needs reading.
+    assert extractive.sources_payload(again)[0]["sentences"] == [text] and reads == [1]

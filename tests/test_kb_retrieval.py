@@ -100,3 +100,41 @@ async def test_a_follow_up_leans_on_the_previous_search_without_running_it_again
     assert fresh.pools == 2
     assert [c.id for c in again] == [c.id for c in follow]
     assert first and follow[0].doc_id == first[0].doc_id
+
+
+class CountingEmbedder:
+    """The real embedder, counting the queries it is asked to embed."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner, self.queries = inner, 0
+        self.name, self.dim, self.remote = inner.name, inner.dim, inner.remote
+
+    def embed_query(self, text: str) -> Any:
+        self.queries += 1
+        return self.inner.embed_query(text)
+
+    def embed_passages(self, texts: Any) -> Any:
+        return self.inner.embed_passages(texts)
+
+
+async def test_a_chain_of_follow_ups_leans_on_remembered_searches_only(
+    kb_index: VectorIndex, embedder: Embedder
+) -> None:
+    # A follow-up continues the previous query and what that one continued (at most two): each was searched
+    # on its own turn, so the lean is their candidates leaned again, with no embedding or index search.
+    counting, embeds = CountingIndex(kb_index), CountingEmbedder(embedder)
+    retriever = Retriever(counting, embeds, RetrievalSettings())  # type: ignore[arg-type]
+    asked = ["换货要自己付邮费吗？", "换货邮费 贴了膜呢", "换货邮费 贴了膜呢 多久寄回", "换货 寄回 可以上门取件吗"]
+    await retriever.search(asked[0])
+    await retriever.search(asked[1], continues=(asked[0],))
+    await retriever.search(asked[2], continues=(asked[1], asked[0]))
+    leaned = await retriever.search(asked[3], continues=(asked[2], asked[1]))
+    assert (counting.pools, embeds.queries) == (4, 4)
+    # The same results as a retriever that has to run the continued searches.
+    fresh, fresh_embeds = CountingIndex(kb_index), CountingEmbedder(embedder)
+    again = await Retriever(fresh, fresh_embeds, RetrievalSettings()).search(  # type: ignore[arg-type]
+        asked[3], continues=(asked[2], asked[1])
+    )
+    assert (fresh.pools, fresh_embeds.queries) == (3, 3)
+    assert [(c.id, c.score) for c in again] == [(c.id, c.score) for c in leaned]
+    assert all(c.text for c in leaned)

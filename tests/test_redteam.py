@@ -410,3 +410,30 @@ async def stored_facts(app: AppClient, user: str) -> list[str]:
     um = app.services.user_memory
     assert um is not None
     return [f.fact for f in await um.facts(UserMemory.key("", user))]
+
+
+def test_folding_reads_entities_and_characters_as_a_regex_per_unit_would() -> None:
+    # The guard folds every streamed answer; it finds the entities only and takes the rest one character at
+    # a time (remembering how each folds): the same units, folded the same way, at the same indices.
+    import random
+
+    from rag_service.guard import fold
+
+    unit = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});|.", re.S)
+
+    def by_regex(text: str, offset: int) -> tuple[str, list[int]]:
+        out, where = [], []
+        for m in unit.finditer(text):
+            u = m.group()
+            for c in unicodedata.normalize("NFKC", html.unescape(u) if len(u) > 1 else u).casefold():
+                if c.isalnum():
+                    out.append(c)
+                    where.append(m.start() + offset)
+        return "".join(out), where
+
+    rnd = random.Random(7)
+    alphabet = [chr(i) for i in range(0x20, 0x3100, 7)] + list("&&#;;xX0123456789abcdefﬁ①²ß\n")
+    samples = ["Brewmoor ﬁlter &lt;b&gt; &#x3c;&#60 &amp &#99999999; ①²", "没有实体的中文回答，第 2 段。"]
+    samples += ["".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 60))) for _ in range(500)]
+    for text in samples:
+        assert fold(text, 5) == by_regex(text, 5), text

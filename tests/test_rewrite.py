@@ -22,6 +22,7 @@ from rag_service.evaluation.retrieval_eval import split_half
 from rag_service.retrieval import PRIOR_DECAY, Retriever, lean
 from rag_service.rewrite import (
     Gate,
+    History,
     KnownNames,
     LLMRewriter,
     NoRewriter,
@@ -38,6 +39,8 @@ from rag_service.rewrite_rules import (
     reference_marker,
     salient_entities,
     strip_framing,
+    text_topic_words,
+    topic_words,
 )
 from rag_service.testing.fake_llm import FakeLLM, Fault, Waits, scripted
 from rag_service.wiring import build_rewriter
@@ -799,6 +802,31 @@ def test_a_dependent_follow_up_carries_the_questions_it_continues() -> None:
     assert switch.continues == () and switch.topic_switch
 
 
+async def test_an_llm_rewritten_follow_up_continues_the_queries_the_llm_made(fake_llm: FakeLLM) -> None:
+    # Retrieval searched the LLM's queries on those turns (and remembers what they found), not the rules'.
+    fake_llm.set_responder(
+        scripted(
+            [("Last question: 能改几次", "电子收据能改几次？"), ("Last question: 要多久", "电子收据申请后多久能拿到？")]
+        )
+    )
+    rewriter = make_llm_rewriter(llm_settings(fake_llm.base_url))
+    first = ("电子收据怎么申请？", "在订单页申请。")
+    assert (await rewriter.rewrite(first[0], view())).continues == ()
+    second = await rewriter.rewrite("要多久才能拿到", view(first))
+    assert (second.query, second.continues) == ("电子收据申请后多久能拿到？", (first[0],))
+    second_turn = ("要多久才能拿到", "三个工作日。")
+    third = await rewriter.rewrite("能改几次", view(first, second_turn))
+    assert third.continues == ("电子收据申请后多久能拿到？", first[0])
+    # A compression since (a summary, the first round folded into it) still finds the turn by the round
+    # before it; with nothing before it in memory, the rules read the question again.
+    folded = await rewriter.rewrite("能改几次", view(second_turn, summary="顾客问了电子收据。"))
+    rules = rewriter.rules.rewrite_now("要多久才能拿到", MemoryView("顾客问了电子收据。", 0, ()))
+    assert folded.continues == (rules.query, *rules.continues)[:2]
+    kept = await rewriter.rewrite("能改几次", view(first, second_turn, summary="顾客问了电子收据。"))
+    assert kept.continues == third.continues
+    await rewriter.client.close()
+
+
 @pytest.mark.parametrize(
     ("previous", "question", "expected"),
     [
@@ -866,3 +894,12 @@ def test_lean_does_not_add_to_the_same_product_lift() -> None:
     # The product page already gets the reranker's product lift; the lean does not stack on it.
     assert lean("Zeta 9 Pro 学生买便宜多少", chunks, {"zeta": 1.0})[0].doc_id == "student"
     assert lean("学生买便宜多少", chunks, {"zeta": 1.0})[0].doc_id == "zeta"
+
+
+def test_a_conversations_topic_words_are_read_once_per_text() -> None:
+    text = "Does the Brewmoor Kettle Pro keep its warranty after a descaling?"
+    assert text_topic_words(text) == topic_words(entities(text))
+    before = text_topic_words.cache_info().hits
+    history = History("", view(text, "Which descaling powder do you sell?").rounds)
+    assert history.shares("How often should the kettle be descaled?")
+    assert text_topic_words.cache_info().hits > before

@@ -30,6 +30,7 @@ class Database:
         self.cipher = Cipher(encryption_key) if encryption_key else None
         self._ready = not sqlite_in_memory(self.url)
         self._ready_lock = asyncio.Lock()
+        self._upserts: dict[tuple[sa.Table, tuple[str, ...], tuple[str, ...]], Any] = {}
 
     async def connect_ready(self) -> None:
         """Public because the feedback and annotation repositories share this archive's engine and must
@@ -50,6 +51,15 @@ class Database:
         return mysql.insert(table)
 
     def _upsert(self, table: sa.Table, keys: Sequence[str], update: Sequence[str]) -> Any:
+        # Built once per shape (a statement is immutable: `.values()` makes a new one); building it cost
+        # more than a turn receipt's own work.
+        shape = (table, tuple(keys), tuple(update))
+        stmt = self._upserts.get(shape)
+        if stmt is None:
+            stmt = self._upserts[shape] = self._build_upsert(table, keys, update)
+        return stmt
+
+    def _build_upsert(self, table: sa.Table, keys: Sequence[str], update: Sequence[str]) -> Any:
         stmt = self._insert(table)
         if self.dialect in ("postgresql", "sqlite"):
             return stmt.on_conflict_do_update(index_elements=list(keys), set_={c: stmt.excluded[c] for c in update})
