@@ -216,6 +216,9 @@ async def test_a_marked_up_heading_names_its_section_even_as_a_question() -> Non
     ]
     marked = {"Can I boil milk in it?", "How long is the cord?"}
     assert [s for _, s in chunk_sections(texts, marked)] == ["", "How long is the cord?", "How long is the cord?"]
+    # A marked-up heading must otherwise read like one: a colon still makes it a sentence.
+    steps = ["Kettle guide\nStep 1: Fill it\nUse cold water.", "Use cold water.\nStep 2: Boil it\nPress the switch."]
+    assert [s for _, s in chunk_sections(steps, {"Step 1: Fill it", "Step 2: Boil it"})] == ["", "Kettle guide"]
     # Without markup (a plain-text file) a question line is a sentence, not a section's name.
     assert [s for _, s in chunk_sections(texts)] == ["", "Kettle FAQ", "Kettle FAQ"]
 

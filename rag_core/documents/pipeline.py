@@ -128,8 +128,9 @@ def chunk_sections(texts: Iterable[str], headings: AbstractSet[str] = frozenset(
     inside the previous chunk's overlap) has lost its heading; the answerer needs it to tell "256GB 版本售价
     8999 元" under one product's price list from the same line on a sibling's page.
 
-    `headings` are the lines the document's markup marks as headings (`LoadedDoc.headings`); any other
-    line names a section only when it reads like a heading (`rag_core.text.is_heading`)."""
+    A line names a section when it reads like a heading (`rag_core.text.is_heading`) or, among `headings`
+    (the lines the document's markup marks as headings, `LoadedDoc.headings`), when it would but for the
+    question mark that ends it."""
     previous: list[tuple[str, str]] = []  # (line, heading in effect before it) of the previous chunk
     current = ""
     for text in texts:
@@ -157,7 +158,14 @@ def chunk_sections(texts: Iterable[str], headings: AbstractSet[str] = frozenset(
 def _names_section(line: str, headings: AbstractSet[str]) -> bool:
     # A table's row (its header row too) is short and unpunctuated, but not a heading: the rows name
     # their columns themselves, and the heading above the table says what it is about.
-    return CELL_SEPARATOR not in line and (line in headings or is_heading(line))
+    if CELL_SEPARATOR in line:
+        return False
+    # A marked-up heading may be a question ("Can I pay later?", "多久能到货？"), as FAQ pages word them;
+    # otherwise it must still read like a heading. The answerer finds the headings inside a chunk by
+    # `is_heading` alone, so a label it cannot see there carries over the next such heading onto that
+    # section's sentences: accepting every marked-up heading ("Step 2: Memory", with its colon) measured
+    # worse answers, question headings better retrieval.
+    return is_heading(line) or (line in headings and is_heading(line.rstrip("?？")))
 
 
 async def ingest_file(
