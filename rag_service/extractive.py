@@ -42,7 +42,7 @@ from rag_service.facts import (
     shows,
     values,
 )
-from rag_service.glossary import ASPECTS, GENERIC, concepts, coverage, weight
+from rag_service.glossary import ASPECTS, CATEGORIES, GENERIC, concepts, coverage, weight
 from rag_service.recall import recall_answer
 from rag_service.table_rows import Row, asked_numbers, headers_of, variant_clauses, variant_marks, with_variants
 
@@ -66,6 +66,13 @@ _BOILERPLATE = re.compile(
     r"|^this (?:page|document|article|guide|section) (?:explains|describes|covers|lists|summari[sz]es|is about)"
     r"|版权所有|copyright|©|all rights reserved|返回顶部|首页\s*[>/]|^home\s*[>/]|skip to|上一页|下一页|cookie",
     re.IGNORECASE,
+)
+
+
+# A sentence that sends the reader to another document for the rule.
+_POINTER = re.compile(
+    r"(?:见|请看|参见|参阅|详见|请查看)\s?《[^》]{1,40}》|\b(?:see|refer to|check) (?:our |the )?[\"“'‘][^\"”'’]{1,60}[\"”'’]",
+    re.I,
 )
 
 
@@ -93,26 +100,69 @@ def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
         reader = readers[chunk.doc_id]
         reader.reset()
         lines = [ln.strip() for ln in _LINE_SPLIT.split(chunk.text) if ln.strip() and ln.strip() != chunk.title]
+        # A sentence that ends in a colon ("每周开放以下时段：") introduces the short lines below it: they
+        # are its items, not headings, and it is quoted with them.
+        intro: Candidate | None = None
         for i, line in enumerate(lines):
             got = reader.feed(line, lines[i + 1] if i + 1 < len(lines) else None)
             if got is True:
                 continue
             if isinstance(got, Row):
+                intro = None
                 text = got.render()
                 if text not in seen:
                     seen.add(text)
                     out.append(Candidate(text, chunk, rank, section, len(out), row=got))
                 continue
-            if is_heading(line):
+            if (
+                intro is not None
+                and is_heading(line)
+                and _ITEM_VALUE.search(line)
+                and intro.text.count(_ITEM_JOIN) < _MAX_ITEMS
+            ):
+                intro.text += ("" if intro.text.endswith(_INTRO_ENDS) else _ITEM_JOIN) + line
+                out.append(Candidate(line, chunk, rank, section, len(out)))
+                continue
+            intro = None
+            if is_heading(line) or _asks_question(line, lines[i + 1] if i + 1 < len(lines) else None):
                 section = line
                 continue
             body = LIST_MARK.sub("", line).strip(" #*")
+            reply = ""
             for s in split_sentences(body):
-                if len(s) < 4 or s in seen:
+                if _BARE_REPLY.fullmatch(s):
+                    reply = f"{reply}{s} "  # "No." is read with what it answers no to
                     continue
-                seen.add(s)
+                s, reply = reply + s, ""
+                # The same line under two headings ("营业时间：9:00–20:30" of two stores) is two facts.
+                key = f"{section}\n{s}"
+                if len(s) < 4 or key in seen:
+                    continue
+                seen.add(key)
                 out.append(Candidate(s, chunk, rank, section, len(out)))
+                intro = out[-1] if s.endswith(_INTRO_ENDS) else None
     return out
+
+
+_INTRO_ENDS = ("：", ":")
+_ITEM_JOIN = "；"
+_MAX_ITEMS = 8
+# An item states something ("周六 14:00–17:00"); a heading after the items ("退换说明") starts a section.
+_ITEM_VALUE = re.compile(r"\d")
+
+
+_BARE_REPLY = re.compile(
+    r"(?:yes|no|yes,? you can|no,? you can(?:no|')t|是的|是|不是|可以|不可以|不能|能)[.!。！,，]?", re.I
+)
+_QUESTION_LINE = re.compile(r"[?？]\s*$")
+
+
+def _asks_question(line: str, following: str | None) -> bool:
+    """A line that is one question with more text after it (a FAQ's "Can I pay by card?" over its answer):
+    the heading of what follows, never an answer itself."""
+    if following is None or not _QUESTION_LINE.search(line) or len(line) > 160:
+        return False
+    return len(split_sentences(line)) == 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +179,7 @@ class Question:
     context: frozenset[str] = frozenset()
     added_ideas: frozenset[str] = frozenset()
     added_words: frozenset[str] = frozenset()
+    editions: frozenset[str] = frozenset()
 
     @classmethod
     def parse(cls, question: str, query: str, earlier: Sequence[str] = ()) -> Question:
@@ -140,10 +191,14 @@ class Question:
         if not asks and _FOLLOW_UP.search(question):
             # The nearest earlier question with a type ("三年的呢" after "平板呢" after "延保多少钱").
             asks = next((found for e in reversed(earlier) if (found := _typed(e))), [])
+        if not asks and _BARE_HOW_MUCH.search(question) and _SELLING.search(question):
+            asks = [Ask.PRICE]  # "网上卖 1280，店里多少": what it sells for here
         previous = " ".join(earlier[-_CONTEXT_ROUNDS:])
         if not asks and has_value(question, Ask.DURATION):
             asks = [Ask.DURATION]  # "what if it stops working after 20 days?": the time limit that applies
         ideas = concepts(both)
+        if not asks and concepts(question) & _SPEC_UNITS.keys():
+            asks = [Ask.SPEC]  # "what noise level on its quietest mode?": a figure in the concept's unit
         # What the rewriter added to the question ("Zone 2 客服周末上班吗") is weaker evidence than what the
         # customer asked, unless the question says nothing by itself ("专票呢" -> "专票什么时候能收到").
         own_ideas, own_words = concepts(question), _stems(terms(question))
@@ -157,6 +212,7 @@ class Question:
             named=products(query or question) or products(question),
             base_model=BASE_WORDS.search(question) is not None,
             attrs=attributes(question) or attributes(query),
+            editions=editions(question) or editions(query),
             words=frozenset(words),
             ideas=ideas,
             added_ideas=added_ideas,
@@ -171,6 +227,8 @@ _ANAPHOR = re.compile(r"\b(?:that|this|it|its|those|these|them|they)\b|这个|�
 
 
 _CONTEXT_ROUNDS = 3
+_BARE_HOW_MUCH = re.compile(r"多少[？?]?\s*$", re.I)
+_SELLING = re.compile(r"卖|售|标价|\bsells?\b|\bsold\b|\bselling\b", re.I)
 
 
 def _typed(question: str) -> list[Ask]:
@@ -221,6 +279,47 @@ def _family_wide(c: Candidate, q: Question) -> bool:
     return bool(asked) and asked <= variant_marks(c.chunk.text)
 
 
+# A Chinese edition word names a sibling as surely as "Pro" does ("遥控版" vs "普通版", "青春版").
+_EDITION = re.compile(f"({HAN_CLASS}{{2}})版")
+
+
+@lru_cache(maxsize=4096)
+def editions(text: str) -> frozenset[str]:
+    return frozenset(m.group(1) for m in _EDITION.finditer(text)) if text else frozenset()
+
+
+def _edition_fit(q: Question, c: Candidate) -> float:
+    """Whether the sentence is about the edition asked for: its own edition words, else its heading's, else
+    its page title's; 1 when the question names none or the sentence's context names none."""
+    if not q.editions:
+        return 1.0
+    for text in (c.text, c.section, c.chunk.title):
+        found = editions(text)
+        if found:
+            return 1.5 if found & q.editions else 0.3
+    return 1.0
+
+
+_FAMILY_AFTER = re.compile(r"\s?(?:全?系列|全系|\s(?:series|range|line|family)\b)", re.I)
+_FAMILY_BEFORE = re.compile(r"(?:\b(?:every|all|each|any)\s(?:of\s)?(?:the\s|our\s)?|全系|所有)$", re.I)
+
+
+def _names_family(c: Candidate, q: Question) -> bool:
+    """A sentence that names the asked model's family as such ("T5 系列整机保修 3 年", "every Brisa fan has
+    ..."): it is said of every model of the family, the asked one included."""
+    if c.row is not None:
+        return False
+    for n in products(c.text):
+        if n.variants or not any(n.core <= a.core for a in q.named):
+            continue
+        at = c.text.find(n.text)
+        if at < 0:
+            continue
+        if _FAMILY_AFTER.match(c.text, at + len(n.text)) or _FAMILY_BEFORE.search(c.text[max(0, at - 16) : at]):
+            return True
+    return False
+
+
 def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     # Words of the page title and of the product asked about say which page a sentence is on; whether it
     # is the right page is `product_fit`'s and retrieval's call, so they do not count as shared words.
@@ -228,8 +327,11 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     numbers = asked_numbers(q.text, [p.text for p in q.named])
     asked_words = q.words - named_words
     for c in candidates:
-        c.words = _stems(set(terms(c.text)) | set(terms(c.section))) - _stems(terms(c.chunk.title)) - named_words
-        c.ideas = concepts(f"{c.section} {c.text}")
+        # A FAQ's question heading frames its answer but is worded like the customer's question: its words
+        # would make every answer under it look like the answer.
+        heading = "" if _QUESTION_LINE.search(c.section) else c.section
+        c.words = _stems(set(terms(c.text)) | set(terms(heading))) - _stems(terms(c.chunk.title)) - named_words
+        c.ideas = concepts(f"{heading} {c.text}") | (concepts(c.chunk.title) & CATEGORIES)
     n = len(candidates)
     df: Counter[str] = Counter(t for c in candidates for t in c.words)
     primary = q.asks[0] if q.asks else Ask.GENERAL
@@ -247,6 +349,10 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     # A question with no topic of its own ("and what does that option cost?") takes the previous one's.
     context_weight = 0.8 if q.ideas - GENERIC else 1.5
     words_total = sum(idf.values())
+    topic_ideas = bool(q.ideas - GENERIC)
+    own_tiers = (q.ideas - q.added_ideas) & _TIERS
+    # "洗碗机搬上楼收费吗": the category says which product, the words say what about it.
+    category_only = 0.3 if q.ideas and q.ideas <= CATEGORIES else 1.0
     for c in candidates:
         # How much of what the question says the sentence covers: its words (rarer ones weigh more) and
         # its concepts. In the question's language they are mostly the same evidence ("warranty" is both),
@@ -256,7 +362,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         # A Chinese word written another way ("专票" ~ "专用发票", "碎了" ~ "碎裂") shares its characters.
         by_words += 0.5 * sum(idf[t] for t in asked_words - shared if _HAN_WORD.fullmatch(t) and _chars_in(t, c))
         by_words = by_words / words_total if words_total else 0.0
-        by_ideas = _coverage(q, c.ideas)
+        by_ideas = _coverage(q, c.ideas) * category_only
         score = 0.1 + max(by_words, by_ideas) + 0.25 * min(by_words, by_ideas)
         if q.context:
             # What the previous question was about still counts a little ("that service" = its topic).
@@ -267,8 +373,9 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         # shipping page) too.
         score *= 0.7 ** min(2, len((c.ideas & ASPECTS) - q.ideas))
         score *= 0.5 ** min(2, len(asked_aspects - page_ideas))
-        if q.ideas:
-            # The page whose title is the question's topic ("return policy" ~ "退换货政策") answers it.
+        if topic_ideas:
+            # The page whose title is the question's topic ("return policy" ~ "退换货政策") answers it; a title
+            # that only shares a concept every page has ("价格表" for "多少钱") says nothing of the topic.
             score *= 1 + 1.2 * coverage(q.ideas, concepts(c.chunk.title))
         if primary is not Ask.GENERAL:
             fits = shows(c.text, primary)
@@ -280,7 +387,9 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
                 score *= 1.3 if fits else 1.0
             else:
                 score *= 2.2 if fits else 0.3
-            if primary in section_asks(c.section):
+            # A FAQ's question heading ("what does the standard cover include?") may ask for another thing than
+            # the customer does (the warranty of the model they asked about): only a topic heading counts.
+            if primary in section_asks(c.section) and not _QUESTION_LINE.search(c.section):
                 score *= 1.5  # under "退款多久到账" / "Delivery times": the heading asks this question
             if primary is Ask.SPEC:
                 # "内存多大" wants gigabytes, "多重" a weight: the unit of the concept asked about.
@@ -288,10 +397,15 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
                 if units:
                     score *= 2.0 if any(u.search(c.text) for u in units) else 0.5
         fit = product_fit(list(q.named), q.base_model, _context_products(c, q))
-        if fit == 0 and _family_wide(c, q):
+        if fit == 0 and (_family_wide(c, q) or _names_family(c, q)):
             fit = 0.8  # "发热管均保修 3 年" on a page that covers the asked variant among others
         if q.named:
             score *= 0.5 if fit is None else 0.03 if fit == 0 else 2.0 * fit
+        score *= _edition_fit(q, c)
+        if own_tiers:
+            # "我是钻石会员，邮费如何收": the platinum level's row, not the rule for every level or the gold one's.
+            tiers = c.ideas & _TIERS
+            score *= 1.5 if tiers & own_tiers else 0.5 if tiers else 1.0
         sentence_attrs = attributes(c.text)
         for kind, found in attributes(c.section).items():
             sentence_attrs.setdefault(kind, found)  # "成都店" heading over "门店电话为 …"
@@ -307,6 +421,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             score *= 0.5  # says nothing of the tier or size asked about
         if _BOILERPLATE.search(c.text):
             score *= 0.05
+        elif _POINTER.search(c.text):
+            score *= 0.3  # "详见《售后服务说明》": the answer is on the page it points to
         if primary is Ask.GENERAL:
             # "What is your return policy?": a page states its main rule first.
             score *= 1 + 0.5 / (1 + c.chunk.index)
@@ -355,6 +471,9 @@ _SPEC_UNITS = {
     "weight": re.compile(r"\d\s?(?:克|千克|公斤|kg|g)\b|\d\s?(?:克|千克|公斤)", re.I),
     "battery": re.compile(r"\d\s?(?:mAh|小时|hours?|Wh)", re.I),
     "screen": re.compile(r"\d\s?(?:英寸|寸|inch|\"|Hz)", re.I),
+    "noise": re.compile(r"\d\s?(?:dB|分贝)", re.I),
+    "temperature": re.compile(r"\d\s?(?:℃|°C|度)", re.I),
+    "room_size": re.compile(r"\d\s?(?:m²|㎡|平方米|平米|square met)", re.I),
 }
 _ASK_IDEA = {Ask.PRICE: "price", Ask.DURATION: "time_limit"}
 
@@ -500,7 +619,24 @@ def _asked_variants(q: Question) -> frozenset[str]:
     return frozenset(v for p in q.named for v in p.variants)
 
 
+def _subject(c: Candidate, text: str) -> str:
+    """The heading a quoted sentence needs to say whose fact it is: a store's or a model's heading over
+    "营业时间：9:00–20:30" when the sentence names no place nor product of its own ("" when it does, or
+    the heading names neither)."""
+    section = c.section.strip()
+    if c.row is not None or not section or section == c.chunk.title or len(section) > 40:
+        return ""
+    if places(section):
+        return "" if places(text) else section
+    if products(section) or editions(section):
+        return "" if products(text) or editions(text) else section
+    return ""
+
+
 def _cite(c: Candidate, lang: str, text: str) -> str:
+    subject = _subject(c, text)
+    if subject:
+        text = f"{subject}：{text}" if language(subject) == "zh" else f"{subject}: {text}"
     title = c.chunk.title.split(" - ")[0].strip() or c.chunk.source
     return f"- {text}（{title}）" if lang == "zh" else f"- {text} ({title})"
 

@@ -167,7 +167,8 @@ VALUE_PATTERNS: dict[Ask, re.Pattern[str]] = {
     ),
     Ask.PERCENT: re.compile(rf"{_NUM}\s?%|百分之[一二三四五六七八九十\d]+|[一二三四五六七八九\d](?:\.\d)?\s?折"),
     Ask.SPEC: re.compile(
-        rf"{_NUM}\s?(?:mAh|GB|TB|MB|克|千克|公斤|kg|g\b|英寸|寸|inch(?:es)?|-inch|mm|毫米|Hz|W\b|瓦|核|万像素|像素|小时|hours?|nits|尼特)",
+        rf"{_NUM}\s?(?:mAh|GB|TB|MB|克|千克|公斤|kg|g\b|英寸|寸|inch(?:es)?|-inch|mm|毫米|Hz|W\b|瓦|核|万像素|像素|小时|hours?|nits|尼特"
+        r"|dB|分贝|℃|°C|m²|㎡|平方米|L\b|升|Pa\b|kWh)",
         re.I,
     ),
 }
@@ -241,7 +242,7 @@ _PLACES: dict[str, str] = {
     "th": "泰国|thailand", "hk": "香港|hong kong", "mo": "澳门|macau|macao", "tw": "台湾|taiwan",
     "eu": "欧洲|europe", "na": "北美|north america", "oc": "大洋洲|oceania", "asia": "亚洲|\\basia\\b", "bj": "北京|beijing", "sh": "上海|shanghai", "gz": "广州|guangzhou", "sz": "深圳|shenzhen",
     "cd": "成都|chengdu", "hz": "杭州|hangzhou", "wh": "武汉|wuhan", "nj": "南京|nanjing", "cq": "重庆|chongqing",
-    "xa": "西安|xi'?an", "tj": "天津|tianjin", "su": "苏州|suzhou",
+    "xa": "西安|\\bxi'?an\\b", "tj": "天津|tianjin", "su": "苏州|suzhou",
 }  # fmt: skip
 _CATEGORIES: dict[str, str] = {
     "phone": "手机|\\bphones?\\b|smartphones?", "laptop": "笔记本|电脑|\\blaptops?\\b|notebooks?",
@@ -352,7 +353,7 @@ VARIANT_WORDS = frozenset(
 )
 # Words a question uses for "the model without a variant word".
 BASE_WORDS = re.compile(
-    r"标准款|标准版|基础款|普通款|普通版|入门款|\bstandard\b|\bbase model\b|\bregular\b|\bnon-pro\b", re.I
+    r"标准款|标准版|基础款|普通款|普通版|入门款|\bstandard\b|\bbase model\b|\bbasic\b|\bregular\b|\bnon-pro\b", re.I
 )
 
 _NAME_RUN = re.compile(
@@ -470,15 +471,20 @@ _BRAND_DIGITS = re.compile(
     rf"|{HAN_CLASS}{{2}}\s?\d+[A-Za-z]*(?:\s(?:Pro|Max|Plus|Ultra|mini|Lite|SE|FE|Air|Neo))+"
 )
 _INNER_CAP = re.compile(r"[a-z][A-Z]|[A-Z]{2,}[a-z]")
+_LOWER_NOUN = re.compile(r"[ -][a-z]{3,}")
 
 
 def _add_product(out: list[Product], text: str, start: int, end: int, raw: str) -> None:
     words = raw.strip(" -").split()
     words = [w for w in words if not _is_value(w)]
+    if words and words[-1] == "air" and _LOWER_NOUN.match(text, end):
+        words.pop()  # "Crispo 6 air fryer": the appliance's name, not the MacBook's "Air"
     while words and _not_name(words[-1]):
         words.pop()
     while words and _not_name(words[0]):
         words.pop(0)
+    while len(words) > 1 and words[0].isalpha() and words[0].islower() and words[1][:1].isupper():
+        words.pop(0)  # "replace Aqua R7": a verb before the name
     if not words:
         return
     name = " ".join(words)

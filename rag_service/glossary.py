@@ -23,7 +23,11 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "exchange": ("exchange*|replace*|swap", "换货|更换|调换|换新"),
     "warranty": ("warrant*|guarantee*|coverage|covered", "保修|质保|保固|保用|联保"),
     "extended_warranty": ("extended warranty|extend*", "延保|延长保修"),
-    "accident": ("accident*|damage protection|drop*|crack*|broken", "意外|摔|碎屏|碎裂|进水"),
+    # Not "drop*": a price drop is no accident.
+    "accident": (
+        "accident*|damage protection|dropped|drop it|drops and|drop damage|spill*|crack*|broken",
+        "意外|摔|碎屏|碎裂|进水",
+    ),
     "repair": ("repair*|fix*|service cent*", "维修|修理|报修|送修"),
     "out_of_warranty": (
         "out of warranty|out-of-warranty|after the warranty|after warranty|warranty expired|warranty has expired"
@@ -56,11 +60,16 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "upgrade": ("upgrad*|become|qualif*|reach|threshold", "升级|成为|达到|升到|门槛"),
     "points": ("point*|reward*", "积分|积分抵|兑换"),
     "trade_in": (
-        "trade-in|trade in|trade*|old phone|old device|old laptop|recycl*|buy back|sell my",
+        "trade-in|trade in|trade*|old phone|old device|old laptop|old appliance*|old fridge*|old washer*|old unit*"
+        "|take away|taking away|haul away|recycl*|buy back|sell my",
         "以旧换新|旧机|回收|换购|折价",
     ),
     "store": ("store*|shop*|branch*|outlet*|retail", "门店|店铺|实体店|线下|门市"),
-    "opening_hours": ("open*|hour*|close*|business hours|holiday*", "营业|营业时间|开门|关门|下班|休息|节假日"),
+    # Not "opened": an opened box is no opening hours.
+    "opening_hours": (
+        "open|opens|opening hours|opening time*|hour*|close|closes|closed|closing*|business hours|holiday*",
+        "营业|营业时间|开门|关门|下班|休息|节假日",
+    ),
     "address": ("address*|located|location*|where", "地址|位置|在哪"),
     "contact": (
         "contact*|call*|phone*|hotline|email*|e-mail|customer service|support|agent*",
@@ -117,6 +126,38 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "proof": ("proof|id card|certificate|verify*|verification", "证明|证件|学生证|认证|验证"),
     "limit": ("limit*|quota|at most|maximum|per year|yearly", "限购|上限|最多|每年|额度"),
     "zone": ("zone*|region*|countr*", "区域|地区|国家"),
+    # Home appliances: what their pages and customers talk about in either language.
+    "noise": ("noise|noisy|quiet*|loud*|decibel*|db", "噪音|噪声|分贝|静音"),
+    "temperature": ("temperature*|degrees|celsius|°c", "温度|℃|°C|恒温|控温"),
+    "room_size": (
+        "room size|room area|floor area|square met*|how big a room|how large a room",
+        "面积|房间|平方米|平米|㎡",
+    ),
+    "motor": ("motor*|compressor*", "电机|压缩机|马达"),
+    "install": ("install*|mount*", "安装|装机|上门安装"),
+    "energy": ("energy|efficiency|power consumption", "能效|耗电"),
+    "filter": ("filter*|membrane*|cartridge*", "滤芯|滤网|膜"),
+    "time_slot": ("time slot*|slot*|time window*", "时间段|时段"),
+    "drying": ("dry|dries|drying|dryer*|tumble dr*", "烘干|干衣"),
+    "fridge": ("fridge*|refrigerator*", "冰箱"),
+    "washer": ("washer*|washing machine*", "洗衣机|洗烘一体"),
+    "air_conditioner": ("air condition*|aircon*|a/c", "空调"),
+    "kettle": ("kettle*", "电水壶|烧水壶|热水壶"),
+    "rice_cooker": ("rice cooker*", "电饭煲|电饭锅"),
+    "air_fryer": ("air fryer*|air-fryer*", "空气炸锅"),
+    "purifier": ("purifier*", "净化器|净水器"),
+    "vacuum": ("vacuum*|robot cleaner*", "扫地机|吸尘器"),
+    "microwave": ("microwave*", "微波炉"),
+    "oven": ("oven*", "烤箱"),
+    "blender": ("blender*", "破壁机|料理机|搅拌机"),
+    "expiry": ("expir*|valid until|validity|lapse*", "过期|有效期|失效|到期|清零"),
+    "subscription": ("subscri*", "订阅"),
+    "home_visit": ("come over|come to my home|come to my house|home visit*|on-site|house call*", "上门"),
+    "formaldehyde": ("formaldehyde*|voc*", "甲醛|除醛"),
+    "price_protection": (
+        "price drop*|price protect*|price match*|difference back|price difference",
+        "价格保护|价保|差价|降价",
+    ),
 }
 
 _EN_SPLIT = re.compile(r"\s*\|\s*")
@@ -198,6 +239,7 @@ ASPECTS = frozenset(
         "customized",
         "pickup",
         "same_day",
+        "filter",
     ]
 )
 # Concepts so common in shop text that sharing them says little about a page.
@@ -216,6 +258,40 @@ GENERIC = frozenset(
         "company",
         "personal",
         "address",
+        # A product category names what a question is about, not its topic.
+        "fridge",
+        "washer",
+        "air_conditioner",
+        "kettle",
+        "rice_cooker",
+        "air_fryer",
+        "purifier",
+        "vacuum",
+        "microwave",
+        "oven",
+        "blender",
+    ]
+)
+
+
+# Product categories: a product page's title names its category for every sentence on it.
+CATEGORIES = frozenset(
+    [
+        "phone",
+        "laptop",
+        "tablet",
+        "headphones",
+        "fridge",
+        "washer",
+        "air_conditioner",
+        "kettle",
+        "rice_cooker",
+        "air_fryer",
+        "purifier",
+        "vacuum",
+        "microwave",
+        "oven",
+        "blender",
     ]
 )
 

@@ -22,6 +22,7 @@ no pattern (and is listed among the spans that are always kept, in case an overr
 from __future__ import annotations
 
 import datetime
+import functools
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -144,6 +145,10 @@ class Masker:
         self.rules = list(rules) if rules is not None else default_rules()
         self.keep = [re.compile(p) for p in (DEFAULT_KEEP_PATTERNS if keep is None else keep)]
         self.keep_order_numbers = keep_order_numbers
+        # The same strings come back within a turn (a message is masked when it is stored and again in
+        # the turn's receipt, the rewritten query is often the question): the last few are remembered.
+        # Thread-safe, as the log filter needs; the rules are fixed once made.
+        self._cached_mask = functools.lru_cache(maxsize=32)(self._mask)
 
     @classmethod
     def from_settings(cls, settings: PrivacySettings) -> Masker | None:
@@ -172,8 +177,13 @@ class Masker:
         return sorted(found, key=lambda f: f[0])
 
     def mask(self, text: str) -> str:
-        if not text or not any(ch.isdigit() or ch == "@" for ch in text):
+        # Every rule's match holds a digit or an "@" (`map` of the C method: a generator per character
+        # was most of the cost of a text with neither).
+        if not text or ("@" not in text and not any(map(str.isdigit, text))):
             return text
+        return self._cached_mask(text)
+
+    def _mask(self, text: str) -> str:
         found = self._found(text)
         if not found:
             return text

@@ -43,7 +43,7 @@ _ASSISTANT_SIDE = re.compile(
     re.I,
 )
 _USER_SIDE = re.compile(
-    r"我(?:之前|刚才|刚刚|刚|前面|第一次|最开始|一开始)?(?:说|报|给|留|提|提供|告诉)|\bi (?:said|told|mentioned|gave|provided)|\bdid i\b|\bmy\b",
+    r"我(?:之前|刚才|刚刚|刚|前面|第一次|最开始|一开始|开头|开始|最早|上次)?(?:说|报|给|留|提|提供|告诉)|\bi (?:said|told|mentioned|gave|provided)|\bdid i\b|\bmy\b",
     re.I,
 )
 
@@ -92,8 +92,19 @@ _DISCOUNT_CUE = re.compile(r"几折|折扣|优惠多少|打折|费率|利率|\bd
 # A discount is said as a rate ("8 折", "5%") or as money off ("立减 300 元").
 _DISCOUNT = re.compile(f"{VALUE_PATTERNS[Ask.PERCENT].pattern}|{_AMOUNT.pattern}", re.I)
 
+# A fee may be a rate as well as an amount ("收取 8% 的手续费", "a 15 yuan service fee").
+_FEE_CUE = re.compile(r"费(?!率)|\bfees?\b|\bcharges?\b|\bsurcharges?\b", re.I)
+# "几点关门", "when do you shut on Sundays": a time of day, or the span of hours it is in ("10:00–22:00").
+_TIME_CUE = re.compile(
+    r"几点|营业到|开到|关门|开门|营业时间|\bwhat time\b|\bhow late\b|\bopen until\b|\bclos(?:e|es|ing)\b|\bopening hours\b",
+    re.I,
+)
+_CLOCK = re.compile(r"(?<![\d.])\d{1,2}[:：]\d{2}(?:\s?[-–~至到]\s?\d{1,2}[:：]\d{2})?(?![\d.])")
+
 _KINDS: list[tuple[str, re.Pattern[str], re.Pattern[str]]] = [
     ("order", re.compile(r"订单|单号|\border\b|\btracking\b", re.I), _ORDER),
+    ("fee", _FEE_CUE, _DISCOUNT),
+    ("time", _TIME_CUE, _CLOCK),
     ("amount", _PRICE_CUE, _AMOUNT),
     ("duration", _DURATION_CUE, _DURATION),
     ("discount", _DISCOUNT_CUE, _DISCOUNT),
@@ -112,6 +123,8 @@ _NAMES = {
         "duration": "时长",
         "discount": "优惠",
         "product": "产品",
+        "fee": "费用",
+        "time": "时间",
     },
     "en": {
         "order": "order number",
@@ -121,6 +134,8 @@ _NAMES = {
         "duration": "duration",
         "discount": "discount",
         "product": "product",
+        "fee": "fee",
+        "time": "time",
     },
 }
 
@@ -140,7 +155,7 @@ _THRESHOLD_BEFORE = re.compile(
 )
 _THRESHOLD_AFTER = re.compile(r"^\s*(?:以上|及以上|起|或以上|\bor more\b|\band above\b|\band over\b)", re.I)
 
-_KIND_IDEAS = {"amount": {"@price"}, "duration": {"@time_limit"}}
+_KIND_IDEAS = {"amount": {"@price"}, "fee": {"@price"}, "duration": {"@time_limit"}, "time": {"@opening_hours"}}
 
 # Where a value's label stops: a clause mark, or another value.
 _CLAUSE = re.compile(r"[，,；;：:、。！!？?（）()\n]|\s-\s")
@@ -199,8 +214,19 @@ def _amount(value: str) -> float:
     return float(digits.group().replace(",", "")) if digits else 0.0
 
 
+# "劳驾瞅瞅我的单号", "what's my tracking number?": only the conversation knows the customer's own identifiers, so a
+# question for one is about the conversation even without "之前"/"earlier" (unless it states one itself).
+_OWN_IDENTIFIER = re.compile(
+    r"我的(?:订单号|订单编号|单号|快递单号|运单号|手机号|手机号码|电话号码|联系电话)"
+    r"|\bmy (?:order|tracking|phone|mobile|contact) (?:number|no\.?|id)\b|\bmy order (?:id|code)\b",
+    re.I,
+)
+
+
 def is_recall(question: str) -> bool:
-    return bool(_RECALL_ZH.search(question) or _RECALL_EN.search(question))
+    if _RECALL_ZH.search(question) or _RECALL_EN.search(question):
+        return True
+    return bool(_OWN_IDENTIFIER.search(question)) and not (_ORDER.search(question) or _PHONE.search(question))
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,7 +351,9 @@ def _content(text: str) -> set[str]:
     words = {t for t in terms(text) if t not in _RECALL_WORDS}
     ideas = {f"@{c}" for c in concepts(text)}
     places = {f"@place:{p}" for p in attributes(text).get("place", ())}
-    return words | ideas | places | _quantities(text)
+    # "640 那台" is the BCD-640WX: a model number inside a product code counts as a word of its own.
+    numbers = {t for p in products(text) for t in p.tokens if t.isdigit() and len(t) >= 2}
+    return words | ideas | places | numbers | _quantities(text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -441,7 +469,7 @@ def recall_answer(question: str, memory: MemoryView, lang: str) -> str | None:
     topic_words = {w for w in wanted if not w.startswith("@") and len(w) > 1 and not _generic(w, generic)}
     topical = bool(topic_words)
     first = _FIRST.search(question) is not None
-    threshold = kind is not None and kind[0] == "amount" and _THRESHOLD_ASKED.search(question) is not None
+    threshold = kind is not None and kind[0] in ("amount", "fee") and _THRESHOLD_ASKED.search(question) is not None
     best: tuple[tuple[float, float], _Said, list[_Value], bool] | None = None
     lines = _lines(memory)
     if kind and kind[0] == "amount":

@@ -23,7 +23,7 @@ from rag_service.facts import BASE_WORDS, VARIANT_WORDS, Product
 
 _SEPARATOR = re.compile(r"^\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?$")
 _NAME_HEADER = re.compile(r"型号|机型|名称|产品|商品|款式|型號|\b(?:model|name|product|item)s?\b", re.I)
-_NAMED_CELL = re.compile(r"^([^:：|]{1,24})[:：]\s*(.+)$")
+_NAMED_CELL = re.compile(r"^([^:：|]{1,40})[:：]\s*(.+)$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +119,15 @@ class TableReader:
             self.known[len(cells)] = self.header
             return True
         header = self.header or self.known.get(len(cells), ())
-        return Row(header, tuple(cells))
+        return Row(
+            header, tuple(_unnamed(h, c) for h, c in zip(header, cells, strict=False)) + tuple(cells[len(header) :])
+        )
+
+
+def _unnamed(name: str, cell: str) -> str:
+    """A cell that repeats its column's name ("Price: 1499 yuan" under "Price") without it."""
+    m = _NAMED_CELL.match(cell)
+    return m.group(2).strip() if m and name and m.group(1).strip().casefold() == name.casefold() else cell
 
 
 def headers_of(chunks: Iterable[tuple[str, str]]) -> dict[str, TableReader]:

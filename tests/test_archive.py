@@ -3,6 +3,7 @@ encryption at rest and user memories. Each dialect gets fresh databases (servers
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -124,6 +125,35 @@ def test_urls_get_async_drivers_and_utf8mb4(tmp_path: Path) -> None:
     assert normalize_url("mysql+aiomysql://root@h/db?charset=latin1").query["charset"] == "latin1"
     sqlite_url = normalize_url(f"sqlite:///{tmp_path}/new/dir/a.db")
     assert sqlite_url.drivername == "sqlite+aiosqlite" and (tmp_path / "new" / "dir").is_dir()
+
+
+def test_a_file_archive_keeps_its_connection_across_event_loops(tmp_path: Path) -> None:
+    """One connection is kept between writes, and it still serves the engine when a later event loop
+    uses it (a CLI or test running several `asyncio.run`s on one archive), concurrent writes included."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'loops.db'}"
+    migrate(url)
+    archive = Archive(url)
+    opened: list[object] = []
+    sa.event.listen(archive.engine.sync_engine, "connect", lambda conn, _record: opened.append(conn))
+
+    async def write(name: str, seq: int) -> None:
+        meta = SessionMeta(session_id=name, created_at=1.0)
+        await archive.create_session(meta)
+        await archive.save_messages(name, seq, [Message("user", f"hello from {name}", 3, 1.0)])
+
+    asyncio.run(write("first", 0))
+    asyncio.run(write("second", 0))
+    assert len(opened) == 1
+
+    async def concurrent_then_close() -> list[str]:
+        await asyncio.gather(*(write(f"s{i}", 0) for i in range(6)))
+        try:
+            found = [await archive.load(name) for name in ("first", "second", "s5")]
+            return [messages[0].content for _, messages in filter(None, found)]
+        finally:
+            await archive.close()
+
+    assert asyncio.run(concurrent_then_close()) == ["hello from first", "hello from second", "hello from s5"]
 
 
 # -- sessions and messages ----------------------------------------------------------------------

@@ -9,7 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlalchemy.pool import NullPool, StaticPool
+from sqlalchemy.pool import AsyncAdaptedQueuePool, StaticPool
 
 
 class ArchiveError(RuntimeError):
@@ -47,8 +47,15 @@ def make_engine(url: str | URL) -> AsyncEngine:
     if sqlite_in_memory(u):
         engine = create_async_engine(u, poolclass=StaticPool)
     else:
-        # A connection per use: no idle worker threads, and the archive is written in batches anyway.
-        engine = create_async_engine(u, poolclass=NullPool, connect_args={"timeout": 30})
+        # One idle connection kept (its worker is a daemon thread: SQLAlchemy's aiosqlite adapter marks
+        # it so, and an engine nobody disposed does not hold up interpreter exit); more are opened for
+        # concurrent use (no limit, as before) and closed when returned. Opening one per use (NullPool)
+        # was half of every turn receipt's CPU: a thread, the connection and the pragmas, then their
+        # teardown. aiosqlite makes each call's future on the running loop, so the kept connection also
+        # serves an engine used from another loop later (tests, CLIs).
+        engine = create_async_engine(
+            u, poolclass=AsyncAdaptedQueuePool, pool_size=1, max_overflow=-1, connect_args={"timeout": 30}
+        )
 
     @sa.event.listens_for(engine.sync_engine, "connect")
     def _pragmas(dbapi_connection: Any, _record: Any) -> None:
