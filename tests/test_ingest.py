@@ -206,6 +206,45 @@ async def test_a_chunk_that_opens_with_the_overlapped_heading_is_under_that_head
     assert [section for _, section in chunk_sections(texts)] == ["", "Delivery", "Delivery"]
 
 
+async def test_a_marked_up_heading_names_its_section_even_as_a_question() -> None:
+    from rag_core.documents.pipeline import chunk_sections
+
+    texts = [
+        "Kettle FAQ\nCan I boil milk in it?\nNo, water only.\nHow long is the cord?",
+        "How long is the cord?\nOne metre.\nDoes it switch off by itself?\nYes.",
+        "Yes.\nIt also stops when empty.",
+    ]
+    marked = {"Can I boil milk in it?", "How long is the cord?"}
+    assert [s for _, s in chunk_sections(texts, marked)] == ["", "How long is the cord?", "How long is the cord?"]
+    # A marked-up heading must otherwise read like one: a colon still makes it a sentence.
+    steps = ["Kettle guide\nStep 1: Fill it\nUse cold water.", "Use cold water.\nStep 2: Boil it\nPress the switch."]
+    assert [s for _, s in chunk_sections(steps, {"Step 1: Fill it", "Step 2: Boil it"})] == ["", "Kettle guide"]
+    # Without markup (a plain-text file) a question line is a sentence, not a section's name.
+    assert [s for _, s in chunk_sections(texts)] == ["", "Kettle FAQ", "Kettle FAQ"]
+
+
+async def test_markdown_question_headings_label_the_chunks_and_re_ingest_stays_a_no_op(
+    tmp_path: Path, index: VectorIndex, embedder: CountingEmbedder, counter: TokenCounter, settings: Settings
+) -> None:
+    body = (
+        "Our kettles come in three sizes and two colours. Every kettle ships with a descaling sachet.\n\n"
+        "## Can I boil milk in the kettle?\n"
+        "No, milk burns onto the plate. Heat only water, and empty it after use. Milk voids the warranty.\n\n"
+        "## How long is the power cord?\n"
+        "The cord is one metre long. A longer cord is sold separately. The base turns all the way round. "
+        "The cord winds under the base. Keep it away from the hob. Replace a damaged cord at once.\n"
+    )
+    (tmp_path / "kettle-faq.md").write_text("# Kettle FAQ\n\n" + body, encoding="utf-8")
+    (tmp_path / "kettle-faq.txt").write_text("Kettle FAQ\n\n" + body.replace("## ", ""), encoding="utf-8")
+    first = await ingest(tmp_path / "kettle-faq.md", index, embedder, counter, settings)
+    sections = {p["section"] for p in await stored(index, first.doc_id)}
+    assert {"Can I boil milk in the kettle?", "How long is the power cord?"} <= sections
+    again = await ingest(tmp_path / "kettle-faq.md", index, embedder, counter, settings)
+    assert (again.upserted, again.deleted, again.unchanged) == (0, 0, True)
+    plain = await ingest(tmp_path / "kettle-faq.txt", index, embedder, counter, settings)
+    assert {p["section"] for p in await stored(index, plain.doc_id)} == {""}
+
+
 async def test_title_is_embedded_with_each_chunk_in_bounded_batches(
     kb: Path, index: VectorIndex, embedder: CountingEmbedder, counter: TokenCounter, settings: Settings
 ) -> None:

@@ -65,6 +65,42 @@ def test_markdown_title_is_first_h1_and_syntax_is_trimmed(tmp_path: Path) -> Non
     assert "详情见官网。" in text and "https://" not in text
 
 
+def test_markdown_headings_are_noted_whatever_their_punctuation(tmp_path: Path) -> None:
+    path = tmp_path / "kettle-faq.md"
+    path.write_text(
+        "# Kettle FAQ\n\n## Can I descale it with  vinegar?\nYes, once a month.\n\n"
+        "### 水壶能干烧吗？\n不能。\n\nIs the lid dishwasher safe?\nNo.\n\n"
+        "```sh\n# a shell comment?\n```\n## Step 2: [Fill](https://example.com) it\n",
+        encoding="utf-8",
+    )
+    doc = load_document(path, IngestSettings())
+    text = "".join(doc.blocks)  # the set fills as the blocks are read
+    assert "Can I descale it with  vinegar?" in text
+    assert set(doc.headings) == {"Kettle FAQ", "Can I descale it with vinegar?", "水壶能干烧吗？", "Step 2: Fill it"}
+    # A question on a line of its own is not a heading: only the markup says so.
+    assert "Is the lid dishwasher safe?" not in doc.headings
+
+
+def test_html_headings_are_noted_whatever_their_punctuation(tmp_path: Path) -> None:
+    path = tmp_path / "faq.html"
+    path.write_text(
+        "<html><body><h1>Lamp help</h1><h2>Does the  <b>bulb</b> get hot?</h2><p>Not very.</p>"
+        "<h3>灯泡多久换一次？</h3><p>两年。</p><p><strong>Is it dimmable?</strong></p>"
+        "<h4>Two<br>lines</h4><table><tr><th><h5>In a cell?</h5></th></tr></table></body></html>",
+        encoding="utf-8",
+    )
+    doc = load_document(path, IngestSettings())
+    lines = "".join(doc.blocks).splitlines()
+    assert set(doc.headings) == {"Lamp help", "Does the bulb get hot?", "灯泡多久换一次？"}
+    assert all(h in lines for h in doc.headings)  # each is a whole line of the text, as a chunk holds it
+
+
+def test_plain_text_has_no_marked_up_headings(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("# Not markup here?\nSome text.\n", encoding="utf-8")
+    assert load_document(path, IngestSettings()).headings == frozenset()
+
+
 def test_markdown_without_h1_falls_back_to_the_file_stem(tmp_path: Path) -> None:
     path = tmp_path / "store-locations.markdown"
     path.write_text("## 门店\n北京店。\n", encoding="utf-8")

@@ -92,6 +92,24 @@ def test_docx_headings_and_tables_are_lines(tmp_path: Path) -> None:
     )
 
 
+def test_docx_heading_styles_and_slide_titles_are_headings_even_as_questions(tmp_path: Path) -> None:
+    document = docx.Document()
+    document.add_heading("Blender guide", level=0)
+    document.add_heading("Can the jug go in the dishwasher?", level=2)
+    document.add_paragraph("Yes, the top rack.")
+    document.add_paragraph("Does it crush ice?")  # a question in body text is not a heading
+    document.add_paragraph("Only with the pulse button.")
+    document.save(str(tmp_path / "blender.docx"))
+    loaded = load_document(tmp_path / "blender.docx", IngestSettings())
+    assert set(loaded.headings) == {"Blender guide", "Can the jug go in the dishwasher?"}
+    deck = pptx.Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[1])
+    slide.shapes.title.text = "What is in the box?"
+    slide.placeholders[1].text_frame.text = "Is a charger included?"
+    deck.save(str(tmp_path / "box.pptx"))
+    assert set(load_document(tmp_path / "box.pptx", IngestSettings()).headings) == {"What is in the box?"}
+
+
 def test_pptx_slide_titles_bodies_tables_and_notes(tmp_path: Path) -> None:
     doc = load_document(make_pptx(tmp_path / "deck.pptx"), IngestSettings())
     lines = "".join(doc.blocks).splitlines()

@@ -20,6 +20,7 @@ import threading
 import time
 import unicodedata
 from collections.abc import Callable, Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,7 @@ _HTML_BLOCKS = (
     "h6", "li", "ul", "ol", "dl", "dt", "dd", "pre", "blockquote", "figure", "figcaption", "caption",
     "address", "table", "hr", "details", "summary",
 )  # fmt: skip
+_HTML_HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 _HTML_CELL_SEPARATOR = CELL_SEPARATOR
 _SPACES = re.compile(r"\s+")
 # A source line break between two CJK characters is not a space in the rendered text either.
@@ -116,6 +118,10 @@ class LoadedDoc:
     blocks: Iterator[str]
     # Question/answer pairs of an FAQ file (CSV, or FAQ sheets of a workbook); indexed as FAQ entries.
     faq: tuple[FaqPair, ...] = ()
+    # Lines the markup marks as headings (Markdown `#`, HTML h1-h6, Word heading styles, slide titles),
+    # whitespace-normalised: they name a section even when worded as a question, which a plain-text line
+    # does not. For Markdown the set fills as `blocks` is read, always before the chunk holding the line.
+    headings: AbstractSet[str] = frozenset()
 
 
 def supported_extensions(settings: IngestSettings) -> list[str]:
@@ -179,9 +185,10 @@ def load_document(
 def _load_text(path: Path, label: str, stem: str, *, markdown: bool) -> LoadedDoc:
     encoding, title = _probe_text(path, label, markdown=markdown)
     blocks = _checked_blocks(path, encoding, label)
-    if markdown:
-        blocks = _map_lines(blocks, _MarkdownLines())
-    return LoadedDoc(title=title or stem, blocks=blocks)
+    if not markdown:
+        return LoadedDoc(title=title or stem, blocks=blocks)
+    cleaner = _MarkdownLines()
+    return LoadedDoc(title=title or stem, blocks=_map_lines(blocks, cleaner), headings=cleaner.headings)
 
 
 def _candidate_encodings(path: Path) -> tuple[str, ...]:
@@ -296,23 +303,24 @@ def _strip_markdown_inline(line: str) -> str:
     return _MD_LINK.sub(r"\1", _MD_IMAGE.sub(r"\1", line))
 
 
-def _clean_markdown_line(line: str) -> str:
-    """Drop the syntax that only costs tokens: heading marks and link targets."""
-    heading = _MD_HEADING.match(line)
-    if heading:
-        line = heading.group(2)
-    return _strip_markdown_inline(line)
+def _heading_name(text: str) -> str:
+    """A marked-up heading as its line reads in a chunk, or "" for one too long to be a section's name
+    (a whole paragraph set in a heading tag)."""
+    name = " ".join(text.split())
+    return name if len(name) <= MAX_TITLE_CHARS else ""
 
 
 class _MarkdownLines:
-    """`_clean_markdown_line` for a stream of lines, with pipe tables read as tables: the header row stays a
-    line of column names, the delimiter row goes, and every body row becomes a line of `header: value`
-    cells (as Word tables are read), so a row read alone says what each value is."""
+    """Markdown lines without heading marks and link targets (which only cost tokens), the headings noted
+    in `headings`, and pipe tables read as tables: the header row stays a line of column names, the
+    delimiter row goes, and every body row becomes a line of `header: value` cells (as Word tables are
+    read), so a row read alone says what each value is."""
 
     def __init__(self) -> None:
         self._in_fence = False
         self._previous: list[str] | None = None  # cells of the line before, when it had a pipe
         self._header: list[str] | None = None
+        self.headings: set[str] = set()
 
     def __call__(self, line: str) -> str:
         if _MD_FENCE.match(line):
@@ -324,7 +332,13 @@ class _MarkdownLines:
         cells = _markdown_cells(line)
         if cells is None:
             self._previous = self._header = None
-            return _clean_markdown_line(line)
+            heading = _MD_HEADING.match(line)
+            if heading is None:
+                return _strip_markdown_inline(line)
+            text = _strip_markdown_inline(heading.group(2))
+            if name := _heading_name(text):
+                self.headings.add(name)
+            return text
         if self._header is not None:
             return table_row(self._header, cells)
         if self._previous is not None and _MD_TABLE_DELIMITER.match(line):
@@ -368,10 +382,11 @@ def _map_lines(blocks: Iterator[str], clean: Callable[[str], str]) -> Iterator[s
 def _load_html(path: Path, label: str, stem: str) -> LoadedDoc:
     soup = BeautifulSoup(_decode_html(path.read_bytes(), label), "html.parser")
     title = _html_title(soup)
-    text = _html_text(soup)
+    headings: set[str] = set()
+    text = _html_text(soup, headings)
     if not text:
         raise LoadError(f"{label}: the page has no text outside scripts, styles and navigation")
-    return LoadedDoc(title=title or stem, blocks=iter([text]))
+    return LoadedDoc(title=title or stem, blocks=iter([text]), headings=frozenset(headings))
 
 
 def _decode_html(data: bytes, label: str) -> str:
@@ -399,10 +414,19 @@ def _html_title(soup: BeautifulSoup) -> str | None:
     return None
 
 
-def _html_text(soup: BeautifulSoup) -> str:
+def _html_text(soup: BeautifulSoup, headings: set[str]) -> str:
+    """The page's text, a line per block; adds the h1-h6 lines to `headings`."""
     for tag in soup.find_all(list(_HTML_DROP)):
         tag.decompose()
     _collapse_source_whitespace(soup)
+    for tag in soup.find_all(_HTML_HEADINGS):
+        # One with a <br> inside is two lines in the text, and no single line names the section.
+        if (
+            tag.find("br") is None
+            and tag.find_parent(["table", "tr"]) is None
+            and (name := _heading_name(tag.get_text()))
+        ):
+            headings.add(name)
     # Inner tables first, so an outer table's cells hold their rows' text.
     for table in reversed(soup.find_all("table")):
         table.replace_with("\n" + "\n".join(_html_table_lines(table)) + "\n")
@@ -464,7 +488,10 @@ def _load_office(path: Path, label: str, stem: str, kind: str, settings: IngestS
         raise LoadError(f"{label}: the file has no text")
     title = _clean_title(doc.title or "") or (_clean_title(doc.lines[0]) if kind != "xlsx" and doc.lines else "")
     return LoadedDoc(
-        title=title or stem, blocks=iter(["\n".join(doc.lines) + "\n"] if doc.lines else []), faq=tuple(doc.faq)
+        title=title or stem,
+        blocks=iter(["\n".join(doc.lines) + "\n"] if doc.lines else []),
+        faq=tuple(doc.faq),
+        headings=frozenset(name for name in map(_heading_name, doc.headings) if name),
     )
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import zipfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -47,6 +48,9 @@ class OfficeDoc:
     title: str | None
     lines: list[str]
     faq: list[FaqPair]
+    # The lines the file's structure marks as headings (heading styles, slide titles, sheet names): they
+    # name a section whatever their wording, even a question ("Can I pay later?").
+    headings: frozenset[str] = frozenset()
 
 
 # ---------------------------------------------------------------- zip containers
@@ -70,6 +74,10 @@ def check_zip(path: Path, settings: IngestSettings, what: str) -> None:
 
 # ---------------------------------------------------------------- Word
 
+# Word's built-in "Title" and "Heading 1".."Heading 9"; python-docx names built-in styles in English
+# whatever the language Word was set to.
+_DOCX_HEADING_STYLE = re.compile(r"^(?:Title|Heading [1-9])$")
+
 
 def load_docx(path: Path, settings: IngestSettings) -> OfficeDoc:
     import docx
@@ -82,6 +90,7 @@ def load_docx(path: Path, settings: IngestSettings) -> OfficeDoc:
     except Exception as exc:  # python-docx raises whatever its zip/XML layers raise
         raise OfficeError(f"not a valid Word (.docx) file ({type(exc).__name__}: {exc})") from exc
     lines: list[str] = []
+    headings: set[str] = set()
     title: str | None = _clean(document.core_properties.title or "") or None
     for item in document.iter_inner_content():
         if isinstance(item, Paragraph):
@@ -91,10 +100,12 @@ def load_docx(path: Path, settings: IngestSettings) -> OfficeDoc:
             style = (item.style.name if item.style is not None else "") or ""
             if title is None and (style == "Title" or style == "Heading 1"):
                 title = text
+            if _DOCX_HEADING_STYLE.match(style):
+                headings.add(text)
             lines.append(text)
         elif isinstance(item, Table):
             lines.extend(table_lines([[cell.text for cell in row.cells] for row in item.rows]))
-    return OfficeDoc(title, lines, [])
+    return OfficeDoc(title, lines, [], frozenset(headings))
 
 
 # ---------------------------------------------------------------- PowerPoint
@@ -110,12 +121,14 @@ def load_pptx(path: Path, settings: IngestSettings) -> OfficeDoc:
         raise OfficeError(f"not a valid PowerPoint (.pptx) file ({type(exc).__name__}: {exc})") from exc
     title: str | None = _clean(presentation.core_properties.title or "") or None
     lines: list[str] = []
+    headings: set[str] = set()
     for slide in presentation.slides:
         heading_shape = slide.shapes.title
         heading = _clean(heading_shape.text_frame.text) if heading_shape is not None else ""
         if heading:
             title = title or heading
             lines.append(heading)
+            headings.add(heading)
         for shape in slide.shapes:
             if heading_shape is not None and shape.shape_id == heading_shape.shape_id:
                 continue
@@ -124,7 +137,7 @@ def load_pptx(path: Path, settings: IngestSettings) -> OfficeDoc:
             notes = slide.notes_slide.notes_text_frame
             if notes is not None:
                 lines.extend(t for t in (_clean(p) for p in notes.text.split("\n")) if t)
-    return OfficeDoc(title, lines, [])
+    return OfficeDoc(title, lines, [], frozenset(headings))
 
 
 def _shape_lines(shape: Any) -> Iterator[str]:
@@ -154,6 +167,7 @@ def load_xlsx(path: Path, settings: IngestSettings) -> OfficeDoc:
     except Exception as exc:
         raise OfficeError(f"not a valid Excel (.xlsx) file ({type(exc).__name__}: {exc})") from exc
     lines: list[str] = []
+    headings: set[str] = set()
     faq: list[FaqPair] = []
     try:
         for sheet in workbook.worksheets:
@@ -165,6 +179,7 @@ def load_xlsx(path: Path, settings: IngestSettings) -> OfficeDoc:
             body = table_lines(rows)
             if body:
                 lines.append(_clean(sheet.title))
+                headings.add(_clean(sheet.title))
                 lines.extend(body)
     except OfficeError:
         raise
@@ -173,7 +188,7 @@ def load_xlsx(path: Path, settings: IngestSettings) -> OfficeDoc:
     finally:
         workbook.close()
     title = _clean(workbook.properties.title or "") or None
-    return OfficeDoc(title, lines, faq)
+    return OfficeDoc(title, lines, faq, frozenset(headings))
 
 
 def load_faq_csv(data: str, settings: IngestSettings) -> OfficeDoc:

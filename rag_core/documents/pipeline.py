@@ -19,6 +19,7 @@ import os
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -122,10 +123,14 @@ def point_id(
     return str(uuid.uuid5(ID_NAMESPACE, name))
 
 
-def chunk_sections(texts: Iterable[str]) -> Iterator[tuple[str, str]]:
+def chunk_sections(texts: Iterable[str], headings: AbstractSet[str] = frozenset()) -> Iterator[tuple[str, str]]:
     """(chunk text, the heading in effect where it starts). A chunk that starts inside a section (or
     inside the previous chunk's overlap) has lost its heading; the answerer needs it to tell "256GB 版本售价
-    8999 元" under one product's price list from the same line on a sibling's page."""
+    8999 元" under one product's price list from the same line on a sibling's page.
+
+    A line names a section when it reads like a heading (`rag_core.text.is_heading`) or, among `headings`
+    (the lines the document's markup marks as headings, `LoadedDoc.headings`), when it would but for the
+    question mark that ends it."""
     previous: list[tuple[str, str]] = []  # (line, heading in effect before it) of the previous chunk
     current = ""
     for text in texts:
@@ -138,22 +143,29 @@ def chunk_sections(texts: Iterable[str]) -> Iterator[tuple[str, str]]:
             # A chunk that opens with a heading is under that heading, even when the line was also the
             # previous chunk's last (overlap): its text is that section's, not the one before. (The first
             # chunk's opening line is the document's own heading, which the title already says.)
-            if previous and _names_section(lines[0]):
+            if previous and _names_section(lines[0], headings):
                 start = lines[0]
         yield text, start
         heading = start
         previous = []
         for line in lines:
             previous.append((line, heading))
-            if _names_section(line):
+            if _names_section(line, headings):
                 heading = line
         current = heading
 
 
-def _names_section(line: str) -> bool:
+def _names_section(line: str, headings: AbstractSet[str]) -> bool:
     # A table's row (its header row too) is short and unpunctuated, but not a heading: the rows name
     # their columns themselves, and the heading above the table says what it is about.
-    return is_heading(line) and CELL_SEPARATOR not in line
+    if CELL_SEPARATOR in line:
+        return False
+    # A marked-up heading may be a question ("Can I pay later?", "多久能到货？"), as FAQ pages word them;
+    # otherwise it must still read like a heading. The answerer finds the headings inside a chunk by
+    # `is_heading` alone, so a label it cannot see there carries over the next such heading onto that
+    # section's sentences: accepting every marked-up heading ("Step 2: Memory", with its colon) measured
+    # worse answers, question headings better retrieval.
+    return is_heading(line) or (line in headings and is_heading(line.rstrip("?？")))
 
 
 async def ingest_file(
@@ -188,6 +200,7 @@ async def ingest_file(
     return await write_document(
         doc.title, doc.blocks, doc.faq, index=index, embedder=embedder, counter=counter, settings=settings,
         source=source, doc_id=doc_id, tenant=tenant, on_chunks=on_chunks, cancel=cancel, faq_index=faq_index,
+        headings=doc.headings,
     )  # fmt: skip
 
 
@@ -206,12 +219,13 @@ async def write_document(
     on_chunks: Callable[[int], None] | None = None,
     cancel: threading.Event | None = None,
     faq_index: ChunkIndex | None = None,
+    headings: AbstractSet[str] = frozenset(),
 ) -> IngestReport:
     """Bring the stored copy of a loaded document (text blocks and FAQ pairs) up to date: what
     `ingest_file` does after reading the file, and what an annotation (an FAQ pair written by an
-    admin) does without one."""
+    admin) does without one. `headings`: the lines the file's markup marks as headings."""
     existing = await index.doc_point_ids(doc_id, tenant)
-    chunks = _chunks(doc_id, title, blocks, faq, counter, settings, embedder.name)
+    chunks = _chunks(doc_id, title, blocks, faq, counter, settings, embedder.name, headings)
     # Pulling a batch reads (and for a PDF parses) more of the file: done in a worker thread.
     batches = _batches(chunks, settings.ingest.upsert_batch)
     writer = _Writer(index, embedder, counter, settings, tenant=tenant, source=source, doc_id=doc_id, title=title)
@@ -318,11 +332,12 @@ def _chunks(
     counter: TokenCounter,
     settings: Settings,
     embedder_name: str,
+    headings: AbstractSet[str] = frozenset(),
 ) -> Iterator[_Chunk]:
     texts = chunk_text(blocks, counter, settings.chunking.chunk_tokens, settings.chunking.overlap_tokens)
     # An FAQ answer's chunk starts with its question, which is heading enough.
     faq_texts = ((text, "", FAQ_KIND) for text in faq_chunk_texts(faq, counter, settings))
-    doc_texts = ((text, section, "") for text, section in chunk_sections(texts))
+    doc_texts = ((text, section, "") for text, section in chunk_sections(texts, headings))
     for i, (text, section, kind) in enumerate(itertools.chain(doc_texts, faq_texts)):
         section = "" if section == title else section
         digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
