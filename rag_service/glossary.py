@@ -242,6 +242,21 @@ ASPECTS = frozenset(
         "filter",
     ]
 )
+
+# Appliance categories: generic concepts, and categories a product page names for every sentence on it.
+_APPLIANCES = (
+    "fridge",
+    "washer",
+    "air_conditioner",
+    "kettle",
+    "rice_cooker",
+    "air_fryer",
+    "purifier",
+    "vacuum",
+    "microwave",
+    "oven",
+    "blender",
+)
 # Concepts so common in shop text that sharing them says little about a page.
 GENERIC = frozenset(
     [
@@ -259,17 +274,7 @@ GENERIC = frozenset(
         "personal",
         "address",
         # A product category names what a question is about, not its topic.
-        "fridge",
-        "washer",
-        "air_conditioner",
-        "kettle",
-        "rice_cooker",
-        "air_fryer",
-        "purifier",
-        "vacuum",
-        "microwave",
-        "oven",
-        "blender",
+        *_APPLIANCES,
     ]
 )
 
@@ -281,17 +286,7 @@ CATEGORIES = frozenset(
         "laptop",
         "tablet",
         "headphones",
-        "fridge",
-        "washer",
-        "air_conditioner",
-        "kettle",
-        "rice_cooker",
-        "air_fryer",
-        "purifier",
-        "vacuum",
-        "microwave",
-        "oven",
-        "blender",
+        *_APPLIANCES,
     ]
 )
 
