@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from threading import Lock
@@ -26,6 +25,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from rag_core.recent import Recent
 from rag_core.settings import EmbeddingSettings
 
 Vector = npt.NDArray[np.float32]
@@ -91,8 +91,8 @@ class CachedQueryEmbedder:
     """Exact-text LRU in front of an embedder's query path; passages pass straight through."""
 
     def __init__(self, inner: Embedder, size: int) -> None:
-        self._inner, self._size = inner, size
-        self._cache: OrderedDict[str, Vector] = OrderedDict()
+        self._inner = inner
+        self._cache: Recent[str, Vector] = Recent(size)
         self._lock = Lock()
         self.name, self.dim, self.remote = inner.name, inner.dim, inner.remote
         # Called with the seconds a cache miss spent in the model (the app's `embed` stage metric).
@@ -102,16 +102,13 @@ class CachedQueryEmbedder:
         with self._lock:
             hit = self._cache.get(text)
             if hit is not None:
-                self._cache.move_to_end(text)
                 return hit
         start = time.perf_counter()
         vec = self._inner.embed_query(text)
         if self.observe is not None:
             self.observe(time.perf_counter() - start)
         with self._lock:
-            self._cache[text] = vec
-            if len(self._cache) > self._size:
-                self._cache.popitem(last=False)
+            self._cache.put(text, vec)
         return vec
 
     def embed_passages(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:

@@ -9,12 +9,12 @@ subject carries no such questions (`RuleRewriter.continuity`)."""
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from rag_core.embedding import Embedder, embed_query_off_loop
 from rag_core.lexical import query_vector
+from rag_core.recent import Recent
 from rag_core.settings import RetrievalSettings
 from rag_core.vectorstore import ScoredChunk, VectorIndex
 from rag_service.domain import Chunk
@@ -31,7 +31,7 @@ class Searched:
     scale: float
 
 
-class FoundDocuments:
+class FoundDocuments(Recent[tuple[str, str, int], Searched]):
     """(tenant, query, limit) -> that search's `Searched`, for the recent searches. A follow-up leans on
     the documents its predecessors found, each leaned on its own predecessors: that is their remembered
     candidates leaned again (cheap), not their searches run again (an embedding and an index search each).
@@ -39,20 +39,7 @@ class FoundDocuments:
     of a deleted one is found to lift), so entries need no invalidation, only a bound."""
 
     def __init__(self, size: int = 2048) -> None:
-        self._size = size
-        self._entries: OrderedDict[tuple[str, str, int], Searched] = OrderedDict()
-
-    def get(self, key: tuple[str, str, int]) -> Searched | None:
-        found = self._entries.get(key)
-        if found is not None:
-            self._entries.move_to_end(key)
-        return found
-
-    def put(self, key: tuple[str, str, int], found: Searched) -> None:
-        self._entries[key] = found
-        self._entries.move_to_end(key)
-        while len(self._entries) > self._size:
-            self._entries.popitem(last=False)
+        super().__init__(size)
 
 
 @dataclass(frozen=True, slots=True)

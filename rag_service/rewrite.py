@@ -33,7 +33,6 @@ import logging
 import re
 import time
 import unicodedata
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -42,6 +41,7 @@ from typing import Literal, Protocol
 import numpy as np
 
 from rag_core.embedding import Embedder, Vector
+from rag_core.recent import Recent
 from rag_core.settings import LLMEndpoint, RewriteSettings, Settings
 from rag_core.text import has_han as is_chinese
 from rag_service.domain import MemoryView, RewriteResult, Round
@@ -273,7 +273,7 @@ class RuleRewriter:
         self.gate = Gate(settings, embedder)
         # Earlier questions are read again on every turn (a follow-up is read against the previous question
         # as rewritten, which was read against its own): each is rewritten once per session history.
-        self._memo: OrderedDict[tuple[str, str, tuple[str, ...], KnownNames | None], RewriteResult] = OrderedDict()
+        self._memo: Recent[tuple[str, str, tuple[str, ...], KnownNames | None], RewriteResult] = Recent(_MEMO_SIZE)
         self._titles = titles
         self._known: dict[str, tuple[float, KnownNames]] = {}
 
@@ -303,7 +303,6 @@ class RuleRewriter:
         key = (question, view.summary, _round_texts(view.rounds), known)
         hit = self._memo.get(key)
         if hit is not None:
-            self._memo.move_to_end(key)
             return hit
         d = self.gate.decide(question, view, self.topic_product(view, known), known, self.asked(view, known))
         if d.kind == "dependent" or (d.kind == "standalone" and not self.settings.skip_standalone):
@@ -312,9 +311,7 @@ class RuleRewriter:
                 result = dataclasses.replace(result, continues=self.continuity(view, d))
         else:
             result = RewriteResult(question, "skipped", d.kind == "switch", d.reason)
-        self._memo[key] = result
-        if len(self._memo) > _MEMO_SIZE:
-            self._memo.popitem(last=False)
+        self._memo.put(key, result)
         return result
 
     def resolve(self, question: str, decision: Decision, action: str, why: str = "") -> RewriteResult:
@@ -444,15 +441,11 @@ class LLMRewriter:
         # What this rewriter made of each recent question: a follow-up continues the queries retrieval
         # actually searched for the turns before it (the retriever remembers their candidates), not the
         # rules' reading of those questions (another search, of another text, maybe finding another page).
-        self._asked: OrderedDict[tuple[str, str, tuple[str, str]], RewriteResult] = OrderedDict()
+        self._asked: Recent[tuple[str, str, tuple[str, str]], RewriteResult] = Recent(_MEMO_SIZE)
 
     async def rewrite(self, question: str, view: MemoryView, tenant: str | None = None) -> RewriteResult:
         result = await self._rewrite(question, view, tenant)
-        key = _asked_key(tenant, question, view.rounds)
-        self._asked[key] = result
-        self._asked.move_to_end(key)
-        if len(self._asked) > _MEMO_SIZE:
-            self._asked.popitem(last=False)
+        self._asked.put(_asked_key(tenant, question, view.rounds), result)
         return result
 
     async def _rewrite(self, question: str, view: MemoryView, tenant: str | None) -> RewriteResult:
