@@ -193,3 +193,22 @@ _EN_GENERIC_WORDS = """
     customer customers assistant
 """
 EN_GENERIC_WORDS = EN_STOP_WORDS | frozenset(_EN_GENERIC_WORDS.split())
+
+
+# A Chinese name introduced with its romanisation: "云栖（Yunqi）", "暖羽 (Nuanyu)". One capitalised word (two at
+# most), a pinyin syllable per character: its vowel groups say how many characters before the bracket it spells.
+_ALIAS = re.compile(f"({HAN_CLASS}{{1,4}})\\s?[（(]([A-Z][a-z]+(?: [A-Z][a-z]+)?)[）)]")
+_PINYIN_VOWELS = re.compile(r"[aeiouv]+")
+
+
+def name_aliases(text: str) -> dict[str, str]:
+    """Romanised names the text gives its Chinese names: {"Yunqi": "云栖"}. An English question names the
+    brand as the English pages do; the Chinese pages write it in characters."""
+    out: dict[str, str] = {}
+    for m in _ALIAS.finditer(text):
+        han, latin = m.group(1), m.group(2)
+        syllables = len(_PINYIN_VOWELS.findall(latin.lower()))
+        if not 1 <= syllables <= len(han):
+            continue
+        out.setdefault(latin, han[len(han) - syllables :])
+    return out

@@ -16,6 +16,7 @@ always marked as extractive.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections import Counter
@@ -25,7 +26,7 @@ from functools import lru_cache
 from typing import Any
 
 from rag_core.lexical import terms
-from rag_core.text import HAN_CLASS, LIST_MARK, is_heading, language, split_sentences
+from rag_core.text import HAN_CLASS, LIST_MARK, is_heading, language, name_aliases, split_sentences
 from rag_service.domain import Chunk, GenerationInput
 from rag_service.facts import (
     BASE_WORDS,
@@ -212,7 +213,7 @@ class Question:
             named=products(query or question) or products(question),
             base_model=BASE_WORDS.search(question) is not None,
             attrs=attributes(question) or attributes(query),
-            editions=editions(question) or editions(query),
+            editions=asked_editions(question) or asked_editions(query),
             words=frozenset(words),
             ideas=ideas,
             added_ideas=added_ideas,
@@ -275,8 +276,21 @@ def _family_wide(c: Candidate, q: Question) -> bool:
     word: it is said of the whole family (the page is no sibling's own page)."""
     if c.row is not None or products(c.text) or variant_marks(c.text):
         return False
+    if _heading_names_sibling(c, q):
+        return False  # "Price: ¥899" under its own model's heading is that model's, not the family's
     asked = {v for p in q.named for v in p.variants}
     return bool(asked) and asked <= variant_marks(c.chunk.text)
+
+
+def _heading_names_sibling(c: Candidate, q: Question) -> bool:
+    """The sentence's heading is another model's own (a product page with one section per model): a
+    heading naming a product with a variant of its own, none of which is the asked one."""
+    named = products(c.section) if c.section else ()
+    return (
+        bool(named)
+        and product_fit(list(q.named), q.base_model, list(named)) == 0
+        and any(n.variants or n.core != a.core for n in named for a in q.named)
+    )
 
 
 # A Chinese edition word names a sibling as surely as "Pro" does ("遥控版" vs "普通版", "青春版").
@@ -286,6 +300,23 @@ _EDITION = re.compile(f"({HAN_CLASS}{{2}})版")
 @lru_cache(maxsize=4096)
 def editions(text: str) -> frozenset[str]:
     return frozenset(m.group(1) for m in _EDITION.finditer(text)) if text else frozenset()
+
+
+# The edition words of English questions over Chinese pages ("the flagship one" is the 旗舰版): what shops
+# call their editions, not any one shop's.
+_EN_EDITIONS = {
+    "flagship": "旗舰", "standard": "标准", "family": "家庭", "basic": "基础", "classic": "经典", "youth": "青春",
+    "kids": "儿童", "children's": "儿童", "deluxe": "豪华", "premium": "尊享", "enhanced": "增强",
+    "high-altitude": "高原", "high altitude": "高原", "plateau": "高原", "portable": "便携", "travel": "旅行",
+    "commercial": "商用", "limited": "限量", "collector's": "典藏",
+}  # fmt: skip
+_EN_EDITION = re.compile(r"\b(?:" + "|".join(re.escape(k) for k in _EN_EDITIONS) + r")(?![\w-])", re.I)
+
+
+def asked_editions(text: str) -> frozenset[str]:
+    """The editions a question names, in Chinese edition words: its own ("旗舰版") and English ones."""
+    found = {_EN_EDITIONS[m.group().lower()] for m in _EN_EDITION.finditer(text)} if text.isascii() else set()
+    return editions(text) | found
 
 
 def _edition_fit(q: Question, c: Candidate) -> float:
@@ -326,6 +357,10 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     named_words = {t for p in q.named for t in terms(p.text)}
     numbers = asked_numbers(q.text, [p.text for p in q.named])
     asked_words = q.words - named_words
+    # Numbers the customer (or the rewriter) used for a model the name parser does not see as one.
+    model_numbers = {w for w in q.words if w.isdigit() and len(w) >= 2} if not q.named else set()
+    if model_numbers:
+        model_numbers &= {t for c in candidates for p in _context_products(c, q) for t in p.tokens}
     for c in candidates:
         # A FAQ's question heading frames its answer but is worded like the customer's question: its words
         # would make every answer under it look like the answer.
@@ -396,7 +431,11 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
                 units = [_SPEC_UNITS[i] for i in q.ideas if i in _SPEC_UNITS]
                 if units:
                     score *= 2.0 if any(u.search(c.text) for u in units) else 0.5
-        fit = product_fit(list(q.named), q.base_model, _context_products(c, q))
+        context = _context_products(c, q)
+        if model_numbers and context:
+            # "雪域 502 尺寸多大": the section of the model whose number was said, not its sibling's.
+            score *= 1.5 if any(model_numbers & p.tokens for p in context) else 0.6
+        fit = product_fit(list(q.named), q.base_model, context)
         if fit == 0 and (_family_wide(c, q) or _names_family(c, q)):
             fit = 0.8  # "发热管均保修 3 年" on a page that covers the asked variant among others
         if q.named:
@@ -419,6 +458,9 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             score *= 0.4
         if any(kind not in sentence_attrs for kind in q.attrs if kind in TIER_KINDS):
             score *= 0.5  # says nothing of the tier or size asked about
+        score *= _label_fit(q, c, asked_words)
+        if primary is Ask.PRICE and _PER_PERIOD.search(c.text) and not _PER_PERIOD_ASKED.search(q.text):
+            score *= 0.6  # "79 yuan per day" is a rental or service rate, not what the thing costs
         if _BOILERPLATE.search(c.text):
             score *= 0.05
         elif _POINTER.search(c.text):
@@ -427,6 +469,48 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             # "What is your return policy?": a page states its main rule first.
             score *= 1 + 0.5 / (1 + c.chunk.index)
         c.score = score / _rank_discount(c)
+
+
+_PER_PERIOD = re.compile(
+    r"\b(?:per|a|each)\s(?:day|night|week|month|hour)\b|/\s?(?:day|night|天|日|晚)\b|每(?:天|日|晚|周|月|小时)", re.I
+)
+_PER_PERIOD_ASKED = re.compile(
+    r"\b(?:per|a|each|daily|weekly|monthly|nightly|rent\w*|hire)\b|每|一天|一晚|一个月|租|天|日租", re.I
+)
+# A spec sheet's line "Label: value" (a list item or a cell): the label says what the value is.
+_LABEL = re.compile(r"^([^:：，,。.!?！？]{1,24})[:：]\s*\S")
+_PAREN = re.compile(r"[(（][^)）]*[)）]")
+
+
+_LABEL_CONCEPTS = frozenset(
+    ["weight", "dimensions", "occupancy", "waterproof", "material", "color", "storage", "memory", "battery",
+     "screen", "noise", "temperature", "room_size", "warranty", "specs", "in_box", "altitude"]
+)  # fmt: skip
+
+
+def _label_fit(q: Question, c: Candidate, asked_words: set[str] | frozenset[str]) -> float:
+    """> 1 for a "Label: value" line whose label is what the question asks about ("what sizes ...": "Sizes:
+    S to XXL", not "Weight (size M): 280 g"; "多重": "重量：2.1 kg"), by the label's own words or, across
+    languages, its concepts. A parenthesised qualifier of the label is not what it states."""
+    if c.row is not None:
+        return 1.0
+    m = _LABEL.match(c.text)
+    if m is None:
+        return 1.0
+    label = _PAREN.sub(" ", m.group(1))
+    if ((q.ideas - q.added_ideas) & ASPECTS) - concepts(label):
+        return 1.0  # "the keyboard after the warranty": a sub-topic the label does not name
+    own = asked_words - q.added_words
+    if _stems(terms(label)) & own:
+        return 1.6
+    # Across languages only a spec concept tells labels apart ("门店电话" is about stores, but it is no
+    # answer to "is there a store in ...").
+    wanted = (q.ideas - q.added_ideas) & _LABEL_CONCEPTS
+    if wanted and concepts(label) & wanted:
+        return 1.6
+    if any(len(w) >= 2 and _HAN_WORD.fullmatch(w) and w[-1] in label for w in own):
+        return 1.2  # "多重" ~ "重量": the word's head character
+    return 1.0
 
 
 def _rank_discount(c: Candidate) -> float:
@@ -668,6 +752,7 @@ class ExtractiveGenerator:
             return f"{MARKER} {empty}"
         rounds = turn.memory.rounds if turn.memory is not None else ()
         q = Question.parse(turn.question, turn.query, [r.user.content for r in rounds[-_CONTEXT_ROUNDS:]])
+        q = with_aliases(q, turn.chunks)
         score_candidates(q, candidates)
         ranked = sorted(candidates, key=lambda c: (-c.score, c.rank, c.order))
         picked = _pick(q, ranked, self.max_sentences)
@@ -679,6 +764,27 @@ class ExtractiveGenerator:
             lines.append(figures + "; ".join(key))
         lines.extend(_cite(c, lang, text) for c, text in quoted)
         return "\n".join(lines)
+
+
+def with_aliases(q: Question, chunks: Sequence[Chunk]) -> Question:
+    """The question's products named as the pages name them: "Yunqi 4" is "云栖 4" on a page that
+    introduces "云栖（Yunqi）" (`rag_core.text.name_aliases`), so the Chinese page's models can be told apart."""
+    if not q.named:
+        return q
+    aliases = {k.lower(): v for c in chunks for k, v in name_aliases(c.text).items()}
+    if not aliases:
+        return q
+    named: list[Product] = []
+    for p in q.named:
+        hits = p.tokens & aliases.keys()
+        if not hits:
+            named.append(p)
+            continue
+        text = p.text
+        for latin in hits:
+            text = re.sub(rf"\b{re.escape(latin)}\b", aliases[latin], text, flags=re.I)
+        named.append(Product(text, (p.tokens - hits) | {aliases[h] for h in hits}))
+    return dataclasses.replace(q, named=tuple(named))
 
 
 def _sentence_texts(chunks: Sequence[Chunk]) -> tuple[str, ...]:

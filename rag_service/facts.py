@@ -58,7 +58,7 @@ _ASK_PATTERNS: list[tuple[Ask, re.Pattern[str]]] = [
         Ask.PRICE,
         re.compile(
             r"多少钱|价格|价钱|售价|回收多少|收多少|卖多少钱|报价|多贵|几块|几元|卖多少|卖几|费用|收费|运费|邮费|要钱|花多少|起售价|起价|折多少|回收价|值多少|能换多少|补贴多少|便宜多少"
-            r"|\bprices?\b|\bcosts?\b|\bfees?\b|\bcharges?\b|\bpay\b.*\bhow much|\bhow much\b(?!\s+(?:memory|storage|ram|space|data|time|weight|battery)\b)"
+            r"|\bprices?\b|\bcosts?\b|\bfees?\b|\bcharges?\b|\bpay\b.*\bhow much|\bhow much\b(?!\s+(?:memory|storage|ram|space|data|time|weight|battery)\b)(?![^?]*\b(?:weigh|weighs|hold|holds|fit|fits)\b)"
             r"|\bexpensive\b|\bcheap(?:er|est)?\b|\bworth\b|\bget for\b",
             re.I,
         ),
@@ -359,6 +359,8 @@ BASE_WORDS = re.compile(
 _NAME_RUN = re.compile(
     r"[A-Za-z][A-Za-z0-9+]*(?:[ \-]?(?:\d+[A-Za-z+]*|[A-Z][A-Za-z0-9+]*|[a-z]*\d[a-z0-9]*|pro|max|plus|ultra|mini|lite|air|se|fe|neo|gen|carbon)(?![A-Za-z]))*"
 )
+# Variant words that name the model without a variant ("云岭 3 标准版" is the plain 云岭 3).
+_BASE_VARIANTS = frozenset(w for w in VARIANT_WORDS if BASE_WORDS.fullmatch(w))
 _BRANDS_ZH = "小米 华为 三星 苹果 联想 荣耀 魅族 一加 真我 努比亚 红米 戴尔 惠普 华硕 宏碁 索尼 佳能 尼康 大疆 海尔 美的 格力 戴森"
 _BRAND_ZH = re.compile("(?:" + "|".join(_BRANDS_ZH.split()) + r")\s?(?=[A-Za-z0-9])")
 _GENERATION = re.compile(r"第\s?(\d+)\s?代")
@@ -469,6 +471,8 @@ _BRAND_DIGITS = re.compile(
     "(?:" + "|".join(_BRANDS_ZH.split()) + r")\s?\d+[A-Za-z]*(?:\s(?:Pro|Max|Plus|Ultra|mini|Lite|SE|FE|[A-Z][a-z]*))*"
     # Any two-character Chinese name before a model number with a variant word: 华米 9 Pro, 荣耀 200 Ultra.
     rf"|{HAN_CLASS}{{2}}\s?\d+[A-Za-z]*(?:\s(?:Pro|Max|Plus|Ultra|mini|Lite|SE|FE|Air|Neo))+"
+    # ... or with a Chinese edition word: 云岭 3 家庭版, 雪域 5 标准版 (the edition tells the siblings apart).
+    rf"|{HAN_CLASS}{{2}}\s?\d+[A-Za-z]*\s?{HAN_CLASS}{{2}}版"
 )
 _INNER_CAP = re.compile(r"[a-z][A-Z]|[A-Z]{2,}[a-z]")
 _LOWER_NOUN = re.compile(r"[ -][a-z]{3,}")
@@ -528,8 +532,8 @@ def same_product(asked: Product, named: Product) -> float:
     numbers_n = {t for t in core_n if t.isdigit()}
     if numbers_a and numbers_n and not numbers_a & numbers_n:
         return 0.0  # iPhone 15 vs iPhone 16
-    if asked.variants != named.variants:
-        return 0.0  # iPhone 16 vs iPhone 16 Pro; S25 vs S25 Ultra
+    if asked.variants - _BASE_VARIANTS != named.variants - _BASE_VARIANTS:
+        return 0.0  # iPhone 16 vs iPhone 16 Pro; S25 vs S25 Ultra (but "X 标准版" is plain "X")
     if core_a <= core_n:
         return 1.0 if core_a == core_n else 0.8
     missing = core_a - core_n

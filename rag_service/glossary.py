@@ -158,6 +158,14 @@ CONCEPTS: dict[str, tuple[str, str]] = {
         "price drop*|price protect*|price match*|difference back|price difference",
         "价格保护|价保|差价|降价",
     ),
+    # What a spec sheet lists of any product: its measurements and sizes, how many people it is for, how
+    # waterproof it is, what it is made of.
+    "dimensions": ("size|sizes|sizing|dimension*|measure*|how big|how large", "尺寸|尺码|大小|规格尺寸"),
+    "occupancy": ("how many people|people|sleeps|seats", "人数|几个人|几人|适用人群"),
+    "waterproof": ("waterproof*|water-resistan*|water resistance|rain*", "防水|防泼水|防雨"),
+    "material": ("material*|fabric*|made of|made from|filling|fill", "材质|面料|材料|填充"),
+    "rental": ("rent|rents|rental*|renting|hire", "租|租赁|租金|出租"),
+    "altitude": ("altitude*|elevation|plateau", "海拔|高原"),
 }
 
 _EN_SPLIT = re.compile(r"\s*\|\s*")

@@ -452,3 +452,17 @@ async def test_retrieval_pool_knows_each_chunks_language_through_writes(
     assert {i for i, _, lang in await index.pool(query, None, 50, 60) if lang} == await index.doc_point_ids(
         again.doc_id
     )
+
+
+async def test_a_romanised_brand_is_embedded_with_the_chunks_that_use_its_chinese_name(
+    tmp_path: Path, index: VectorIndex, embedder: CountingEmbedder, counter: TokenCounter, settings: Settings
+) -> None:
+    page = tmp_path / "lanterns.md"
+    page.write_text(
+        "# 星火营灯 商品详情\n\n星火（Xinghuo）营灯有两款。\n\n## 星火 2\n\n- 售价：129 元\n- 续航：12 小时\n",
+        encoding="utf-8",
+    )
+    report = await ingest(page, index, embedder, counter, settings)
+    assert embedder.texts and all(t.endswith("星火 Xinghuo") for t in embedder.texts)
+    again = await ingest(page, index, embedder, counter, settings)
+    assert again.unchanged and len(embedder.texts) == report.chunks

@@ -31,7 +31,7 @@ from rag_core.documents.office import CELL_SEPARATOR, FaqPair
 from rag_core.embedding import Embedder, Vector
 from rag_core.lexical import document_vector
 from rag_core.settings import DEFAULT_TENANT, Settings
-from rag_core.text import is_heading, language
+from rag_core.text import is_heading, language, name_aliases
 from rag_core.tokens import TokenCounter
 from rag_core.vectorstore import ChunkPoint
 
@@ -89,6 +89,9 @@ class _Chunk:
     content_hash: str
     section: str = ""
     kind: str = ""
+    # Romanised names of the document's Chinese names that this chunk uses ("云栖 Yunqi"): embedded with the
+    # text so an English question naming the brand finds the Chinese page (`rag_core.text.name_aliases`).
+    aliases: str = ""
 
 
 def source_for(path: Path) -> str:
@@ -109,7 +112,13 @@ def doc_id_for(source: str, tenant: str = DEFAULT_TENANT) -> str:
 
 
 def point_id(
-    doc_id: str, chunk_index: int, content_hash: str, title: str, embedder_name: str, section: str = ""
+    doc_id: str,
+    chunk_index: int,
+    content_hash: str,
+    title: str,
+    embedder_name: str,
+    section: str = "",
+    aliases: str = "",
 ) -> str:
     """A point's id names everything its vectors and payload depend on.
 
@@ -117,9 +126,10 @@ def point_id(
     stored in the payload) and the embedder are part of it: a retitled document or a switch to another
     model of the same size must re-embed, not keep stale points whose ids happen to match.
     """
-    name = json.dumps(
-        [doc_id, chunk_index, content_hash, title, embedder_name, section, PAYLOAD_VERSION], ensure_ascii=False
-    )
+    parts: list[object] = [doc_id, chunk_index, content_hash, title, embedder_name, section, PAYLOAD_VERSION]
+    if aliases:
+        parts.append(aliases)  # only then: the ids of chunks without aliases stay what they were
+    name = json.dumps(parts, ensure_ascii=False)
     return str(uuid.uuid5(ID_NAMESPACE, name))
 
 
@@ -338,10 +348,17 @@ def _chunks(
     # An FAQ answer's chunk starts with its question, which is heading enough.
     faq_texts = ((text, "", FAQ_KIND) for text in faq_chunk_texts(faq, counter, settings))
     doc_texts = ((text, section, "") for text, section in chunk_sections(texts, headings))
+    known = name_aliases(title)
     for i, (text, section, kind) in enumerate(itertools.chain(doc_texts, faq_texts)):
         section = "" if section == title else section
         digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-        yield _Chunk(point_id(doc_id, i, digest, title, embedder_name, section), i, text, digest, section, kind)
+        # A name is introduced once, near the top: later chunks use the characters alone.
+        known.update((k, v) for k, v in name_aliases(text).items() if k not in known)
+        aliases = " ".join(f"{han} {latin}" for latin, han in known.items() if han in text or han in title)
+        yield _Chunk(
+            point_id(doc_id, i, digest, title, embedder_name, section, aliases),
+            i, text, digest, section, kind, aliases,
+        )  # fmt: skip
 
 
 def _batches(chunks: Iterable[_Chunk], size: int) -> Iterator[list[_Chunk]]:
@@ -387,6 +404,7 @@ class _Writer:
         # The title goes into both vectors: a chunk about warranty terms inside the iPhone page then
         # matches "iPhone warranty" even though the chunk itself never names the product.
         texts = [f"{self._title}\n{c.section}\n{c.text}" if c.section else f"{self._title}\n{c.text}" for c in chunks]
+        texts = [f"{t}\n{c.aliases}" if c.aliases else t for t, c in zip(texts, chunks, strict=True)]
         dense = self._embed(texts)
         retrieval = self._settings.retrieval
         return [
