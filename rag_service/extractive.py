@@ -30,6 +30,7 @@ from rag_service.domain import Chunk, GenerationInput
 from rag_service.facts import (
     BASE_WORDS,
     TIER_KINDS,
+    VARIANT_WORDS,
     Ask,
     Product,
     attribute_fit,
@@ -180,9 +181,14 @@ class Question:
     added_ideas: frozenset[str] = frozenset()
     added_words: frozenset[str] = frozenset()
     editions: frozenset[str] = frozenset()
+    # Variant words a follow-up names alone ("and the Pro one?") that the product carried over lacks: the
+    # sibling that has them, whatever its model number.
+    picked_variants: frozenset[str] = frozenset()
+    # The pages the previous answer quoted: a sibling picked by its variant word is on the same page.
+    answered_pages: frozenset[str] = frozenset()
 
     @classmethod
-    def parse(cls, question: str, query: str, earlier: Sequence[str] = ()) -> Question:
+    def parse(cls, question: str, query: str, earlier: Sequence[str] = (), answered: str = "") -> Question:
         # The rewritten query carries what a follow-up leaves out ("那它的保修期呢" -> the product); the
         # question as asked decides the language and the type. `earlier` are the customer's last questions
         # before this one, oldest first: "256GB 的呢" after "回收价多少" asks for the same kind of value.
@@ -205,14 +211,35 @@ class Question:
         added_ideas = ideas - own_ideas if own_ideas else frozenset()
         words = _stems(terms(both))
         added_words = words - own_words if own_words - _GENERIC_ZH else set()
+        named = products(query or question) or products(question)
+        named_editions = editions(question) or editions(query)
+        if answered and _leans_on_previous(question, query) and not _names_own_subject(question):
+            # "它几级能效" after an answer about one model: that model, whatever the rewriter carried over
+            # from an earlier turn (it keeps the conversation's first product through "那法式四门那款呢").
+            focus_named, focus_editions, subject = answer_subject(answered)
+            # Only for a question that points back ("它", "that one") or whose query already names the
+            # product's line ("清风 1.5" for "清风 1.5 匹挂机 标准版"): an answer that merely named a plan in
+            # passing is no subject for "买完多久之内要办".
+            if (focus_named or focus_editions) and (
+                _ANAPHOR.search(question) or set(terms(subject)) & set(terms(query)) - _GENERIC_ZH
+            ):
+                named = focus_named or named
+                named_editions = focus_editions or named_editions
+        picked = _bare_variants(question)
+        if picked and (products(question) or any(picked <= p.variants for p in named)):
+            picked = frozenset()
+        if picked:
+            named = ()
         return cls(
             text=question,
             lang=language(question),
             asks=tuple(asks),
-            named=products(query or question) or products(question),
+            named=named,
+            picked_variants=picked,
+            answered_pages=cited_pages(answered) if picked else frozenset(),
             base_model=BASE_WORDS.search(question) is not None,
             attrs=attributes(question) or attributes(query),
-            editions=editions(question) or editions(query),
+            editions=named_editions,
             words=frozenset(words),
             ideas=ideas,
             added_ideas=added_ideas,
@@ -221,6 +248,110 @@ class Question:
             # previous topic.
             context=concepts(previous) - ideas if previous and _leans_on_previous(question, query) else frozenset(),
         )
+
+
+_WORD = re.compile(r"[A-Za-z]+\+?")
+_PICK_NOUN = frozenset(["one", "model", "version", "edition", "variant"])
+
+
+def _bare_variants(question: str) -> frozenset[str]:
+    """Variant words used as a name ("the Pro one", "Max 呢"), not as an English word ("air fryer")."""
+    words = [(m.group(), m.end()) for m in _WORD.finditer(question)]
+    out: set[str] = set()
+    for i, (w, _) in enumerate(words):
+        following = words[i + 1][0].lower() if i + 1 < len(words) else ""
+        if w.lower() in VARIANT_WORDS and (w[0].isupper() or following in _PICK_NOUN):
+            if following and following not in _PICK_NOUN and following.islower() and len(following) > 2:
+                continue  # "Air purifier"
+            out.add(w.lower())
+    return frozenset(out)
+
+
+def _variant_fit(q: Question, c: Candidate) -> float | None:
+    """1 when the sentence is about a model with the picked variant words, 0 about a model without them
+    (its own name, a row's name cell, else its heading or page title); None when it names no model."""
+    for text in (c.row.name if c.row is not None else c.text, c.section, c.chunk.title):
+        if not text:
+            continue
+        marks = variant_marks(text) - {"base"}
+        if marks:
+            return 1.0 if q.picked_variants <= marks else 0.0
+        if products(text):
+            return 0.0
+    return None
+
+
+def _names_own_subject(question: str) -> bool:
+    """Does the question say itself which product, edition, variant or tier it means ("法式四门那款呢",
+    "the quieter one")?"""
+    return bool(
+        _PICKS_SIBLING.search(question)
+        or products(question)
+        or editions(question)
+        or BASE_WORDS.search(question)
+        or {w.lower() for w in re.findall(r"[A-Za-z]+", question)} & VARIANT_WORDS
+        or attributes(question)
+    )
+
+
+# A model told by what it is or has: "能除醛的那款", "双门那台", "the quieter one" (not "那款", "that one").
+_PICKS_SIBLING = re.compile(
+    rf"{HAN_CLASS}(?:的)?(?:那|这)(?:款|个|台|种|一款)|\bthe (?!same\b|other\b)[\w-]+(?: [\w-]+)? (?:one|model|version)\b",
+    re.I,
+)
+_QUOTED_LINE = re.compile(r"^- (.+)$", re.M)
+_SUBJECT_END = re.compile(r"[：，,。；]|: ")
+_CLOSE = {"）": "（", ")": "("}
+
+
+def _without_citation(line: str) -> str:
+    """A quoted line without its trailing "（title）" / " (title)": a title may name every model of a page."""
+    line = line.rstrip()
+    if not line or line[-1] not in _CLOSE:
+        return line
+    depth = 0
+    for i in range(len(line) - 1, -1, -1):
+        ch = line[i]
+        if ch in _CLOSE:
+            depth += 1
+        elif ch in _CLOSE.values():
+            depth -= 1
+            if depth == 0:
+                return line[:i].rstrip()
+    return line
+
+
+def _page_title(c: Candidate) -> str:
+    return c.chunk.title.split(" - ")[0].strip() or c.chunk.source
+
+
+def cited_pages(answer: str) -> frozenset[str]:
+    """The page titles an extractive answer cites (its quoted lines end in "（title）" / " (title)")."""
+    out: set[str] = set()
+    for m in _QUOTED_LINE.finditer(answer):
+        line = m.group(1).rstrip()
+        body = _without_citation(line)
+        if body != line:
+            out.add(line[len(body) :].strip()[1:-1].strip())
+    return frozenset(out)
+
+
+@lru_cache(maxsize=1024)
+def answer_subject(answer: str) -> tuple[tuple[Product, ...], frozenset[str], str]:
+    """The product (and edition) an earlier answer was about: what its first quoted sentence names, with
+    the heading it was quoted under; else the one product a free-text answer names."""
+    if answer.startswith(MARKER) and _QUOTED_LINE.search(answer) is None:
+        return (), frozenset(), ""
+    first = _QUOTED_LINE.search(answer)
+    if first is not None:
+        # Its subject: the heading it was quoted under ("雪域 X7 双门：…"), a row's first cell ("型号 X7，…"),
+        # the words before its first comma; not the parts or specs it lists ("酷睿 Ultra 9 处理器").
+        line = _without_citation(first.group(1))
+        end = _SUBJECT_END.search(line)
+        subject = line[: end.start()] if end else line
+        return products(subject), editions(subject), subject
+    named = products(answer)
+    return (named, frozenset(), named[0].text) if len({p.text for p in named}) == 1 else ((), frozenset(), "")
 
 
 _ANAPHOR = re.compile(r"\b(?:that|this|it|its|those|these|them|they)\b|这个|那个|这项|那项|该|它", re.I)
@@ -399,7 +530,11 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         fit = product_fit(list(q.named), q.base_model, _context_products(c, q))
         if fit == 0 and (_family_wide(c, q) or _names_family(c, q)):
             fit = 0.8  # "发热管均保修 3 年" on a page that covers the asked variant among others
-        if q.named:
+        if q.picked_variants:
+            fit = _variant_fit(q, c)
+            if q.answered_pages and _page_title(c) not in q.answered_pages:
+                score *= 0.4  # "and the Max?": the Max of the page we were on, not another line's Max
+        if q.named or q.picked_variants:
             score *= 0.5 if fit is None else 0.03 if fit == 0 else 2.0 * fit
         score *= _edition_fit(q, c)
         if own_tiers:
@@ -637,7 +772,7 @@ def _cite(c: Candidate, lang: str, text: str) -> str:
     subject = _subject(c, text)
     if subject:
         text = f"{subject}：{text}" if language(subject) == "zh" else f"{subject}: {text}"
-    title = c.chunk.title.split(" - ")[0].strip() or c.chunk.source
+    title = _page_title(c)
     return f"- {text}（{title}）" if lang == "zh" else f"- {text} ({title})"
 
 
@@ -667,7 +802,12 @@ class ExtractiveGenerator:
         if not candidates:
             return f"{MARKER} {empty}"
         rounds = turn.memory.rounds if turn.memory is not None else ()
-        q = Question.parse(turn.question, turn.query, [r.user.content for r in rounds[-_CONTEXT_ROUNDS:]])
+        q = Question.parse(
+            turn.question,
+            turn.query,
+            [r.user.content for r in rounds[-_CONTEXT_ROUNDS:]],
+            rounds[-1].assistant.content if rounds else "",
+        )
         score_candidates(q, candidates)
         ranked = sorted(candidates, key=lambda c: (-c.score, c.rank, c.order))
         picked = _pick(q, ranked, self.max_sentences)
