@@ -25,7 +25,7 @@ from functools import lru_cache
 from typing import Any
 
 from rag_core.lexical import terms
-from rag_core.text import HAN_CLASS, LIST_MARK, is_heading, language, split_sentences
+from rag_core.text import EN_GENERIC_WORDS, HAN_CLASS, LIST_MARK, is_heading, language, split_sentences
 from rag_service.domain import Chunk, GenerationInput
 from rag_service.facts import (
     BASE_WORDS,
@@ -457,6 +457,14 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     named_words = {t for p in q.named for t in terms(p.text)}
     numbers = asked_numbers(q.text, [p.text for p in q.named])
     asked_words = q.words - named_words
+    # The question's own names of things the glossary has no concept for (a part: "集尘袋", "mop pad"), not
+    # the rewriter's nor the product's words: a sentence that is about that thing names it first.
+    own_words = {
+        w
+        for w in asked_words - q.added_words
+        if len(w) > (3 if w.isascii() else 1) and not w.isdigit() and w not in EN_GENERIC_WORDS and not concepts(w)
+    } - _GENERIC_ZH
+    subject_found = bool(own_words) and any(_subject_words(c)[0] & own_words for c in candidates)
     for c in candidates:
         # A FAQ's question heading frames its answer but is worded like the customer's question: its words
         # would make every answer under it look like the answer.
@@ -554,6 +562,13 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             score *= 0.4
         if any(kind not in sentence_attrs for kind in q.attrs if kind in TIER_KINDS):
             score *= 0.5  # says nothing of the tier or size asked about
+        head, under = _subject_words(c) if own_words else (set(), set())
+        if head & own_words:
+            score *= (
+                _SUBJECT_BONUS  # "集尘袋（3 只装）：69 元" for "集尘袋多少钱", not a spec line naming it in passing
+            )
+        elif subject_found and (head or under) and not under & own_words:
+            score /= _SUBJECT_BONUS  # "S8 Pro：…，自动集尘基站，…" is about the machine, not the bag
         if _BOILERPLATE.search(c.text):
             score *= 0.05
         elif _POINTER.search(c.text):
@@ -562,6 +577,21 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             # "What is your return policy?": a page states its main rule first.
             score *= 1 + 0.5 / (1 + c.chunk.index)
         c.score = score / _rank_discount(c)
+
+
+_SUBJECT_BONUS = 2.0
+_SUBJECT_HEAD = re.compile(r"^((?:[^：:。，,；;（(]|[（(][^）)]{0,30}[）)]){2,40})[：:]")
+
+
+def _subject_words(c: Candidate) -> tuple[set[str], set[str]]:
+    """The words of what a sentence is about: what it names first ("拖布（2 块装）：建议每 2 个月更换"), and the
+    heading it sits under when that is a name ("集尘袋"), not a question nor the page's title."""
+    if c.row is not None:
+        return set(), set()
+    head = _SUBJECT_HEAD.match(c.text)
+    section = c.section.strip()
+    under = section and section != c.chunk.title and len(section) <= 24 and not _QUESTION_LINE.search(section)
+    return (_stems(terms(head.group(1))) if head else set()), (_stems(terms(section)) if under else set())
 
 
 def _rank_discount(c: Candidate) -> float:

@@ -117,3 +117,36 @@ def test_an_english_word_that_is_also_a_variant_word_picks_nothing() -> None:
     fryers = chunk("fryers", "Crispo 商品详情", "Crispo 商品详情\nCrispo 5 售价 399 元。\nCrispo 5 Air 售价 499 元。")
     text = answer("how much is the air fryer?", [fryers], query="how much is the Crispo 5 air fryer?")
     assert "399" in text
+
+
+ROBOT = chunk(
+    "robot",
+    "Tidy 擦窗机器人 商品详情",
+    "\n".join(
+        [
+            "Tidy 擦窗机器人 商品详情",
+            "价格与配置",
+            "Tidy W3：吸附力 3000 Pa，续航 40 分钟，配两块擦布和安全绳，售价 1299 元。",
+            "安全绳",
+            "Tidy W3 的安全绳长 4 m，承重 20 kg。",
+        ]
+    ),
+    section="",
+)
+PARTS = chunk(
+    "parts",
+    "配件价格",
+    "\n".join(["配件价格", "擦布（4 块装，Tidy W3 通用）：建议每 3 个月更换，59 元。", "清洁液：每瓶 29 元。"]),
+)
+
+
+def test_a_part_the_question_names_is_answered_by_the_line_about_that_part() -> None:
+    # The machine's own spec line names the part in passing and ranks first; the parts list is about it.
+    text = answer("擦布多少钱", [ROBOT, PARTS], query="Tidy W3 擦布多少钱")
+    assert "59 元" in text
+    assert "1299" not in text
+
+
+def test_a_part_under_its_own_heading_beats_a_line_under_another_part() -> None:
+    text = answer("擦布多久换一次", [ROBOT, PARTS], query="Tidy W3 擦布多久换一次")
+    assert "3 个月" in text
