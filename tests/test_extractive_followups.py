@@ -150,3 +150,41 @@ def test_a_part_the_question_names_is_answered_by_the_line_about_that_part() -> 
 def test_a_part_under_its_own_heading_beats_a_line_under_another_part() -> None:
     text = answer("擦布多久换一次", [ROBOT, PARTS], query="Tidy W3 擦布多久换一次")
     assert "3 个月" in text
+
+
+VISITORS = chunk(
+    "visitors",
+    "Help for Overseas Guests",
+    "\n".join(
+        [
+            "Help for Overseas Guests",
+            "Do you have staff who speak English?",
+            "Yes. English-speaking staff answer the hotline from 10:00 to 16:00 on weekdays.",
+            "Are the manuals in English?",
+            "Each product page has an English user manual to download as a PDF.",
+        ]
+    ),
+)
+HELPLINE = chunk(
+    "helpline",
+    "联系我们",
+    "\n".join(["联系我们", "客服热线", "全国客服热线：400-100-2000，每天 7:00–23:00。"]),
+)
+
+
+def test_a_chinese_question_about_english_service_finds_the_english_page_sentence() -> None:
+    text = answer("英文客服几点有人", [HELPLINE, VISITORS])
+    assert "10:00" in text and "16:00" in text
+
+
+def test_a_chinese_question_about_a_manual_finds_the_english_manual_sentence() -> None:
+    text = answer("有英文说明书吗", [HELPLINE, VISITORS])
+    assert "PDF" in text
+
+
+def test_a_service_number_question_wants_a_phone_number() -> None:
+    from rag_service.facts import Ask, question_asks
+
+    assert Ask.CONTACT in question_asks("What's your support number?")
+    assert Ask.CONTACT not in question_asks("What's my order number?")
+    assert Ask.CONTACT not in question_asks("What is the number of instalments?")
