@@ -732,7 +732,8 @@ def _key_figures(q: Question, quoted: list[str]) -> list[str]:
 
 
 _CLAUSE = re.compile(r"(?<=[，；;])")
-_TIERS = frozenset({"gold_tier", "silver_tier"})
+# Levels a rule is written per: membership tiers, and large vs small appliances ("大家电 … 5%，小家电 … 10%").
+_TIERS = frozenset({"gold_tier", "silver_tier", "large_appliance", "small_appliance"})
 
 
 def trim_clauses(q: Question, text: str) -> str:

@@ -188,3 +188,16 @@ def test_a_service_number_question_wants_a_phone_number() -> None:
     assert Ask.CONTACT in question_asks("What's your support number?")
     assert Ask.CONTACT not in question_asks("What's my order number?")
     assert Ask.CONTACT not in question_asks("What is the number of instalments?")
+
+
+def test_a_rule_written_per_appliance_size_quotes_the_size_asked_about() -> None:
+    lines = [
+        "退货规则",
+        "开封退货",
+        "包装完好的不收费。",
+        "小家电开封未用、配件齐全的，可以退，收取售价 8% 的整理费，最低 20 元；",
+        "大家电开封未用的，可以退，收取售价 3% 的整理费，最低 80 元。",
+    ]
+    rules = chunk("rules", "退货规则", "\n".join(lines))
+    text = answer("What about a big appliance, opened and unused, is there a fee?", [rules])
+    assert "3%" in text and "8%" not in text
