@@ -58,6 +58,7 @@ from rag_service.rewrite_rules import (
     content_size,
     contrast_followup,
     definite_reference,
+    definite_without_name,
     find_marker,
     has_determiner,
     has_slot,
@@ -232,7 +233,7 @@ class Gate:
                 if sim is not None and sim < self.settings.topic_similarity:
                     return Decision("switch", f"similarity {sim:.2f} < {self.settings.topic_similarity:.2f}", history)
             return Decision("standalone", f"names {names[0].text!r}", history)
-        if not shared and has_subject(question):
+        if not shared and has_subject(question) and not definite_without_name(question):
             sim = self.similarity(question, rounds)
             if sim is not None and sim < self.settings.topic_similarity:
                 return Decision("switch", f"similarity {sim:.2f} < {self.settings.topic_similarity:.2f}", history)
