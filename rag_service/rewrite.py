@@ -45,6 +45,7 @@ from rag_core.recent import Recent
 from rag_core.settings import LLMEndpoint, RewriteSettings, Settings
 from rag_core.text import has_han as is_chinese
 from rag_service.domain import MemoryView, RewriteResult, Round
+from rag_service.glossary import concepts
 from rag_service.intents.slots import ProductCatalog
 from rag_service.llm import ChatClient, ChatMessages, UpstreamError
 from rag_service.rewrite_rules import (
@@ -68,6 +69,7 @@ from rag_service.rewrite_rules import (
     is_noun_slot,
     mentions,
     normalize,
+    old_item,
     own_names,
     personal_pronoun,
     place_names,
@@ -212,7 +214,7 @@ class Gate:
             # "How long is the battery covered?" after a phone's price: its own words are the aspect, the
             # product is the conversation's (unless it names something new: "ship to Singapore, how much?");
             # so is the place of a question about shipping there ("满多少包邮" after "寄到美国运费多少").
-            if topic.product is not None and asks_about_product(question):
+            if topic.product is not None and asks_about_product(question) and not old_item(question):
                 return Decision("dependent", f"asks about {topic.product!r}", history, product=topic.product)
             if topic.place is not None and asks_about_shipping(question):
                 return Decision("dependent", f"asks about shipping to {topic.place!r}", history, product=topic.place)
@@ -238,6 +240,11 @@ class Gate:
             if sim is not None and sim < self.settings.topic_similarity:
                 return Decision("switch", f"similarity {sim:.2f} < {self.settings.topic_similarity:.2f}", history)
         if content_size(question) <= 1 and not is_fragment(question):
+            service = _services(concepts(question))
+            if service and not any(service & _services(concepts(r.user.content)) for r in rounds):
+                # "人工客服几点下班" after questions about an invoice: another of the shop's services, which
+                # the previous subject would only pull toward the previous page.
+                return Decision("standalone", f"asks about another service ({min(service)})", history)
             return Decision("dependent", "ellipsis: too little of its own", history)
         return Decision("standalone", "has content of its own", history)
 
@@ -424,6 +431,29 @@ class Topic:
 
 
 _MEMO_SIZE = 512
+# The shop's services a question can ask about with no product in mind (glossary concepts), by family: a
+# store's hours follow a question about the store, a refund one about a return.
+SHOP_SERVICES = {
+    "contact": "store",
+    "opening_hours": "store",
+    "store": "store",
+    "address": "store",
+    "payment": "payment",
+    "e_wallet": "payment",
+    "bank_card": "payment",
+    "installment": "payment",
+    "invoice": "invoice",
+    "member": "member",
+    "points": "member",
+    "return": "return",
+    "refund": "return",
+}
+
+
+def _services(ideas: frozenset[str]) -> frozenset[str]:
+    return frozenset(SHOP_SERVICES[c] for c in ideas if c in SHOP_SERVICES)
+
+
 _TITLES_TTL_S = 60.0
 # Contrast kinds that name another subject: the follow-up is read against the previous question, but its
 # answer is on another page.

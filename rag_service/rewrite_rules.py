@@ -177,10 +177,11 @@ _SPEC = re.compile(rf"^{_UNIT}(?:\+{_UNIT})*$|^\d+(?:\.\d+)?[kmb%]$|^ip[x\d]\d$"
 _LATIN_RUN = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+\-]*(?:\s+[A-Za-z0-9][A-Za-z0-9.+\-]*)*")
 _SENT_START = re.compile(r"(?:^|[.!?。！？:：\n]\s*)$")
 _ENTITY_ANSWER_CHARS = 1000  # of each answer, searched for entities
-# Prepositions and adverbs the shared stop list lacks: a noun phrase ends at them ("leave above the door" is
-# no subject, "the door" is).
+# Prepositions, adverbs and units of time the shared stop list lacks: a noun phrase ends at them ("leave above
+# the door", "after ten days" are no subject, "the door" is).
 _EN_BREAK_WORDS = """above below beneath underneath through throughout across behind beyond near around within along
-    against toward towards upon per away inside outside onto amid besides"""
+    against toward towards upon per away inside outside onto amid besides day days week weeks month months year
+    years hour hours minute minutes"""
 _EN_BREAKS = frozenset(_EN_BREAK_WORDS.split())
 # A subject pronoun or "be": the word after it is a verb or a complement ("it turns out", "should I leave",
 # "to be faulty"), not a noun.
@@ -618,9 +619,12 @@ def rule_rewrite(question: str, candidates: Sequence[Entity], names_only: bool =
     stands for a plural noun phrase."""
     singular = _SINGULAR_IT.search(question) is not None and _PLURAL_IT.search(question) is None
     if _DEVICE.search(question):
-        # "那台多少钱", "how much is that model?": a product, when the history has one; never a place.
-        products_ = [e for e in candidates if e.model and not e.ident]
-        candidates = products_ or [e for e in candidates if not place_names(e.text)]
+        # "那台多少钱", "how much is that model?": a name of the history, or its subject; never a place. "那台三星
+        # S9" names its device itself.
+        if own_names(question):
+            return question, "names its own device"
+        usable = [e for e in candidates if not e.ident and not place_names(e.text)]
+        candidates = [e for e in usable if e.named] or usable
     definite = definite_reference(question, candidates)
     if definite is not None:
         span, entity = definite
@@ -730,6 +734,16 @@ def asks_about_pair(question: str) -> bool:
 def asks_about_product(question: str) -> bool:
     """Does the question ask about an aspect of a product (its price, warranty, battery …) without naming one?"""
     return not product_names(question) and bool(concepts(question) & PRODUCT_ASPECTS)
+
+
+# "take away my old fridge", "旧机回收": the customer's old appliance, not the product the conversation is about.
+_OLD_ITEM = re.compile(
+    r"\b(?:my|our|the|an?)\s+old\b|\bused\s+one\b|旧(?:机|的|家电|冰箱|洗衣机|空调|电视|手机|电脑)|以旧换新", re.I
+)
+
+
+def old_item(question: str) -> bool:
+    return _OLD_ITEM.search(question) is not None
 
 
 SHIPPING_ASPECTS = frozenset(["shipping", "shipping_fee", "customs", "international", "pickup"])
