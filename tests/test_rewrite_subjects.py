@@ -77,3 +77,28 @@ def test_a_definite_question_without_a_name_is_no_topic_switch() -> None:
 def test_a_device_demonstrative_takes_no_place() -> None:
     query = rule("刚才说的静音那台多少钱", ("你们杭州的门店几点开门", ""))
     assert "杭州" not in query
+
+
+def test_another_service_of_the_shop_keeps_no_earlier_subject() -> None:
+    # After questions about a receipt, a short question about the hotline is not about the receipt.
+    turns = [("增值税发票怎么开", ""), ("发票抬头能改吗", "")]
+    result = RuleRewriter(RewriteSettings(mode="rule")).rewrite_now("热线电话几点有人接", view(*turns))
+    assert result.query == "热线电话几点有人接" and result.action == "skipped"
+
+
+def test_the_same_service_still_follows_up() -> None:
+    # A store's hours after a question about the store still carry the store's city.
+    turns = [("你们在厦门有门店吗", "")]
+    query = rule("几点开门", *turns)
+    assert "厦门" in query
+
+
+def test_the_customers_old_appliance_is_not_the_conversations_product() -> None:
+    turns = [("How much is the Frostline FX-300 freezer?", ""), ("Does it come in white?", "")]
+    query = rule("Will you collect my old freezer? How much?", *turns)
+    assert "FX-300" not in query
+
+
+def test_a_device_demonstrative_with_its_own_name_is_left_alone() -> None:
+    query = rule("刚才那台海鸥 X5 多少钱", ("你们厦门的门店几点开门", ""))
+    assert query == "刚才那台海鸥 X5 多少钱"
