@@ -315,7 +315,7 @@ def _latin_entities(text: str) -> list[Entity]:
             flush()  # a bare number starts nothing; it only continues a name ("Gen 12")
             continue
         verb = not is_name and (_VERB_LIKE.match(lower) is not None or (after_subject and kind != "name"))
-        if lower in _EN_STOP or lower in _EN_BREAKS or verb or (_SPEC.match(word) and kind != "name"):
+        if lower in _EN_STOP or (lower in _EN_BREAKS and not is_name) or verb or (_SPEC.match(word) and kind != "name"):
             flush()
             continue
         word_kind = "name" if is_name or word.isdigit() else "plain"

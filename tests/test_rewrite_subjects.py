@@ -102,3 +102,7 @@ def test_the_customers_old_appliance_is_not_the_conversations_product() -> None:
 def test_a_device_demonstrative_with_its_own_name_is_left_alone() -> None:
     query = rule("刚才那台海鸥 X5 多少钱", ("你们厦门的门店几点开门", ""))
     assert query == "刚才那台海鸥 X5 多少钱"
+
+
+def test_a_break_word_inside_a_name_keeps_the_name() -> None:
+    assert "Ada Week" in {e.text for e in entities("Who was Ada Week married to?")}
