@@ -396,11 +396,14 @@ class RuleRewriter:
 
     def topic_product(self, view: MemoryView, known: KnownNames | None = None) -> Topic:
         """What the conversation is about: the product and the place of the latest questions (as rewritten)
-        that name one, back to the latest topic switch or `history_rounds` rounds."""
+        that name one, back to the latest topic switch or `_SLOT_ROUNDS` rounds."""
         rounds = view.rounds
         named: list[str] = []  # the products, latest first
         place = None
-        for i in range(len(rounds) - 1, max(-1, len(rounds) - 1 - max(self.settings.history_rounds, 1)), -1):
+        # As far back as a contrast looks for its slot: a product stays the topic over a few questions that do
+        # not name it ("Will you take my old one away?", "How many days for a refund?") until another or a switch.
+        back = max(self.settings.history_rounds, _SLOT_ROUNDS)
+        for i in range(len(rounds) - 1, max(-1, len(rounds) - 1 - back), -1):
             asked = rounds[i].user.content
             if not asked.strip():
                 continue
