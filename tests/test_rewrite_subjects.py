@@ -106,3 +106,13 @@ def test_a_device_demonstrative_with_its_own_name_is_left_alone() -> None:
 
 def test_a_break_word_inside_a_name_keeps_the_name() -> None:
     assert "Ada Week" in {e.text for e in entities("Who was Ada Week married to?")}
+
+
+def test_the_product_stays_the_topic_over_questions_that_do_not_name_it() -> None:
+    turns = [
+        ("How much is the Frostline FX-300 freezer?", ""),
+        ("Can you deliver at the weekend?", ""),
+        ("Which cities get evening deliveries?", ""),
+        ("Will you collect my old freezer? How much?", ""),
+    ]
+    assert "FX-300" in rule("How heavy is it?", *turns)
