@@ -45,6 +45,7 @@ from rag_core.recent import Recent
 from rag_core.settings import LLMEndpoint, RewriteSettings, Settings
 from rag_core.text import has_han as is_chinese
 from rag_service.domain import MemoryView, RewriteResult, Round
+from rag_service.glossary import concepts
 from rag_service.intents.slots import ProductCatalog
 from rag_service.llm import ChatClient, ChatMessages, UpstreamError
 from rag_service.rewrite_rules import (
@@ -58,6 +59,7 @@ from rag_service.rewrite_rules import (
     content_size,
     contrast_followup,
     definite_reference,
+    definite_without_name,
     find_marker,
     has_determiner,
     has_slot,
@@ -67,6 +69,7 @@ from rag_service.rewrite_rules import (
     is_noun_slot,
     mentions,
     normalize,
+    old_item,
     own_names,
     personal_pronoun,
     place_names,
@@ -211,7 +214,7 @@ class Gate:
             # "How long is the battery covered?" after a phone's price: its own words are the aspect, the
             # product is the conversation's (unless it names something new: "ship to Singapore, how much?");
             # so is the place of a question about shipping there ("满多少包邮" after "寄到美国运费多少").
-            if topic.product is not None and asks_about_product(question):
+            if topic.product is not None and asks_about_product(question) and not old_item(question):
                 return Decision("dependent", f"asks about {topic.product!r}", history, product=topic.product)
             if topic.place is not None and asks_about_shipping(question):
                 return Decision("dependent", f"asks about shipping to {topic.place!r}", history, product=topic.place)
@@ -232,11 +235,16 @@ class Gate:
                 if sim is not None and sim < self.settings.topic_similarity:
                     return Decision("switch", f"similarity {sim:.2f} < {self.settings.topic_similarity:.2f}", history)
             return Decision("standalone", f"names {names[0].text!r}", history)
-        if not shared and has_subject(question):
+        if not shared and has_subject(question) and not definite_without_name(question):
             sim = self.similarity(question, rounds)
             if sim is not None and sim < self.settings.topic_similarity:
                 return Decision("switch", f"similarity {sim:.2f} < {self.settings.topic_similarity:.2f}", history)
         if content_size(question) <= 1 and not is_fragment(question):
+            service = _services(concepts(question))
+            if service and not any(service & _services(concepts(r.user.content)) for r in rounds):
+                # "人工客服几点下班" after questions about an invoice: another of the shop's services, which
+                # the previous subject would only pull toward the previous page.
+                return Decision("standalone", f"asks about another service ({min(service)})", history)
             return Decision("dependent", "ellipsis: too little of its own", history)
         return Decision("standalone", "has content of its own", history)
 
@@ -388,11 +396,14 @@ class RuleRewriter:
 
     def topic_product(self, view: MemoryView, known: KnownNames | None = None) -> Topic:
         """What the conversation is about: the product and the place of the latest questions (as rewritten)
-        that name one, back to the latest topic switch or `history_rounds` rounds."""
+        that name one, back to the latest topic switch or `_SLOT_ROUNDS` rounds."""
         rounds = view.rounds
         named: list[str] = []  # the products, latest first
         place = None
-        for i in range(len(rounds) - 1, max(-1, len(rounds) - 1 - max(self.settings.history_rounds, 1)), -1):
+        # As far back as a contrast looks for its slot: a product stays the topic over a few questions that do
+        # not name it ("Will you take my old one away?", "How many days for a refund?") until another or a switch.
+        back = max(self.settings.history_rounds, _SLOT_ROUNDS)
+        for i in range(len(rounds) - 1, max(-1, len(rounds) - 1 - back), -1):
             asked = rounds[i].user.content
             if not asked.strip():
                 continue
@@ -423,6 +434,29 @@ class Topic:
 
 
 _MEMO_SIZE = 512
+# The shop's services a question can ask about with no product in mind (glossary concepts), by family: a
+# store's hours follow a question about the store, a refund one about a return.
+SHOP_SERVICES = {
+    "contact": "store",
+    "opening_hours": "store",
+    "store": "store",
+    "address": "store",
+    "payment": "payment",
+    "e_wallet": "payment",
+    "bank_card": "payment",
+    "installment": "payment",
+    "invoice": "invoice",
+    "member": "member",
+    "points": "member",
+    "return": "return",
+    "refund": "return",
+}
+
+
+def _services(ideas: frozenset[str]) -> frozenset[str]:
+    return frozenset(SHOP_SERVICES[c] for c in ideas if c in SHOP_SERVICES)
+
+
 _TITLES_TTL_S = 60.0
 # Contrast kinds that name another subject: the follow-up is read against the previous question, but its
 # answer is on another page.

@@ -93,6 +93,7 @@ _EN_PRONOUNS = re.compile(
     r"|the former|the latter|that one|this one|such)\b"
     r"|\bthe same\b(?!\s+(?:\w+\s+)?as\b)"
     r"|\b(?:this|that)\s*[?.!]*\s*$"
+    r"|(?:(?<=\bis )|(?<=\bwas ))(?:this|that)(?=\s+(?:a|an|the|still|really|true|safe|normal|possible)\b)"
     r"|\bthis\s+(?!(?:year|week|month|morning|afternoon|evening|weekend|summer|winter|spring|autumn|fall)\b)[a-z]{3,}",
     re.IGNORECASE,
 )
@@ -176,6 +177,15 @@ _SPEC = re.compile(rf"^{_UNIT}(?:\+{_UNIT})*$|^\d+(?:\.\d+)?[kmb%]$|^ip[x\d]\d$"
 _LATIN_RUN = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+\-]*(?:\s+[A-Za-z0-9][A-Za-z0-9.+\-]*)*")
 _SENT_START = re.compile(r"(?:^|[.!?。！？:：\n]\s*)$")
 _ENTITY_ANSWER_CHARS = 1000  # of each answer, searched for entities
+# Prepositions, adverbs and units of time the shared stop list lacks: a noun phrase ends at them ("leave above
+# the door", "after ten days" are no subject, "the door" is).
+_EN_BREAK_WORDS = """above below beneath underneath through throughout across behind beyond near around within along
+    against toward towards upon per away inside outside onto amid besides day days week weeks month months year
+    years hour hours minute minutes"""
+_EN_BREAKS = frozenset(_EN_BREAK_WORDS.split())
+# A subject pronoun or "be": the word after it is a verb or a complement ("it turns out", "should I leave",
+# "to be faulty"), not a noun.
+_EN_SUBJECTS = frozenset(["i", "you", "we", "they", "he", "she", "it", "be", "been", "being"])
 # jieba's person/place/organisation tags; a tag makes a name only on a word that stands alone
 # ("李宇春", "上海"), never inside a run of nouns ("电池续航": 续航 is tagged nr).
 _ZH_NAME_TAGS = frozenset({"nr", "ns", "nt", "nrt", "nrfg"})
@@ -289,11 +299,14 @@ def _latin_entities(text: str) -> list[Entity]:
             out.append(Entity(" ".join(run), named))
         run, named, kind, pending = [], False, "", []
 
+    previous = ""  # the word before, lowercase
     for m in _EN_WORD.finditer(text):
         word, lower = m.group(), m.group().lower()
         if last_end >= 0 and text[last_end : m.start()].strip():
             flush()  # punctuation between words ends a run
+            previous = ""
         last_end = m.end()
+        after_subject, previous = previous in _EN_SUBJECTS, lower
         if kind == "name" and lower in _NAME_JOINERS:
             pending.append(word)
             continue
@@ -301,7 +314,8 @@ def _latin_entities(text: str) -> list[Entity]:
         if word.isdigit() and kind != "name":
             flush()  # a bare number starts nothing; it only continues a name ("Gen 12")
             continue
-        if lower in _EN_STOP or (not is_name and _VERB_LIKE.match(lower)) or (_SPEC.match(word) and kind != "name"):
+        verb = not is_name and (_VERB_LIKE.match(lower) is not None or (after_subject and kind != "name"))
+        if lower in _EN_STOP or (lower in _EN_BREAKS and not is_name) or verb or (_SPEC.match(word) and kind != "name"):
             flush()
             continue
         word_kind = "name" if is_name or word.isdigit() else "plain"
@@ -395,11 +409,20 @@ def own_names(question: str) -> list[Entity]:
 
 
 def _plural_noun_before(question: str, end: int) -> bool:
-    words = _EN_WORD.findall(question[:end])
+    """A plural noun before `end` that can be what they/them/their stand for: not the thing asked for
+    ("What hours are they open?", "How many days do they take?" ask about something of theirs)."""
+    words = [w.lower() for w in _EN_WORD.findall(question[:end])]
     return any(
-        len(w) >= 4 and w.lower().endswith("s") and not w.lower().endswith("ss") and w.lower() not in _EN_STOP
-        for w in words
+        len(w) >= 4
+        and w.endswith("s")
+        and not w.endswith("ss")
+        and w not in _EN_STOP
+        and not (i and words[i - 1] in _ASKED_FOR)
+        for i, w in enumerate(words)
     )
+
+
+_ASKED_FOR = frozenset(["what", "which", "many", "much", "whose"])
 
 
 def antecedent_inside(question: str, marker: Marker, names: Sequence[Entity]) -> bool:
@@ -592,7 +615,16 @@ def rule_rewrite(question: str, candidates: Sequence[Entity], names_only: bool =
 
     `candidates` are the history's entities, most salient first (`salient_entities`); `names_only`
     (for he/she) passes over noun phrases. A pronoun never stands for an order or phone number: an order
-    number is only put in front of a question about the order that names none itself."""
+    number is only put in front of a question about the order that names none itself. A singular "it" never
+    stands for a plural noun phrase."""
+    singular = _SINGULAR_IT.search(question) is not None and _PLURAL_IT.search(question) is None
+    if _DEVICE.search(question):
+        # "那台多少钱", "how much is that model?": a name of the history, or its subject; never a place. "那台三星
+        # S9" names its device itself.
+        if own_names(question):
+            return question, "names its own device"
+        usable = [e for e in candidates if not e.ident and not place_names(e.text)]
+        candidates = [e for e in usable if e.named] or usable
     definite = definite_reference(question, candidates)
     if definite is not None:
         span, entity = definite
@@ -605,9 +637,31 @@ def rule_rewrite(question: str, candidates: Sequence[Entity], names_only: bool =
             if not mentions(question, entity):
                 return f"{entity.text} {question.lstrip()}", f"added order number {entity.text!r}"
             continue
-        if (entity.named or not names_only) and not mentions(question, entity):
-            return resolve(question, entity), f"added {entity.text!r}"
+        if entity.named or not names_only:
+            if singular and not entity.named and _plural(entity.text):
+                continue  # "it" is not "the guys" nor "the days"
+            if not mentions(question, entity):
+                return resolve(question, entity), f"added {entity.text!r}"
     return question, "no entity to add"
+
+
+_DEVICE = re.compile(r"[这那](?:款|台|部|个型号|种型号)|\b(?:that|this)\s+(?:model|version)\b", re.IGNORECASE)
+_SINGULAR_IT = re.compile(r"\b(?:it|its|itself)\b", re.IGNORECASE)
+_PLURAL_IT = re.compile(r"\b(?:they|them|their|theirs|these|those|both)\b", re.IGNORECASE)
+# Plural in form, singular in use.
+_SINGULAR_S = re.compile(r"(?:ics|ss|us|is|news|series|species|means)$")
+
+
+def _plural(phrase: str) -> bool:
+    """A lone lowercase plural ("guys", "days"); a longer phrase or a capitalised word may be a name
+    ("bruno mars", "Texas")."""
+    return (
+        len(phrase) >= 4
+        and phrase.isalpha()
+        and phrase.islower()
+        and phrase.endswith("s")
+        and _SINGULAR_S.search(phrase) is None
+    )
 
 
 # --- the conversation's product ------------------------------------------------------------------------
@@ -680,6 +734,16 @@ def asks_about_pair(question: str) -> bool:
 def asks_about_product(question: str) -> bool:
     """Does the question ask about an aspect of a product (its price, warranty, battery …) without naming one?"""
     return not product_names(question) and bool(concepts(question) & PRODUCT_ASPECTS)
+
+
+# "take away my old fridge", "旧机回收": the customer's old appliance, not the product the conversation is about.
+_OLD_ITEM = re.compile(
+    r"\b(?:my|our|the|an?)\s+old\b|\bused\s+one\b|旧(?:机|的|家电|冰箱|洗衣机|空调|电视|手机|电脑)|以旧换新", re.I
+)
+
+
+def old_item(question: str) -> bool:
+    return _OLD_ITEM.search(question) is not None
 
 
 SHIPPING_ASPECTS = frozenset(["shipping", "shipping_fee", "customs", "international", "pickup"])
@@ -1038,7 +1102,16 @@ def content_size(question: str) -> int:
     found = entities(question)
     if is_chinese(question):
         return len(found)
-    return sum(1 for e in found for w in e.key.split() if w not in _WEAK)
+    # The verb after a subject is no entity but still says something ("Why can't I delete keys?").
+    verbs = sum(
+        1
+        for m in _AFTER_SUBJECT.finditer(question)
+        if m.group(1).lower() not in _EN_STOP and m.group(1).lower() not in _WEAK and not _VERB_LIKE.match(m.group(1))
+    )
+    return verbs + sum(1 for e in found for w in e.key.split() if w not in _WEAK)
+
+
+_AFTER_SUBJECT = re.compile(r"\b(?:i|you|we|they|he|she|it|be|been|being)\s+([a-z]+)\b", re.IGNORECASE)
 
 
 # Verbs that say nothing of a topic: "可以吗", "你给我讲讲" have no subject of their own.
@@ -1077,6 +1150,17 @@ def has_subject(question: str) -> bool:
     return is_chinese(question) and any(
         flag.startswith("v") and len(w) >= 2 and w not in _ZH_LIGHT_VERBS for w, flag in _tagged(question)
     )
+
+
+_DEFINITE_NOUN = re.compile(r"\bthe\s+(?:[a-z]+\s+){0,2}?[a-z]{3,}\b")
+
+
+def definite_without_name(question: str) -> bool:
+    """ "Who was the enemy?", "What are the requirements?": an English question about a definite thing it
+    does not name presupposes the conversation's topic; it continues it rather than opening one."""
+    if is_chinese(question) or own_names(question):
+        return False
+    return any(m.group().split()[-1] not in _EN_STOP for m in _DEFINITE_NOUN.finditer(question))
 
 
 @lru_cache(maxsize=4096)

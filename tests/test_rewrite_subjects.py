@@ -1,0 +1,118 @@
+"""Subjects the rule rewriter must not take, and follow-ups the gate must not call topic switches
+(invented shops and wording)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from rag_core.settings import RewriteSettings
+from rag_service.domain import MemoryView, Message, Round
+from rag_service.rewrite import Gate, RuleRewriter
+from rag_service.rewrite_rules import content_size, entities, find_marker
+
+
+def view(*turns: tuple[str, str]) -> MemoryView:
+    rounds = tuple(Round(Message("user", q, 1, 0.0), Message("assistant", a, 1, 0.0)) for q, a in turns)
+    return MemoryView("", 0, rounds)
+
+
+class Orthogonal:
+    """Every text its own direction: any two questions are dissimilar (similarity 0)."""
+
+    name = "orthogonal"
+    dim = 64
+    remote = False
+
+    def embed_query(self, text: str) -> npt.NDArray[np.float32]:
+        v = np.zeros(self.dim, dtype=np.float32)
+        v[hash(text) % self.dim] = 1.0
+        return v
+
+    def embed_passages(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return np.stack([self.embed_query(t) for t in texts])
+
+
+def rule(question: str, *turns: tuple[str, str]) -> str:
+    return RuleRewriter(RewriteSettings(mode="rule")).rewrite_now(question, view(*turns)).query
+
+
+def test_a_verb_after_a_subject_is_no_noun_phrase() -> None:
+    found = {e.key for e in entities("What if it breaks down after a month?")}
+    assert "breaks" not in found
+    found = {e.key for e in entities("How much clearance should I keep behind the heater?")}
+    assert "heater" in found and not any("keep" in k or "behind" in k for k in found)
+    assert "sticky" not in {e.key for e in entities("Could the lid ever be sticky?")}
+    # The verb still counts as what the question says of its own.
+    assert content_size("Why can't I remove filters?") == 2
+
+
+def test_it_never_stands_for_a_lone_plural() -> None:
+    query = rule("How deep is it?", ("Can your technicians take away my broken dishwasher?", ""))
+    assert "technicians" not in query and "dishwasher" in query
+
+
+def test_they_after_the_thing_asked_for_is_still_a_reference() -> None:
+    marker = find_marker("What hours are they staffed?")
+    gate = Gate(RewriteSettings())
+    decision = gate.decide("What hours are they staffed?", view(("Does anyone answer the phone in French?", "")))
+    assert marker is not None and decision.kind == "dependent"
+
+
+def test_is_this_points_back() -> None:
+    assert find_marker("Is this a sensible plan?") is not None
+    assert find_marker("Is that still valid?") is not None
+
+
+def test_a_definite_question_without_a_name_is_no_topic_switch() -> None:
+    gate = Gate(RewriteSettings(topic_similarity=0.84), Orthogonal())
+    history = view(("Do freelancers have to file their taxes every quarter?", ""))
+    assert gate.decide("What are the penalties?", history).kind != "switch"
+    # A subject of its own, dissimilar to everything before, still is one.
+    assert gate.decide("How do volcanoes form?", history).kind == "switch"
+
+
+def test_a_device_demonstrative_takes_no_place() -> None:
+    query = rule("刚才说的静音那台多少钱", ("你们杭州的门店几点开门", ""))
+    assert "杭州" not in query
+
+
+def test_another_service_of_the_shop_keeps_no_earlier_subject() -> None:
+    # After questions about a receipt, a short question about the hotline is not about the receipt.
+    turns = [("增值税发票怎么开", ""), ("发票抬头能改吗", "")]
+    result = RuleRewriter(RewriteSettings(mode="rule")).rewrite_now("热线电话几点有人接", view(*turns))
+    assert result.query == "热线电话几点有人接" and result.action == "skipped"
+
+
+def test_the_same_service_still_follows_up() -> None:
+    # A store's hours after a question about the store still carry the store's city.
+    turns = [("你们在厦门有门店吗", "")]
+    query = rule("几点开门", *turns)
+    assert "厦门" in query
+
+
+def test_the_customers_old_appliance_is_not_the_conversations_product() -> None:
+    turns = [("How much is the Frostline FX-300 freezer?", ""), ("Does it come in white?", "")]
+    query = rule("Will you collect my old freezer? How much?", *turns)
+    assert "FX-300" not in query
+
+
+def test_a_device_demonstrative_with_its_own_name_is_left_alone() -> None:
+    query = rule("刚才那台海鸥 X5 多少钱", ("你们厦门的门店几点开门", ""))
+    assert query == "刚才那台海鸥 X5 多少钱"
+
+
+def test_a_break_word_inside_a_name_keeps_the_name() -> None:
+    assert "Ada Week" in {e.text for e in entities("Who was Ada Week married to?")}
+
+
+def test_the_product_stays_the_topic_over_questions_that_do_not_name_it() -> None:
+    turns = [
+        ("How much is the Frostline FX-300 freezer?", ""),
+        ("Can you deliver at the weekend?", ""),
+        ("Which cities get evening deliveries?", ""),
+        ("Will you collect my old freezer? How much?", ""),
+    ]
+    assert "FX-300" in rule("How heavy is it?", *turns)
