@@ -236,7 +236,9 @@ class ExampleSet:
         }
         return cls(matrix, labels, standalone, near, frozenset(unread), words)
 
-    def stands_alone(self, vector: Vector, question: str, similarity: float, task_intent: str | None) -> str | None:
+    def stands_alone(
+        self, vector: Vector, question: str, similarity: float, task_intent: str | Collection[str] | None
+    ) -> str | None:
         """Why the question opens a new subject (`similarity`: its best cosine to the recent turns), or
         None: it is too near the conversation, its nearest example is not near enough, or (within a
         task) it is about the task's own business: the intent nearest to it is the task's, or it names
@@ -253,7 +255,9 @@ class ExampleSet:
             return None
         return f"stands alone (nearest example {best:.3f} >= {bar:.3f}), similarity {similarity:.3f} < {near:.3f}"
 
-    def asks_the_shop(self, vector: Vector, question: str, similarity: float, task_intent: str | None) -> str | None:
+    def asks_the_shop(
+        self, vector: Vector, question: str, similarity: float, task_intent: str | Collection[str] | None
+    ) -> str | None:
         """Why a question addressed to the shop ("你们…", "Do you sell …?") opens a new subject: it is also
         as far from the recent turns as unrelated examples are from each other, and not about the task's
         own business (two independent signs agreeing; the cue alone is not enough)."""
@@ -275,15 +279,20 @@ class ExampleSet:
             return None
         return min(self.near[""], self.near.get(lang, self.near[""]))
 
-    def task_business(self, sims: npt.NDArray[np.float32], question: str, task_intent: str | None) -> bool:
+    def task_business(
+        self, sims: npt.NDArray[np.float32], question: str, task_intent: str | Collection[str] | None
+    ) -> bool:
         """Whether the question is about the open task's own business: the intent nearest to it is the
-        task's, or it names one of the task intent's words."""
-        if task_intent is None:
+        task's (or one the task's recent turns were recognised as: a task drifts when a turn is taken for
+        another intent), or it names one of their words."""
+        names = {task_intent} if isinstance(task_intent, str) else set(task_intent or ())
+        if not names:
             return False
         intents = [i for i, label in enumerate(self.labels) if label != NONE]
-        if intents and self.labels[max(intents, key=lambda i: float(sims[i]))] == task_intent:
+        if intents and self.labels[max(intents, key=lambda i: float(sims[i]))] in names:
             return True
-        return bool(topic_words(entities(question)) & self.words.get(task_intent, frozenset()))
+        words = topic_words(entities(question))
+        return any(words & self.words.get(name, frozenset()) for name in names)
 
 
 class SwitchDetector:
@@ -359,10 +368,12 @@ class SwitchDetector:
         landed: Landing | None = None,
         task_documents: Collection[str] = (),
         task_intent: str | None = None,
+        recent_intents: Collection[str] = (),
     ) -> SwitchDecision:
         """`landed`: the question's nearest chunks; `task_documents`: the documents the task's recent turns
         were answered from. Without both, the knowledge base has no say. `task_intent`: the task's intent
-        (a question about its own business is not a new subject, however it is phrased)."""
+        (a question about its own business is not a new subject, however it is phrased); `recent_intents`:
+        the intents the task's recent turns were recognised as (its business too)."""
         early = self.settled(question, previous_questions, previous_answers)
         if early is not None:
             return early
@@ -385,10 +396,11 @@ class SwitchDetector:
             return SwitchDecision(False, f"about buying {buying!r}, similarity {sim:.3f}", sim, follows=True)
         if sim < self.strict:
             return SwitchDecision(True, f"similarity {sim:.3f} < {self.strict:.3f}", sim)
-        alone = self.examples.stands_alone(q, question, sim, task_intent) if self.examples is not None else None
+        business = {*recent_intents, *([task_intent] if task_intent else [])}
+        alone = self.examples.stands_alone(q, question, sim, business) if self.examples is not None else None
         if alone is not None:
             return SwitchDecision(True, alone, sim)
-        shop = self.examples.asks_the_shop(q, question, sim, task_intent) if self.examples is not None else None
+        shop = self.examples.asks_the_shop(q, question, sim, business) if self.examples is not None else None
         if shop is not None:
             return SwitchDecision(True, shop, sim)
         away = landing_margin(landed, task_documents) if landed and task_documents else None
