@@ -41,11 +41,14 @@ from rag_service.facts import products
 from rag_service.intents.recognize import NONE
 from rag_service.intents.slots import language, order_numbers
 from rag_service.rewrite_rules import (
+    Marker,
+    antecedent_inside,
     contrast_followup,
     entities,
     find_marker,
     has_subject,
     normalize,
+    own_names,
     topic_words,
 )
 
@@ -344,6 +347,9 @@ class SwitchDetector:
         if announced:
             rest = question[: announced.start()] + " " * len(announced.group()) + question[announced.end() :]
         marker = find_marker(rest)
+        if marker is not None and _carries_antecedent(rest, marker):
+            # "My MacBook Air M3 won't wake, can you repair it?": the pronoun points inside the question.
+            marker = None
         if marker is not None:
             return SwitchDecision(False, f"reference marker {marker.text!r}", follows=True)
         back = _BACK.search(question)
@@ -409,6 +415,18 @@ class SwitchDetector:
             why = f"lands on document {away[0]!r}, {away[1]:.3f} over the task's documents (>= {self.margin:.3f})"
             return SwitchDecision(True, why, sim, away=margin)
         return SwitchDecision(False, f"similarity {sim:.3f}", sim, away=margin)
+
+
+# The customer's own thing named before a pronoun ("My old laptop keeps overheating, can you fix it?",
+# "我的耳机坏了，它还能修吗").
+_OWN_THING = re.compile(r"\b(?:my|our)\s+(?:[\w-]+\s+){0,3}?[a-z]{3,}\b|我的\S{2,}", re.IGNORECASE)
+
+
+def _carries_antecedent(question: str, marker: Marker) -> bool:
+    """Whether the question's pronoun points at something the question itself names before it."""
+    if not marker.pronoun or marker.start < 0:
+        return False
+    return antecedent_inside(question, marker, own_names(question)) or bool(_OWN_THING.search(question[: marker.start]))
 
 
 def buys_the_product(question: str, recent: Sequence[str]) -> str | None:
