@@ -858,8 +858,14 @@ def contrast_followup(question: str) -> Contrast | None:
         if m is None or not (m.group("lead") or m.group("tail")):
             return None
         raw = _ZH_MOTION.sub("", m.group("x").strip()) or m.group("x").strip()
-        if _ZH_X_BLOCK.search(raw) or len(_CJK.findall(raw)) > _MAX_X_CJK or _has_verb(raw):
-            return None  # "觉得他怎么样", "还没呢": a clause, not a value
+        if _ZH_X_BLOCK.search(raw) or len(_CJK.findall(raw)) > _MAX_X_CJK:
+            return None
+        if _has_verb(raw):
+            # "换个颜色的话呢": a condition on the previous question, carried with it; "觉得他怎么样", "还没呢" are
+            # clauses of their own.
+            if _CONDITION.search(question) and "的话" not in raw and not own_names(raw):
+                return Contrast(raw, f"{raw}的话", "comparative", True)
+            return None
         core = _ZH_X_TAIL.sub("", _ZH_X_DET.sub("", raw)).strip() if not _STANDARD.match(raw) else raw
         core = core or raw
         if _question_of_its_own(core):
@@ -889,6 +895,7 @@ def contrast_followup(question: str) -> Contrast | None:
     return Contrast(core, raw, kind, False, (prep.group(1) or prep.group(2)).lower() if prep is not None else "")
 
 
+_CONDITION = re.compile(r"的话\s*呢\s*[?？!！。.…~～]*\s*$")
 # What a noun value may be made of: nouns, names, idioms and set phrases (悲惨世界 is tagged i), 的, numbers.
 _ZH_VALUE_TAGS = _ZH_NOUN_TAGS | {"i", "l", "uj", "m", "q", "eng", "x"}
 

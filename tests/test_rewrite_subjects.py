@@ -116,3 +116,10 @@ def test_the_product_stays_the_topic_over_questions_that_do_not_name_it() -> Non
         ("Will you collect my old freezer? How much?", ""),
     ]
     assert "FX-300" in rule("How heavy is it?", *turns)
+
+
+def test_a_condition_follow_up_carries_the_previous_question() -> None:
+    query = rule("办年卡的话呢", ("买咖啡豆有优惠吗", ""))
+    assert "咖啡豆" in query and "办年卡" in query
+    # A clause of its own is no condition.
+    assert rule("觉得他怎么样", ("买咖啡豆有优惠吗", "")) != "买咖啡豆有优惠吗，觉得他的话？"
