@@ -25,11 +25,12 @@ from functools import lru_cache
 from typing import Any
 
 from rag_core.lexical import terms
-from rag_core.text import HAN_CLASS, LIST_MARK, is_heading, language, split_sentences
+from rag_core.text import EN_GENERIC_WORDS, HAN_CLASS, LIST_MARK, is_heading, language, split_sentences
 from rag_service.domain import Chunk, GenerationInput
 from rag_service.facts import (
     BASE_WORDS,
     TIER_KINDS,
+    VARIANT_WORDS,
     Ask,
     Product,
     attribute_fit,
@@ -180,9 +181,14 @@ class Question:
     added_ideas: frozenset[str] = frozenset()
     added_words: frozenset[str] = frozenset()
     editions: frozenset[str] = frozenset()
+    # Variant words a follow-up names alone ("and the Pro one?") that the product carried over lacks: the
+    # sibling that has them, whatever its model number.
+    picked_variants: frozenset[str] = frozenset()
+    # The pages the previous answer quoted: a sibling picked by its variant word is on the same page.
+    answered_pages: frozenset[str] = frozenset()
 
     @classmethod
-    def parse(cls, question: str, query: str, earlier: Sequence[str] = ()) -> Question:
+    def parse(cls, question: str, query: str, earlier: Sequence[str] = (), answered: str = "") -> Question:
         # The rewritten query carries what a follow-up leaves out ("那它的保修期呢" -> the product); the
         # question as asked decides the language and the type. `earlier` are the customer's last questions
         # before this one, oldest first: "256GB 的呢" after "回收价多少" asks for the same kind of value.
@@ -205,14 +211,35 @@ class Question:
         added_ideas = ideas - own_ideas if own_ideas else frozenset()
         words = _stems(terms(both))
         added_words = words - own_words if own_words - _GENERIC_ZH else set()
+        named = products(query or question) or products(question)
+        named_editions = editions(question) or editions(query)
+        if answered and _leans_on_previous(question, query) and not _names_own_subject(question):
+            # "它几级能效" after an answer about one model: that model, whatever the rewriter carried over
+            # from an earlier turn (it keeps the conversation's first product through "那法式四门那款呢").
+            focus_named, focus_editions, subject = answer_subject(answered)
+            # Only for a question that points back ("它", "that one") or whose query already names the
+            # product's line ("清风 1.5" for "清风 1.5 匹挂机 标准版"): an answer that merely named a plan in
+            # passing is no subject for "买完多久之内要办".
+            if (focus_named or focus_editions) and (
+                _ANAPHOR.search(question) or set(terms(subject)) & set(terms(query)) - _GENERIC_ZH
+            ):
+                named = focus_named or named
+                named_editions = focus_editions or named_editions
+        picked = _bare_variants(question)
+        if picked and (products(question) or any(picked <= p.variants for p in named)):
+            picked = frozenset()
+        if picked:
+            named = ()
         return cls(
             text=question,
             lang=language(question),
             asks=tuple(asks),
-            named=products(query or question) or products(question),
+            named=named,
+            picked_variants=picked,
+            answered_pages=cited_pages(answered) if picked else frozenset(),
             base_model=BASE_WORDS.search(question) is not None,
             attrs=attributes(question) or attributes(query),
-            editions=editions(question) or editions(query),
+            editions=named_editions,
             words=frozenset(words),
             ideas=ideas,
             added_ideas=added_ideas,
@@ -221,6 +248,110 @@ class Question:
             # previous topic.
             context=concepts(previous) - ideas if previous and _leans_on_previous(question, query) else frozenset(),
         )
+
+
+_WORD = re.compile(r"[A-Za-z]+\+?")
+_PICK_NOUN = frozenset(["one", "model", "version", "edition", "variant"])
+
+
+def _bare_variants(question: str) -> frozenset[str]:
+    """Variant words used as a name ("the Pro one", "Max 呢"), not as an English word ("air fryer")."""
+    words = [(m.group(), m.end()) for m in _WORD.finditer(question)]
+    out: set[str] = set()
+    for i, (w, _) in enumerate(words):
+        following = words[i + 1][0].lower() if i + 1 < len(words) else ""
+        if w.lower() in VARIANT_WORDS and (w[0].isupper() or following in _PICK_NOUN):
+            if following and following not in _PICK_NOUN and following.islower() and len(following) > 2:
+                continue  # "Air purifier"
+            out.add(w.lower())
+    return frozenset(out)
+
+
+def _variant_fit(q: Question, c: Candidate) -> float | None:
+    """1 when the sentence is about a model with the picked variant words, 0 about a model without them
+    (its own name, a row's name cell, else its heading or page title); None when it names no model."""
+    for text in (c.row.name if c.row is not None else c.text, c.section, c.chunk.title):
+        if not text:
+            continue
+        marks = variant_marks(text) - {"base"}
+        if marks:
+            return 1.0 if q.picked_variants <= marks else 0.0
+        if products(text):
+            return 0.0
+    return None
+
+
+def _names_own_subject(question: str) -> bool:
+    """Does the question say itself which product, edition, variant or tier it means ("法式四门那款呢",
+    "the quieter one")?"""
+    return bool(
+        _PICKS_SIBLING.search(question)
+        or products(question)
+        or editions(question)
+        or BASE_WORDS.search(question)
+        or {w.lower() for w in re.findall(r"[A-Za-z]+", question)} & VARIANT_WORDS
+        or attributes(question)
+    )
+
+
+# A model told by what it is or has: "能除醛的那款", "双门那台", "the quieter one" (not "那款", "that one").
+_PICKS_SIBLING = re.compile(
+    rf"{HAN_CLASS}(?:的)?(?:那|这)(?:款|个|台|种|一款)|\bthe (?!same\b|other\b)[\w-]+(?: [\w-]+)? (?:one|model|version)\b",
+    re.I,
+)
+_QUOTED_LINE = re.compile(r"^- (.+)$", re.M)
+_SUBJECT_END = re.compile(r"[：，,。；]|: ")
+_CLOSE = {"）": "（", ")": "("}
+
+
+def _without_citation(line: str) -> str:
+    """A quoted line without its trailing "（title）" / " (title)": a title may name every model of a page."""
+    line = line.rstrip()
+    if not line or line[-1] not in _CLOSE:
+        return line
+    depth = 0
+    for i in range(len(line) - 1, -1, -1):
+        ch = line[i]
+        if ch in _CLOSE:
+            depth += 1
+        elif ch in _CLOSE.values():
+            depth -= 1
+            if depth == 0:
+                return line[:i].rstrip()
+    return line
+
+
+def _page_title(c: Candidate) -> str:
+    return c.chunk.title.split(" - ")[0].strip() or c.chunk.source
+
+
+def cited_pages(answer: str) -> frozenset[str]:
+    """The page titles an extractive answer cites (its quoted lines end in "（title）" / " (title)")."""
+    out: set[str] = set()
+    for m in _QUOTED_LINE.finditer(answer):
+        line = m.group(1).rstrip()
+        body = _without_citation(line)
+        if body != line:
+            out.add(line[len(body) :].strip()[1:-1].strip())
+    return frozenset(out)
+
+
+@lru_cache(maxsize=1024)
+def answer_subject(answer: str) -> tuple[tuple[Product, ...], frozenset[str], str]:
+    """The product (and edition) an earlier answer was about: what its first quoted sentence names, with
+    the heading it was quoted under; else the one product a free-text answer names."""
+    if answer.startswith(MARKER) and _QUOTED_LINE.search(answer) is None:
+        return (), frozenset(), ""
+    first = _QUOTED_LINE.search(answer)
+    if first is not None:
+        # Its subject: the heading it was quoted under ("雪域 X7 双门：…"), a row's first cell ("型号 X7，…"),
+        # the words before its first comma; not the parts or specs it lists ("酷睿 Ultra 9 处理器").
+        line = _without_citation(first.group(1))
+        end = _SUBJECT_END.search(line)
+        subject = line[: end.start()] if end else line
+        return products(subject), editions(subject), subject
+    named = products(answer)
+    return (named, frozenset(), named[0].text) if len({p.text for p in named}) == 1 else ((), frozenset(), "")
 
 
 _ANAPHOR = re.compile(r"\b(?:that|this|it|its|those|these|them|they)\b|这个|那个|这项|那项|该|它", re.I)
@@ -326,6 +457,14 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     named_words = {t for p in q.named for t in terms(p.text)}
     numbers = asked_numbers(q.text, [p.text for p in q.named])
     asked_words = q.words - named_words
+    # The question's own names of things the glossary has no concept for (a part: "集尘袋", "mop pad"), not
+    # the rewriter's nor the product's words: a sentence that is about that thing names it first.
+    own_words = {
+        w
+        for w in asked_words - q.added_words
+        if len(w) > (3 if w.isascii() else 1) and not w.isdigit() and w not in EN_GENERIC_WORDS and not concepts(w)
+    } - _GENERIC_ZH
+    subject_found = bool(own_words) and any(_subject_words(c)[0] & own_words for c in candidates)
     for c in candidates:
         # A FAQ's question heading frames its answer but is worded like the customer's question: its words
         # would make every answer under it look like the answer.
@@ -399,7 +538,11 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         fit = product_fit(list(q.named), q.base_model, _context_products(c, q))
         if fit == 0 and (_family_wide(c, q) or _names_family(c, q)):
             fit = 0.8  # "发热管均保修 3 年" on a page that covers the asked variant among others
-        if q.named:
+        if q.picked_variants:
+            fit = _variant_fit(q, c)
+            if q.answered_pages and _page_title(c) not in q.answered_pages:
+                score *= 0.4  # "and the Max?": the Max of the page we were on, not another line's Max
+        if q.named or q.picked_variants:
             score *= 0.5 if fit is None else 0.03 if fit == 0 else 2.0 * fit
         score *= _edition_fit(q, c)
         if own_tiers:
@@ -419,6 +562,13 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             score *= 0.4
         if any(kind not in sentence_attrs for kind in q.attrs if kind in TIER_KINDS):
             score *= 0.5  # says nothing of the tier or size asked about
+        head, under = _subject_words(c) if own_words else (set(), set())
+        if head & own_words:
+            score *= (
+                _SUBJECT_BONUS  # "集尘袋（3 只装）：69 元" for "集尘袋多少钱", not a spec line naming it in passing
+            )
+        elif subject_found and (head or under) and not under & own_words:
+            score /= _SUBJECT_BONUS  # "S8 Pro：…，自动集尘基站，…" is about the machine, not the bag
         if _BOILERPLATE.search(c.text):
             score *= 0.05
         elif _POINTER.search(c.text):
@@ -427,6 +577,21 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             # "What is your return policy?": a page states its main rule first.
             score *= 1 + 0.5 / (1 + c.chunk.index)
         c.score = score / _rank_discount(c)
+
+
+_SUBJECT_BONUS = 2.0
+_SUBJECT_HEAD = re.compile(r"^((?:[^：:。，,；;（(]|[（(][^）)]{0,30}[）)]){2,40})[：:]")
+
+
+def _subject_words(c: Candidate) -> tuple[set[str], set[str]]:
+    """The words of what a sentence is about: what it names first ("拖布（2 块装）：建议每 2 个月更换"), and the
+    heading it sits under when that is a name ("集尘袋"), not a question nor the page's title."""
+    if c.row is not None:
+        return set(), set()
+    head = _SUBJECT_HEAD.match(c.text)
+    section = c.section.strip()
+    under = section and section != c.chunk.title and len(section) <= 24 and not _QUESTION_LINE.search(section)
+    return (_stems(terms(head.group(1))) if head else set()), (_stems(terms(section)) if under else set())
 
 
 def _rank_discount(c: Candidate) -> float:
@@ -567,7 +732,8 @@ def _key_figures(q: Question, quoted: list[str]) -> list[str]:
 
 
 _CLAUSE = re.compile(r"(?<=[，；;])")
-_TIERS = frozenset({"gold_tier", "silver_tier"})
+# Levels a rule is written per: membership tiers, and large vs small appliances ("大家电 … 5%，小家电 … 10%").
+_TIERS = frozenset({"gold_tier", "silver_tier", "large_appliance", "small_appliance"})
 
 
 def trim_clauses(q: Question, text: str) -> str:
@@ -637,7 +803,7 @@ def _cite(c: Candidate, lang: str, text: str) -> str:
     subject = _subject(c, text)
     if subject:
         text = f"{subject}：{text}" if language(subject) == "zh" else f"{subject}: {text}"
-    title = c.chunk.title.split(" - ")[0].strip() or c.chunk.source
+    title = _page_title(c)
     return f"- {text}（{title}）" if lang == "zh" else f"- {text} ({title})"
 
 
@@ -667,7 +833,12 @@ class ExtractiveGenerator:
         if not candidates:
             return f"{MARKER} {empty}"
         rounds = turn.memory.rounds if turn.memory is not None else ()
-        q = Question.parse(turn.question, turn.query, [r.user.content for r in rounds[-_CONTEXT_ROUNDS:]])
+        q = Question.parse(
+            turn.question,
+            turn.query,
+            [r.user.content for r in rounds[-_CONTEXT_ROUNDS:]],
+            rounds[-1].assistant.content if rounds else "",
+        )
         score_candidates(q, candidates)
         ranked = sorted(candidates, key=lambda c: (-c.score, c.rank, c.order))
         picked = _pick(q, ranked, self.max_sentences)

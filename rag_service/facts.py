@@ -98,7 +98,12 @@ _ASK_PATTERNS: list[tuple[Ask, re.Pattern[str]]] = [
     ),
     (
         Ask.CONTACT,
-        re.compile(r"电话|热线|联系|邮箱|客服号|\bphone\b|\bcall\b|\bcontact\b|\be-?mail\b|\bhotline\b", re.I),
+        # "the customer service number", not an order, model or tracking number nor "the number of days".
+        re.compile(
+            r"电话|热线|联系|邮箱|客服号|\bphone\b|\bcall\b|\bcontact\b|\be-?mail\b|\bhotline\b"
+            r"|\b(?:service|support|helpline|telephone|phone|contact|hotline) number\b",
+            re.I,
+        ),
     ),
     (Ask.LOCATION, re.compile(r"在哪|地址|哪里|位置|怎么走|\bwhere\b|\baddress\b|\blocation\b|\blocated\b", re.I)),
     (

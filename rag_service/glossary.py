@@ -138,6 +138,13 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "energy": ("energy|efficiency|power consumption", "能效|耗电"),
     "filter": ("filter*|membrane*|cartridge*", "滤芯|滤网|膜"),
     "time_slot": ("time slot*|slot*|time window*", "时间段|时段"),
+    # Service for foreign customers: the language it is in, manuals, mains voltage.
+    "english": ("english|english-speaking", "英文|英语"),
+    "manual": ("manual*|user guide*|instruction*|handbook*", "说明书|使用手册|手册"),
+    "voltage": ("voltage*|volt*|mains|power supply|plug adapter*", "电压|伏|插头|转换插头"),
+    # Return and delivery rules often differ for large and small appliances.
+    "large_appliance": ("big appliance*|large appliance*|major appliance*|white goods", "大家电"),
+    "small_appliance": ("small appliance*|small kitchen appliance*", "小家电"),
     "drying": ("dry|dries|drying|dryer*|tumble dr*", "烘干|干衣"),
     "fridge": ("fridge*|refrigerator*", "冰箱"),
     "washer": ("washer*|washing machine*", "洗衣机|洗烘一体"),

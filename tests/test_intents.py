@@ -313,7 +313,7 @@ def test_the_detector_calls_a_standalone_question_a_switch_and_will_that_refers_
     assert detector.decide("Could that be done by Friday?", ["Can you fix my brakes?"]).follows
 
 
-def test_the_standalone_rule_is_off_unless_configured() -> None:
+def test_the_standalone_rule_is_on_by_default_and_can_be_switched_off() -> None:
     from typing import Any
 
     from rag_core.settings import Settings
@@ -323,7 +323,74 @@ def test_the_standalone_rule_is_off_unless_configured() -> None:
     counter = make_counter(Settings().tokens)
     index: Any = object()  # read only when a turn runs
     intents: dict[str, Any] = {"files": [ECOMMERCE], "recognizer": "offline"}
-    off = build_intents(Settings(intents=intents), TableEmbedder({}), index, counter, [])
-    on = build_intents(Settings(intents={**intents, "switch_standalone": True}), TableEmbedder({}), index, counter, [])
-    assert off is not None and off.switch.examples is None
+    on = build_intents(Settings(intents=intents), TableEmbedder({}), index, counter, [])
+    off = build_intents(
+        Settings(intents={**intents, "switch_standalone": False}), TableEmbedder({}), index, counter, []
+    )
     assert on is not None and on.switch.examples is not None
+    assert off is not None and off.switch.examples is None
+
+
+def _bike_detector(table: dict[str, list[float]]) -> SwitchDetector:
+    # strict -1: no question is far enough for the similarity rule alone; only the examples can call a switch.
+    return SwitchDetector(TableEmbedder(table), threshold=0.5, strict=-1.0, examples=_bike_examples())
+
+
+def test_an_answer_to_the_assistants_question_is_never_a_switch() -> None:
+    detector = SwitchDetector(TableEmbedder({"Can you fix my brakes?": [1.0, 0.0, 0.0, 0.0]}), 0.5, strict=0.9)
+    asked = ["Which bike is it, and when did you buy it?"]
+    d = detector.decide("A Cruzo 7 tourer, in the spring", ["Can you fix my brakes?"], asked)
+    assert not d.switch and d.follows
+    # The same words after an answer that asked nothing: the similarity rule may call it.
+    assert detector.decide("A Cruzo 7 tourer, in the spring", ["Can you fix my brakes?"], ["Done."]).switch
+
+
+def test_that_as_a_pronoun_refers_back_but_not_as_a_complementiser() -> None:
+    detector = _bike_detector({"Do you rent tandem bikes?": [0.0, 0.0, 1.0, 0.0]})
+    assert detector.decide("Can I spread that over three payments?", ["How much is the Cruzo 7?"]).follows
+    assert detector.decide("How much is that?", ["Do you have the Cruzo 7 in red?"]).follows
+    # A complementiser ("read that you …") points at nothing earlier.
+    assert not detector.decide(
+        "I read that tandems come in two sizes, how much per day?", ["Can you fix my brakes?"]
+    ).follows
+
+
+def test_a_pronoun_whose_antecedent_the_question_names_does_not_refer_back() -> None:
+    # The question is far from the earlier one (unknown texts lie on the last axis).
+    detector = SwitchDetector(TableEmbedder({"Where is my parcel?": [1.0, 0.0, 0.0, 0.0]}), 0.5, strict=0.5)
+    d = detector.decide("My old scooter squeaks, can you look at it?", ["Where is my parcel?"])
+    assert not d.follows and d.switch
+    assert detector.decide("Can you look at it?", ["Where is my parcel?"]).follows
+
+
+def test_buying_the_product_under_discussion_is_not_a_new_subject() -> None:
+    # Phrased exactly like an opening ("Do you rent tandem bikes?" stands for a payment-plan example).
+    table = {"How heavy is the Cruzo 7?": [1.0, 0.0, 0.0, 0.0], "能分期吗": [0.0, 0.0, 1.0, 0.0]}
+    table["Any discount?"] = [0.0, 0.0, 1.0, 0.0]
+    detector = _bike_detector(table)
+    d = detector.decide("Any discount?", ["How heavy is the Cruzo 7?"])
+    assert not d.switch and d.follows and "Cruzo 7" in d.reason
+    # No product in the conversation: nothing for the question to be about buying.
+    assert detector.decide("Any discount?", ["Can you fix my brakes?"]).switch
+
+
+def test_a_question_to_the_shop_far_from_the_conversation_is_a_switch() -> None:
+    # Phrased like no example (the vague vector), so only the cue and the distance can call it.
+    vague = [0.0, 1.0, 0.0, 0.0]  # nearest intent example: the gears (repair), at 0.3
+    table = {"Can you fix my brakes?": [1.0, 0.0, 0.0, 0.0], "Do you sell helmets?": vague, "Are helmets cheap?": vague}
+    detector = _bike_detector(table)
+    d = detector.decide("Do you sell helmets?", ["Can you fix my brakes?"], task_intent="delivery")
+    assert d.switch and d.reason.startswith("asks the shop")
+    # The cue alone is not enough: without it, or about the task's own business, no switch.
+    assert not detector.decide("Are helmets cheap?", ["Can you fix my brakes?"], task_intent="delivery").switch
+    assert not detector.decide("Do you sell helmets?", ["Can you fix my brakes?"], task_intent="repair").switch
+
+
+def test_the_tasks_business_includes_the_intents_its_turns_were_taken_for() -> None:
+    detector = _bike_detector(
+        {"Do you rent cargo bikes?": [0.0, 0.0, 1.0, 0.1], "Can you fix my brakes?": [1.0, 0, 0, 0]}
+    )
+    q, before = "Do you rent cargo bikes?", ["Can you fix my brakes?"]
+    assert detector.decide(q, before, task_intent="repair").switch
+    # The task drifted to "repair" on a later turn, but it began as a delivery: its business still.
+    assert not detector.decide(q, before, task_intent="repair", recent_intents={"delivery"}).switch

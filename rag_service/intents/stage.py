@@ -51,6 +51,10 @@ TITLES_TTL_S = 60.0
 # The chunks of a turn's context that say which documents it was answered from (the best ones).
 ANSWERED_FROM_CHUNKS = 3
 
+# The task's turns whose intents say what the task's business is (a task that began with a return stays
+# one when a later turn is taken for another intent).
+TASK_TURNS = 8
+
 # Nearest chunks read for a question's landing: enough to reach the task's documents when they are near.
 PROBE_CHUNKS = 40
 
@@ -228,8 +232,18 @@ class IntentStage:
             landed,
             {d for docs in state.documents for d in docs},
             state.intent,
+            self.recent_intents(rounds) if self.switch.examples is not None else (),
         )
         return Recognition(candidate, slots, "offline", switch=switch)
+
+    def recent_intents(self, rounds: Sequence[Round]) -> set[str]:
+        """The intents the task's turns were recognised as (the rounds are the current task's; the last
+        `TASK_TURNS`, whose embeddings are mostly cached: the switch detector compares the question with the
+        recent ones anyway)."""
+        found = (
+            self.recognizer.score_vector(self.embedder.embed_query(r.user.content)).intent for r in rounds[-TASK_TURNS:]
+        )
+        return {name for name in found if name is not None}
 
     async def recognize(
         self,

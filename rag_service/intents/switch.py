@@ -41,11 +41,14 @@ from rag_service.facts import products
 from rag_service.intents.recognize import NONE
 from rag_service.intents.slots import language, order_numbers
 from rag_service.rewrite_rules import (
+    Marker,
+    antecedent_inside,
     contrast_followup,
     entities,
     find_marker,
     has_subject,
     normalize,
+    own_names,
     topic_words,
 )
 
@@ -131,9 +134,35 @@ _BACK = re.compile(
     r"|\b(?:then|that one|those|these)\b"
     # "that" after an auxiliary is the subject or object of the question ("Could that be done by Friday?").
     r"|\b(?:will|would|does|did|do|can|could|should|is|was|isn't|doesn't)\s+that\b"
+    # "that" standing for the thing discussed: before a preposition or at the end of the clause ("Could we
+    # break that up …", "what does that cost?"); a determiner or complementiser is followed by a noun or verb.
+    r"|\bthat(?=\s+(?:into|for|over|with|in|on|by|from|as|up|off)\b|\s*[?？.!,，]|\s*$)"
     r"|那里|那边|这边|那儿|这儿|那家|这家|那时|到时",
     re.IGNORECASE,
 )
+
+
+# The customer addresses the shop itself ("你们…", "Do you sell …?", "your stores"): a question about the
+# shop's business rather than about the thing being discussed, so it may open a subject of its own when
+# it is also far from the recent turns (it is one piece of evidence, never enough alone).
+_SHOP = re.compile(
+    r"你们|贵店|贵公司"
+    r"|\b(?:do|does|can|could|will|would)\s+you\s+(?:guys\s+)?(?:sell|have|stock|carry|ship|deliver|offer|accept|take|"
+    r"open|provide|issue|support|do|make|repair|fix|buy)\b"
+    r"|\byour\s+(?:stores?|shops?|branch(?:es)?|company|website|app|members?(?:hip)?)\b",
+    re.IGNORECASE,
+)
+
+# Words of buying the thing under discussion (paying in instalments, a discount on it): a question made
+# only of them, naming nothing else, after turns about a product, is about buying that product
+# ("能分期吗" after its price), however much it reads like an opening.
+_PURCHASE_WORD_LIST = """分期 付款 分期付款 优惠 折扣 打折 便宜 价格 现货 库存 免息 首付 月供
+    instalment installment instalments installments monthly payment payments discount discounts cheaper
+    price stock finance financing"""
+_PURCHASE_WORDS = frozenset(_PURCHASE_WORD_LIST.split())
+# A buying verb with no object after it ("老人买能打折吗", "今天下单值不值"): the object is the thing discussed
+# ("买的耳机", "买错了" have one, or say what went wrong).
+_BUY_ELLIPSIS = re.compile(r"(?:购买|买|入手)(?=[有能可会要划便送还就是吗呢，,？?]|$)")
 
 
 # A turn that asks something (not a bare value given as an answer): a question mark, a Chinese question
@@ -210,30 +239,63 @@ class ExampleSet:
         }
         return cls(matrix, labels, standalone, near, frozenset(unread), words)
 
-    def stands_alone(self, vector: Vector, question: str, similarity: float, task_intent: str | None) -> str | None:
+    def stands_alone(
+        self, vector: Vector, question: str, similarity: float, task_intent: str | Collection[str] | None
+    ) -> str | None:
         """Why the question opens a new subject (`similarity`: its best cosine to the recent turns), or
         None: it is too near the conversation, its nearest example is not near enough, or (within a
         task) it is about the task's own business: the intent nearest to it is the task's, or it names
         one of the task's words ("How long does a refund take?" in a return)."""
+        near = self.far_bar(question)
+        if near is None or similarity >= near:
+            return None
+        lang = language(question)
         # The stricter of the language's own scale and the pooled one: precision first.
+        bar = max(self.standalone[""], self.standalone.get(lang, self.standalone[""]))
+        sims = self.matrix @ (vector / (float(np.linalg.norm(vector)) or 1.0))
+        best = float(np.max(sims))
+        if best < bar or self.task_business(sims, question, task_intent):
+            return None
+        return f"stands alone (nearest example {best:.3f} >= {bar:.3f}), similarity {similarity:.3f} < {near:.3f}"
+
+    def asks_the_shop(
+        self, vector: Vector, question: str, similarity: float, task_intent: str | Collection[str] | None
+    ) -> str | None:
+        """Why a question addressed to the shop ("你们…", "Do you sell …?") opens a new subject: it is also
+        as far from the recent turns as unrelated examples are from each other, and not about the task's
+        own business (two independent signs agreeing; the cue alone is not enough)."""
+        cue = _SHOP.search(question)
+        near = self.far_bar(question)
+        if cue is None or near is None or similarity >= near:
+            return None
+        sims = self.matrix @ (vector / (float(np.linalg.norm(vector)) or 1.0))
+        if self.task_business(sims, question, task_intent):
+            return None
+        return f"asks the shop ({cue.group()!r}), similarity {similarity:.3f} < {near:.3f}"
+
+    def far_bar(self, question: str) -> float | None:
+        """The similarity to the recent turns below which the question has left them (the looser-scored of
+        the language's and the pooled calibration, so the stricter bar), or None: the embedder does not read
+        the question's language."""
         lang = language(question)
         if lang in self.unread:
             return None
-        bar = max(self.standalone[""], self.standalone.get(lang, self.standalone[""]))
-        near = min(self.near[""], self.near.get(lang, self.near[""]))
-        if similarity >= near:
-            return None
-        sims = self.matrix @ (vector / (float(np.linalg.norm(vector)) or 1.0))
-        best = float(np.max(sims))
-        if best < bar:
-            return None
-        if task_intent is not None:
-            intents = [i for i, label in enumerate(self.labels) if label != NONE]
-            if intents and self.labels[max(intents, key=lambda i: float(sims[i]))] == task_intent:
-                return None
-            if topic_words(entities(question)) & self.words.get(task_intent, frozenset()):
-                return None
-        return f"stands alone (nearest example {best:.3f} >= {bar:.3f}), similarity {similarity:.3f} < {near:.3f}"
+        return min(self.near[""], self.near.get(lang, self.near[""]))
+
+    def task_business(
+        self, sims: npt.NDArray[np.float32], question: str, task_intent: str | Collection[str] | None
+    ) -> bool:
+        """Whether the question is about the open task's own business: the intent nearest to it is the
+        task's (or one the task's recent turns were recognised as: a task drifts when a turn is taken for
+        another intent), or it names one of their words."""
+        names = {task_intent} if isinstance(task_intent, str) else set(task_intent or ())
+        if not names:
+            return False
+        intents = [i for i, label in enumerate(self.labels) if label != NONE]
+        if intents and self.labels[max(intents, key=lambda i: float(sims[i]))] in names:
+            return True
+        words = topic_words(entities(question))
+        return any(words & self.words.get(name, frozenset()) for name in names)
 
 
 class SwitchDetector:
@@ -276,11 +338,18 @@ class SwitchDetector:
         if not recent:
             return SwitchDecision(False, "no earlier turn")
         announced = _ANNOUNCE.search(question)
+        answers = [a for a in previous_answers if a.strip()][-self.recent_turns :]
+        if not announced and answers and answers[-1].rstrip().endswith(("?", "？")) and not asks(question):
+            # The assistant asked, and the turn asks nothing: it is the customer's answer ("In January").
+            return SwitchDecision(False, "answers the assistant's question", follows=True)
         # "Also, …" is an announcement the rewriter reads as a marker: only a marker outside it refers back.
         rest = question
         if announced:
             rest = question[: announced.start()] + " " * len(announced.group()) + question[announced.end() :]
         marker = find_marker(rest)
+        if marker is not None and _carries_antecedent(rest, marker):
+            # "My Zephyr 9 tablet flickers, could you look at it?": the pronoun points inside the question.
+            marker = None
         if marker is not None:
             return SwitchDecision(False, f"reference marker {marker.text!r}", follows=True)
         back = _BACK.search(question)
@@ -290,7 +359,6 @@ class SwitchDetector:
             return SwitchDecision(False, "contrast follow-up", follows=True)
         if announced:
             return SwitchDecision(True, "announces a new subject")
-        answers = [a for a in previous_answers if a.strip()][-self.recent_turns :]
         words = topic_words(entities(question))
         shared = words & set().union(*(topic_words(entities(t)) for t in [*recent, *answers]))
         if shared:
@@ -306,10 +374,12 @@ class SwitchDetector:
         landed: Landing | None = None,
         task_documents: Collection[str] = (),
         task_intent: str | None = None,
+        recent_intents: Collection[str] = (),
     ) -> SwitchDecision:
         """`landed`: the question's nearest chunks; `task_documents`: the documents the task's recent turns
         were answered from. Without both, the knowledge base has no say. `task_intent`: the task's intent
-        (a question about its own business is not a new subject, however it is phrased)."""
+        (a question about its own business is not a new subject, however it is phrased); `recent_intents`:
+        the intents the task's recent turns were recognised as (its business too)."""
         early = self.settled(question, previous_questions, previous_answers)
         if early is not None:
             return early
@@ -327,17 +397,52 @@ class SwitchDetector:
             return SwitchDecision(True, f"new name {new_names[0]!r}, similarity {sim:.3f} < {self.threshold:.3f}", sim)
         if not has_subject(question):
             return SwitchDecision(False, f"no subject of its own, similarity {sim:.3f}", sim, follows=True)
+        buying = buys_the_product(question, [*recent, *answers])
+        if buying is not None:
+            return SwitchDecision(False, f"about buying {buying!r}, similarity {sim:.3f}", sim, follows=True)
         if sim < self.strict:
             return SwitchDecision(True, f"similarity {sim:.3f} < {self.strict:.3f}", sim)
-        alone = self.examples.stands_alone(q, question, sim, task_intent) if self.examples is not None else None
+        business = {*recent_intents, *([task_intent] if task_intent else [])}
+        alone = self.examples.stands_alone(q, question, sim, business) if self.examples is not None else None
         if alone is not None:
             return SwitchDecision(True, alone, sim)
+        shop = self.examples.asks_the_shop(q, question, sim, business) if self.examples is not None else None
+        if shop is not None:
+            return SwitchDecision(True, shop, sim)
         away = landing_margin(landed, task_documents) if landed and task_documents else None
         margin = away[1] if away is not None else (0.0 if landed and task_documents else None)
         if away is not None and self.margin is not None and away[1] >= self.margin:
             why = f"lands on document {away[0]!r}, {away[1]:.3f} over the task's documents (>= {self.margin:.3f})"
             return SwitchDecision(True, why, sim, away=margin)
         return SwitchDecision(False, f"similarity {sim:.3f}", sim, away=margin)
+
+
+# The customer's own thing named before a pronoun ("Our old kettle leaks, will you replace it?",
+# "我的音箱没声了，它能换吗").
+_OWN_THING = re.compile(r"\b(?:my|our)\s+(?:[\w-]+\s+){0,3}?[a-z]{3,}\b|我的\S{2,}", re.IGNORECASE)
+
+
+def _carries_antecedent(question: str, marker: Marker) -> bool:
+    """Whether the question's pronoun points at something the question itself names before it."""
+    if not marker.pronoun or marker.start < 0:
+        return False
+    return antecedent_inside(question, marker, own_names(question)) or bool(_OWN_THING.search(question[: marker.start]))
+
+
+def buys_the_product(question: str, recent: Sequence[str]) -> str | None:
+    """The product of the recent turns the question is about buying, or None: the question names no
+    product and nothing but buying words ("能分期吗", "Any discount?"), and a recent turn names a product —
+    the thing it would buy is that one (an ellipsis, however much the question reads like an opening)."""
+    if any(not order_numbers(p.text) for p in products(question)):
+        return None
+    words = topic_words(entities(question))
+    if not (words and words <= _PURCHASE_WORDS) and _BUY_ELLIPSIS.search(question) is None:
+        return None
+    for text in reversed(recent):
+        named = [p.text for p in products(text) if not order_numbers(p.text)]
+        if named:
+            return named[0]
+    return None
 
 
 def landing_margin(landed: Landing, task_documents: Collection[str]) -> tuple[str, float] | None:
