@@ -142,37 +142,13 @@ class ChatClient:
             self._loop = loop
         return self._api
 
-    def _retrying(self, attempts: int | None = None, backoff_s: float | None = None) -> AsyncRetrying:
-        backoff = self.endpoint.retry_backoff_s
+    def _retrying(self) -> AsyncRetrying:
         return AsyncRetrying(
-            stop=stop_after_attempt(self.endpoint.max_retries + 1 if attempts is None else attempts),
-            wait=wait_exponential(multiplier=backoff if backoff_s is None else backoff_s, max=backoff * 8),
+            stop=stop_after_attempt(self.endpoint.max_retries + 1),
+            wait=wait_exponential(multiplier=self.endpoint.retry_backoff_s, max=self.endpoint.retry_backoff_s * 8),
             retry=retry_if_exception(_retryable),
             reraise=True,
         )
-
-    async def _post(self, body: dict[str, Any], options: RequestOptions) -> dict[str, Any]:
-        reply = await self._client().post(_PATH, cast_to=object, body=body, options=options)
-        if not isinstance(reply, dict):
-            raise _BadReply()
-        return reply
-
-    async def _post_retried(self, body: dict[str, Any], options: RequestOptions) -> dict[str, Any]:
-        """`_post`, retried as `_retrying` says. The first attempt runs without tenacity's machinery (0.3 ms of
-        CPU per call, on the two or three calls of every turn; almost every first attempt succeeds): only a
-        retryable failure starts it, for the attempts left, after the first backoff and with the later
-        backoffs the whole run would have had (tenacity's n-th wait is backoff * 2 ** (n - 1))."""
-        try:
-            return await self._post(body, options)
-        except BaseException as exc:
-            if self.endpoint.max_retries < 1 or not _retryable(exc):
-                raise
-        backoff = self.endpoint.retry_backoff_s
-        await asyncio.sleep(backoff)
-        async for attempt in self._retrying(attempts=self.endpoint.max_retries, backoff_s=backoff * 2):
-            with attempt:
-                data = await self._post(body, options)
-        return data
 
     def _body(self, messages: ChatMessages, max_tokens: int | None, stream: bool) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -193,7 +169,12 @@ class ChatClient:
         body = self._body(messages, max_tokens, stream=False)
         options: RequestOptions = {"timeout": timeout_s or self.endpoint.timeout_s}
         try:
-            data = await self._post_retried(body, options)
+            async for attempt in self._retrying():
+                with attempt:
+                    reply = await self._client().post(_PATH, cast_to=object, body=body, options=options)
+                    if not isinstance(reply, dict):
+                        raise _BadReply()
+                    data: dict[str, Any] = reply
         except _FAILURES as exc:
             raise UpstreamError(_describe(exc)) from exc
         choice = _first_choice(data)
