@@ -10,7 +10,6 @@ so it is no serving default any more.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import AsyncIterator, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -208,32 +207,10 @@ class QdrantIndex(VectorIndex):
             )
         return [ScoredChunk(str(h.id), float(h.score), dict(h.payload or {})) for h in response.points]
 
-    async def pool(
-        self,
-        dense: npt.NDArray[np.float32],
-        sparse: SparseVec | None,
-        limit: int,
-        rrf_k: int,
-        *,
-        tenant: str | None = None,
-    ) -> list[tuple[str, float, str]]:
-        if self._local and (sparse is None or not sparse.indices):
-            name = await self._readable(tenant)
-            if name is None:
-                return []
-            found = _local_pool(self.client, name, dense, limit)
-            if found is not None:
-                return found
-        return await super().pool(dense, sparse, limit, rrf_k, tenant=tenant)
-
     async def payloads(self, ids: Sequence[str], tenant: str | None = None) -> dict[str, dict[str, Any]]:
         name = await self._readable(tenant)
         if not ids or name is None:
             return {}
-        if self._local:
-            found = _local_payloads(self.client, name, ids)
-            if found is not None:
-                return found
         records = await self.client.retrieve(name, ids=list(ids), with_payload=True, with_vectors=False)
         return {str(r.id): dict(r.payload or {}) for r in records}
 
@@ -305,69 +282,6 @@ class QdrantIndex(VectorIndex):
     async def close(self) -> None:
         if self._owns_client:
             await self.client.close()
-
-
-# Local mode answers a query by building a pydantic `ScoredPoint` per hit, each with a deep copy of its
-# (selected) payload: for the reranker's 200-hit pool of ids, scores and languages that was 2.4 ms of a
-# turn's CPU, against 0.3 ms for the same scan read straight from the collection's arrays. The two
-# functions below are that scan and `retrieve`, step for step as qdrant-client's LocalCollection does them
-# (the same cosine function, order and mask), so results are the same; on an internal they do not find
-# (another qdrant-client version), they return None and the public API answers.
-def _local_collection(client: AsyncQdrantClient, name: str) -> Any:
-    try:
-        return getattr(client._client, "collections")[name]  # noqa: B009 (AsyncQdrantLocal's, not the base's)
-    except (AttributeError, KeyError):
-        return None
-
-
-def _local_pool(
-    client: AsyncQdrantClient, name: str, dense: npt.NDArray[np.float32], limit: int
-) -> list[tuple[str, float, str]] | None:
-    """(id, score, language) of the dense search's top `limit`, as `query_points` would rank them."""
-    coll = _local_collection(client, name)
-    try:
-        from qdrant_client.local.distances import DistanceOrder, calculate_distance, distance_to_order
-
-        params = coll.get_vector_params(DENSE)
-        if distance_to_order(params.distance) != DistanceOrder.BIGGER_IS_BETTER:
-            return None
-        payloads, ids_inv = coll.payload, coll.ids_inv
-        vectors = coll.vectors[DENSE][: len(payloads)]
-        mask = coll._payload_and_non_deleted_mask(None, vector_name=DENSE)
-    except (AttributeError, KeyError, ImportError, TypeError):
-        return None
-    query = np.array(dense.tolist())
-    if np.isnan(query).any():
-        return None  # the public API's error
-    scores = calculate_distance(query, vectors, params.distance)
-    out: list[tuple[str, float, str]] = []
-    for idx in np.argsort(scores)[::-1]:
-        if len(out) >= limit:
-            break
-        if mask[idx]:
-            out.append((str(ids_inv[idx]), float(scores[idx]), str((payloads[idx] or {}).get("lang", ""))))
-    return out
-
-
-def _local_payloads(client: AsyncQdrantClient, name: str, ids: Sequence[str]) -> dict[str, dict[str, Any]] | None:
-    """`retrieve(ids, with_payload=True)`: the payloads of the ids still stored, copied (the top-level dict and
-    any nested list or dict: the strings and numbers a chunk's payload is made of are immutable)."""
-    coll = _local_collection(client, name)
-    try:
-        from qdrant_client.local.utils import normalize_point_id
-
-        index, deleted, payloads = coll.ids, coll.deleted, coll.payload
-        out: dict[str, dict[str, Any]] = {}
-        for point_id in (normalize_point_id(i) for i in ids):
-            idx = index.get(point_id)
-            if idx is None or deleted[idx] == 1:
-                continue
-            out[str(point_id)] = {
-                k: copy.deepcopy(v) if isinstance(v, list | dict) else v for k, v in (payloads[idx] or {}).items()
-            }
-    except (AttributeError, KeyError, ImportError, TypeError):
-        return None
-    return out
 
 
 def _doc_filter(doc_id: str) -> models.Filter:
