@@ -242,7 +242,7 @@ class Gate:
         if content_size(question) <= 1 and not is_fragment(question):
             service = _services(concepts(question))
             if service and not any(service & _services(concepts(r.user.content)) for r in rounds):
-                # "人工客服几点下班" after questions about an invoice: another of the shop's services, which
+                # "售后热线周末有人接吗" after questions about an invoice: another of the shop's services, which
                 # the previous subject would only pull toward the previous page.
                 return Decision("standalone", f"asks about another service ({min(service)})", history)
             return Decision("dependent", "ellipsis: too little of its own", history)

@@ -410,7 +410,7 @@ def own_names(question: str) -> list[Entity]:
 
 def _plural_noun_before(question: str, end: int) -> bool:
     """A plural noun before `end` that can be what they/them/their stand for: not the thing asked for
-    ("What hours are they open?", "How many days do they take?" ask about something of theirs)."""
+    ("When are they staffed?", "How long do they usually need?" ask about something of theirs)."""
     words = [w.lower() for w in _EN_WORD.findall(question[:end])]
     return any(
         len(w) >= 4
@@ -619,7 +619,7 @@ def rule_rewrite(question: str, candidates: Sequence[Entity], names_only: bool =
     stands for a plural noun phrase."""
     singular = _SINGULAR_IT.search(question) is not None and _PLURAL_IT.search(question) is None
     if _DEVICE.search(question):
-        # "那台多少钱", "how much is that model?": a name of the history, or its subject; never a place. "那台三星
+        # "那台什么价", "what does that model cost?": a name of the history, or its subject; never a place. "那台三星
         # S9" names its device itself.
         if own_names(question):
             return question, "names its own device"
@@ -736,7 +736,7 @@ def asks_about_product(question: str) -> bool:
     return not product_names(question) and bool(concepts(question) & PRODUCT_ASPECTS)
 
 
-# "take away my old fridge", "旧机回收": the customer's old appliance, not the product the conversation is about.
+# "haul off my old washer", "旧机回收": the customer's old appliance, not the product the conversation is about.
 _OLD_ITEM = re.compile(
     r"\b(?:my|our|the|an?)\s+old\b|\bused\s+one\b|旧(?:机|的|家电|冰箱|洗衣机|空调|电视|手机|电脑)|以旧换新", re.I
 )
@@ -858,8 +858,14 @@ def contrast_followup(question: str) -> Contrast | None:
         if m is None or not (m.group("lead") or m.group("tail")):
             return None
         raw = _ZH_MOTION.sub("", m.group("x").strip()) or m.group("x").strip()
-        if _ZH_X_BLOCK.search(raw) or len(_CJK.findall(raw)) > _MAX_X_CJK or _has_verb(raw):
-            return None  # "觉得他怎么样", "还没呢": a clause, not a value
+        if _ZH_X_BLOCK.search(raw) or len(_CJK.findall(raw)) > _MAX_X_CJK:
+            return None
+        if _has_verb(raw):
+            # "换个颜色的话呢": a condition on the previous question, carried with it; "觉得他怎么样", "还没呢" are
+            # clauses of their own.
+            if _CONDITION.search(question) and "的话" not in raw and not own_names(raw):
+                return Contrast(raw, f"{raw}的话", "comparative", True)
+            return None
         core = _ZH_X_TAIL.sub("", _ZH_X_DET.sub("", raw)).strip() if not _STANDARD.match(raw) else raw
         core = core or raw
         if _question_of_its_own(core):
@@ -889,6 +895,7 @@ def contrast_followup(question: str) -> Contrast | None:
     return Contrast(core, raw, kind, False, (prep.group(1) or prep.group(2)).lower() if prep is not None else "")
 
 
+_CONDITION = re.compile(r"的话\s*呢\s*[?？!！。.…~～]*\s*$")
 # What a noun value may be made of: nouns, names, idioms and set phrases (悲惨世界 is tagged i), 的, numbers.
 _ZH_VALUE_TAGS = _ZH_NOUN_TAGS | {"i", "l", "uj", "m", "q", "eng", "x"}
 

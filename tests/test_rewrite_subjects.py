@@ -75,8 +75,8 @@ def test_a_definite_question_without_a_name_is_no_topic_switch() -> None:
 
 
 def test_a_device_demonstrative_takes_no_place() -> None:
-    query = rule("刚才说的静音那台多少钱", ("你们杭州的门店几点开门", ""))
-    assert "杭州" not in query
+    query = rule("刚才说的省电那台多少钱", ("苏州那家店晚上几点关门", ""))
+    assert "苏州" not in query
 
 
 def test_another_service_of_the_shop_keeps_no_earlier_subject() -> None:
@@ -100,7 +100,7 @@ def test_the_customers_old_appliance_is_not_the_conversations_product() -> None:
 
 
 def test_a_device_demonstrative_with_its_own_name_is_left_alone() -> None:
-    query = rule("刚才那台海鸥 X5 多少钱", ("你们厦门的门店几点开门", ""))
+    query = rule("刚才那台海鸥 X5 多少钱", ("宁波那家店晚上几点关门", ""))
     assert query == "刚才那台海鸥 X5 多少钱"
 
 
@@ -116,3 +116,10 @@ def test_the_product_stays_the_topic_over_questions_that_do_not_name_it() -> Non
         ("Will you collect my old freezer? How much?", ""),
     ]
     assert "FX-300" in rule("How heavy is it?", *turns)
+
+
+def test_a_condition_follow_up_carries_the_previous_question() -> None:
+    query = rule("办年卡的话呢", ("买咖啡豆有优惠吗", ""))
+    assert "咖啡豆" in query and "办年卡" in query
+    # A clause of its own is no condition.
+    assert rule("觉得他怎么样", ("买咖啡豆有优惠吗", "")) != "买咖啡豆有优惠吗，觉得他的话？"

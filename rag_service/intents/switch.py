@@ -134,8 +134,8 @@ _BACK = re.compile(
     r"|\b(?:then|that one|those|these)\b"
     # "that" after an auxiliary is the subject or object of the question ("Could that be done by Friday?").
     r"|\b(?:will|would|does|did|do|can|could|should|is|was|isn't|doesn't)\s+that\b"
-    # "that" standing for the thing discussed: before a preposition or at the end of the clause ("Can I
-    # split that into …", "How much is that?"); a determiner or complementiser is followed by a noun or verb.
+    # "that" standing for the thing discussed: before a preposition or at the end of the clause ("Could we
+    # break that up …", "what does that cost?"); a determiner or complementiser is followed by a noun or verb.
     r"|\bthat(?=\s+(?:into|for|over|with|in|on|by|from|as|up|off)\b|\s*[?？.!,，]|\s*$)"
     r"|那里|那边|这边|那儿|这儿|那家|这家|那时|到时",
     re.IGNORECASE,
@@ -160,7 +160,7 @@ _PURCHASE_WORD_LIST = """分期 付款 分期付款 优惠 折扣 打折 便宜 
     instalment installment instalments installments monthly payment payments discount discounts cheaper
     price stock finance financing"""
 _PURCHASE_WORDS = frozenset(_PURCHASE_WORD_LIST.split())
-# A buying verb with no object after it ("学生买有优惠吗", "现在买划算吗"): the object is the thing discussed
+# A buying verb with no object after it ("老人买能打折吗", "今天下单值不值"): the object is the thing discussed
 # ("买的耳机", "买错了" have one, or say what went wrong).
 _BUY_ELLIPSIS = re.compile(r"(?:购买|买|入手)(?=[有能可会要划便送还就是吗呢，,？?]|$)")
 
@@ -348,7 +348,7 @@ class SwitchDetector:
             rest = question[: announced.start()] + " " * len(announced.group()) + question[announced.end() :]
         marker = find_marker(rest)
         if marker is not None and _carries_antecedent(rest, marker):
-            # "My MacBook Air M3 won't wake, can you repair it?": the pronoun points inside the question.
+            # "My Zephyr 9 tablet flickers, could you look at it?": the pronoun points inside the question.
             marker = None
         if marker is not None:
             return SwitchDecision(False, f"reference marker {marker.text!r}", follows=True)
@@ -417,8 +417,8 @@ class SwitchDetector:
         return SwitchDecision(False, f"similarity {sim:.3f}", sim, away=margin)
 
 
-# The customer's own thing named before a pronoun ("My old laptop keeps overheating, can you fix it?",
-# "我的耳机坏了，它还能修吗").
+# The customer's own thing named before a pronoun ("Our old kettle leaks, will you replace it?",
+# "我的音箱没声了，它能换吗").
 _OWN_THING = re.compile(r"\b(?:my|our)\s+(?:[\w-]+\s+){0,3}?[a-z]{3,}\b|我的\S{2,}", re.IGNORECASE)
 
 

@@ -1,0 +1,92 @@
+"""Turn receipts are written in batches: the turns answered within the window share one transaction, each
+`record_turn` returns once its receipt is stored, and reads and deletes see receipts still queued."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from rag_service.feedback import FeedbackStore, TurnRecord
+from rag_service.sessions.archive import Archive, migrate_async
+
+
+def _turn(mid: str, session: str = "gear:s1", answer: str = "Two years on the frame.") -> TurnRecord:
+    receipt = {"rewrite": "skipped", "rounds_kept": 0, "compressed": False}
+    return TurnRecord(
+        mid, "gear", session, "How long is the bike frame covered?", answer, "q", "llm", [], receipt, time.time()
+    )
+
+
+class CountingArchive:
+    """Counts the transactions the store opens on the archive's engine."""
+
+    def __init__(self, store: FeedbackStore) -> None:
+        self.transactions = 0
+        original = store._write_rows
+
+        async def counted(rows: list[dict[str, Any]]) -> None:
+            self.transactions += 1
+            await original(rows)
+
+        store._write_rows = counted  # type: ignore[method-assign]
+
+
+async def _archive(tmp_path: Path) -> Archive:
+    url = f"sqlite+aiosqlite:///{tmp_path}/receipts.db"
+    await migrate_async(url)
+    return Archive(url)
+
+
+async def _stored(archive: Archive) -> dict[str, str]:
+    async with archive.engine.connect() as conn:
+        rows = (await conn.execute(sa.text("SELECT message_id, answer FROM turn_receipts"))).all()
+    return {str(m): str(a) for m, a in rows}
+
+
+async def test_receipts_of_one_window_share_a_transaction(tmp_path: Path) -> None:
+    archive = await _archive(tmp_path)
+    try:
+        store = FeedbackStore(archive, batch_window_s=0.05)
+        counter = CountingArchive(store)
+        await asyncio.gather(*(store.record_turn(_turn(f"m{i}")) for i in range(5)))
+        assert counter.transactions == 1
+        assert set(await _stored(archive)) == {f"m{i}" for i in range(5)}
+        # the same answer recorded twice in one batch: its latest receipt
+        await asyncio.gather(store.record_turn(_turn("m9", answer="old")), store.record_turn(_turn("m9", answer="new")))
+        assert (await _stored(archive))["m9"] == "new" and counter.transactions == 2
+    finally:
+        await archive.close()
+
+
+async def test_reads_and_deletes_see_receipts_still_queued(tmp_path: Path) -> None:
+    archive = await _archive(tmp_path)
+    try:
+        store = FeedbackStore(archive, batch_window_s=30.0)  # the window never ends within the test
+        pending = asyncio.create_task(store.record_turn(_turn("m1")))
+        await asyncio.sleep(0)
+        found = await store.turn("gear", "m1")
+        assert found is not None and found.answer == "Two years on the frame."
+        await pending
+
+        gone = asyncio.create_task(store.record_turn(_turn("m2", session="gear:s2")))
+        await asyncio.sleep(0)
+        await store.forget_session("gear", "gear:s2")
+        await gone
+        assert "m2" not in await _stored(archive) and "m1" in await _stored(archive)
+    finally:
+        await archive.close()
+
+
+async def test_a_failed_batch_fails_each_of_its_turns(tmp_path: Path) -> None:
+    archive = await _archive(tmp_path)
+    store = FeedbackStore(archive, batch_window_s=0.01)
+    await archive.close()
+    async with archive.engine.begin() as conn:
+        await conn.execute(sa.text("DROP TABLE turn_receipts"))
+    results = await asyncio.gather(*(store.record_turn(_turn(f"m{i}")) for i in range(3)), return_exceptions=True)
+    assert all(isinstance(r, Exception) for r in results)
+    await archive.close()
