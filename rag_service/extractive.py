@@ -215,12 +215,12 @@ class Question:
         named = products(query or question) or products(question)
         named_editions = asked_editions(question) or asked_editions(query)
         if answered and _leans_on_previous(question, query) and not _names_own_subject(question):
-            # "它几级能效" after an answer about one model: that model, whatever the rewriter carried over
-            # from an earlier turn (it keeps the conversation's first product through "那法式四门那款呢").
+            # "它的能效是几级" after an answer about one model: that model, whatever the rewriter carried over
+            # from an earlier turn (it keeps the conversation's first product through "那双门那款呢").
             focus_named, focus_editions, subject = answer_subject(answered)
             # Only for a question that points back ("它", "that one") or whose query already names the
             # product's line ("清风 1.5" for "清风 1.5 匹挂机 标准版"): an answer that merely named a plan in
-            # passing is no subject for "买完多久之内要办".
+            # passing is no subject for "收货后几天内得申请".
             if (focus_named or focus_editions) and (
                 _ANAPHOR.search(question) or set(terms(subject)) & set(terms(query)) - _GENERIC_ZH
             ):
@@ -283,7 +283,7 @@ def _variant_fit(q: Question, c: Candidate) -> float | None:
 
 
 def _names_own_subject(question: str) -> bool:
-    """Does the question say itself which product, edition, variant or tier it means ("法式四门那款呢",
+    """Does the question say itself which product, edition, variant or tier it means ("那双门那款呢",
     "the quieter one")?"""
     return bool(
         _PICKS_SIBLING.search(question)
@@ -609,7 +609,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         head, under = _subject_words(c) if own_words else (set(), set())
         if head & own_words:
             score *= (
-                _SUBJECT_BONUS  # "集尘袋（3 只装）：69 元" for "集尘袋多少钱", not a spec line naming it in passing
+                _SUBJECT_BONUS  # "滤网（2 片装）：49 元" for "滤网什么价", not a spec line naming it in passing
             )
         elif subject_found and (head or under) and not under & own_words:
             score /= _SUBJECT_BONUS  # "S8 Pro：…，自动集尘基站，…" is about the machine, not the bag

@@ -98,7 +98,7 @@ _ASK_PATTERNS: list[tuple[Ask, re.Pattern[str]]] = [
     ),
     (
         Ask.CONTACT,
-        # "the customer service number", not an order, model or tracking number nor "the number of days".
+        # "your support line's number", not an order, model or tracking number nor "the number of days".
         re.compile(
             r"电话|热线|联系|邮箱|客服号|\bphone\b|\bcall\b|\bcontact\b|\be-?mail\b|\bhotline\b"
             r"|\b(?:service|support|helpline|telephone|phone|contact|hotline) number\b",
