@@ -608,9 +608,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             score *= 0.6  # "79 yuan per day" is a rental or service rate, not what the thing costs
         head, under = _subject_words(c) if own_words else (set(), set())
         if head & own_words:
-            score *= (
-                _SUBJECT_BONUS  # "滤网（2 片装）：49 元" for "滤网什么价", not a spec line naming it in passing
-            )
+            score *= _SUBJECT_BONUS  # "滤网（2 片装）：49 元" for "滤网什么价", not a spec line naming it in passing
         elif subject_found and (head or under) and not under & own_words:
             score /= _SUBJECT_BONUS  # "S8 Pro：…，自动集尘基站，…" is about the machine, not the bag
         if _BOILERPLATE.search(c.text):

@@ -134,5 +134,7 @@ def test_a_label_about_the_topic_is_no_answer_to_a_yes_no_question_about_it() ->
         "门店与热线",
         "门店与热线\n东湖店\n门店电话：027-8811 2233\n襄阳暂未开店，可以在线下单。",
     )
-    out = answer("Is there a shop of yours in Xiangyang?", [stores], query="Is there a shop of yours in Xiangyang (襄阳)?")
+    out = answer(
+        "Is there a shop of yours in Xiangyang?", [stores], query="Is there a shop of yours in Xiangyang (襄阳)?"
+    )
     assert "襄阳暂未开店" in out

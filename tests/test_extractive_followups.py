@@ -100,7 +100,9 @@ def test_an_answer_that_only_named_a_plan_in_passing_does_not_steer_an_unrelated
         "Care Plans",
         "Care Plans\nA plan must be bought within 20 days of delivery.\nShield Plus cover: for kettles only, 49 yuan.",
     )
-    text = answer("收货后几天内得申请", [plans], query="保障 收货后几天内得申请", memory=_memory(("保障怎么买", earlier)))
+    text = answer(
+        "收货后几天内得申请", [plans], query="保障 收货后几天内得申请", memory=_memory(("保障怎么买", earlier))
+    )
     assert "20 days" in text
 
 
