@@ -195,14 +195,14 @@ _EN_GENERIC_WORDS = """
 EN_GENERIC_WORDS = EN_STOP_WORDS | frozenset(_EN_GENERIC_WORDS.split())
 
 
-# A Chinese name introduced with its romanisation: "云栖（Yunqi）", "暖羽 (Nuanyu)". One capitalised word (two at
+# A Chinese name introduced with its romanisation: "林语（Linyu）", "松岚 (Songlan)". One capitalised word (two at
 # most), a pinyin syllable per character: its vowel groups say how many characters before the bracket it spells.
 _ALIAS = re.compile(f"({HAN_CLASS}{{1,4}})\\s?[（(]([A-Z][a-z]+(?: [A-Z][a-z]+)?)[）)]")
 _PINYIN_VOWELS = re.compile(r"[aeiouv]+")
 
 
 def name_aliases(text: str) -> dict[str, str]:
-    """Romanised names the text gives its Chinese names: {"Yunqi": "云栖"}. An English question names the
+    """Romanised names the text gives its Chinese names: {"Linyu": "林语"}. An English question names the
     brand as the English pages do; the Chinese pages write it in characters."""
     out: dict[str, str] = {}
     for m in _ALIAS.finditer(text):

@@ -345,7 +345,7 @@ def answer_subject(answer: str) -> tuple[tuple[Product, ...], frozenset[str], st
         return (), frozenset(), ""
     first = _QUOTED_LINE.search(answer)
     if first is not None:
-        # Its subject: the heading it was quoted under ("雪域 X7 双门：…"), a row's first cell ("型号 X7，…"),
+        # Its subject: the heading it was quoted under ("霜川 X7 双门：…"), a row's first cell ("型号 X7，…"),
         # the words before its first comma; not the parts or specs it lists ("酷睿 Ultra 9 处理器").
         line = _without_citation(first.group(1))
         end = _SUBJECT_END.search(line)
@@ -574,7 +574,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
                     score *= 2.0 if any(u.search(c.text) for u in units) else 0.5
         context = _context_products(c, q)
         if model_numbers and context:
-            # "雪域 502 尺寸多大": the section of the model whose number was said, not its sibling's.
+            # "霜川 502 尺寸多大": the section of the model whose number was said, not its sibling's.
             score *= 1.5 if any(model_numbers & p.tokens for p in context) else 0.6
         fit = product_fit(list(q.named), q.base_model, context)
         if fit == 0 and (_family_wide(c, q) or _names_family(c, q)):
@@ -938,8 +938,8 @@ class ExtractiveGenerator:
 
 
 def with_aliases(q: Question, chunks: Sequence[Chunk]) -> Question:
-    """The question's products named as the pages name them: "Yunqi 4" is "云栖 4" on a page that
-    introduces "云栖（Yunqi）" (`rag_core.text.name_aliases`), so the Chinese page's models can be told apart."""
+    """The question's products named as the pages name them: "Linyu 4" is "林语 4" on a page that
+    introduces "林语（Linyu）" (`rag_core.text.name_aliases`), so the Chinese page's models can be told apart."""
     if not q.named:
         return q
     aliases = {k.lower(): v for c in chunks for k, v in name_aliases(c.text).items()}

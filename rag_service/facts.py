@@ -476,7 +476,7 @@ _BRAND_DIGITS = re.compile(
     "(?:" + "|".join(_BRANDS_ZH.split()) + r")\s?\d+[A-Za-z]*(?:\s(?:Pro|Max|Plus|Ultra|mini|Lite|SE|FE|[A-Z][a-z]*))*"
     # Any two-character Chinese name before a model number with a variant word: 华米 9 Pro, 荣耀 200 Ultra.
     rf"|{HAN_CLASS}{{2}}\s?\d+[A-Za-z]*(?:\s(?:Pro|Max|Plus|Ultra|mini|Lite|SE|FE|Air|Neo))+"
-    # ... or with a Chinese edition word: 云岭 3 家庭版, 雪域 5 标准版 (the edition tells the siblings apart).
+    # ... or with a Chinese edition word: 云岭 3 家庭版, 霜川 5 标准版 (the edition tells the siblings apart).
     rf"|{HAN_CLASS}{{2}}\s?\d+[A-Za-z]*\s?{HAN_CLASS}{{2}}版"
 )
 _INNER_CAP = re.compile(r"[a-z][A-Z]|[A-Z]{2,}[a-z]")

@@ -89,7 +89,7 @@ class _Chunk:
     content_hash: str
     section: str = ""
     kind: str = ""
-    # Romanised names of the document's Chinese names that this chunk uses ("云栖 Yunqi"): embedded with the
+    # Romanised names of the document's Chinese names that this chunk uses ("林语 Linyu"): embedded with the
     # text so an English question naming the brand finds the Chinese page (`rag_core.text.name_aliases`).
     aliases: str = ""
 
