@@ -219,7 +219,7 @@ class Question:
             # from an earlier turn (it keeps the conversation's first product through "那双门那款呢").
             focus_named, focus_editions, subject = answer_subject(answered)
             # Only for a question that points back ("它", "that one") or whose query already names the
-            # product's line ("清风 1.5" for "清风 1.5 匹挂机 标准版"): an answer that merely named a plan in
+            # product's line ("凉川 2.0" for "凉川 2.0 匹柜机 标准版"): an answer that merely named a plan in
             # passing is no subject for "收货后几天内得申请".
             if (focus_named or focus_editions) and (
                 _ANAPHOR.search(question) or set(terms(subject)) & set(terms(query)) - _GENERIC_ZH
