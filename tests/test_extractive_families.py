@@ -4,18 +4,9 @@ Chinese pages that name the brand in characters: on an invented bicycle shop."""
 from __future__ import annotations
 
 from rag_core.text import name_aliases
-from rag_service.domain import Chunk, GenerationInput
-from rag_service.extractive import ExtractiveGenerator, asked_editions
+from rag_service.extractive import asked_editions
 from rag_service.facts import Ask, product_fit, products, question_asks
-
-
-def chunk(doc: str, title: str, text: str, section: str = "", index: int = 0) -> Chunk:
-    return Chunk(f"{doc}-{index}", doc, f"docs/{doc}", title, text, 0.9, 50, section=section, index=index)
-
-
-def answer(question: str, chunks: list[Chunk], query: str = "") -> str:
-    return ExtractiveGenerator(3).answer(GenerationInput(question, query or question, chunks))
-
+from tests.extractive_kit import answer, chunk
 
 # An English spec page: a heading per model, "Label: value" lines under each.
 BIKES_EN = chunk(

@@ -4,22 +4,9 @@ kitchen shop's pages."""
 
 from __future__ import annotations
 
-from rag_service.domain import Chunk, GenerationInput, MemoryView, Message, Round
-from rag_service.extractive import ExtractiveGenerator, answer_subject, cited_pages
-
-
-def chunk(doc: str, title: str, text: str, section: str = "") -> Chunk:
-    return Chunk(f"{doc}-0", doc, f"docs/{doc}", title, text, 0.9, 50, section=section)
-
-
-def answer(question: str, chunks: list[Chunk], query: str = "", memory: MemoryView | None = None) -> str:
-    return ExtractiveGenerator(3).answer(GenerationInput(question, query or question, chunks, memory))
-
-
-def _memory(*rounds: tuple[str, str]) -> MemoryView:
-    made = tuple(Round(Message("user", u, 1, 0.0), Message("assistant", a, 1, 0.0)) for u, a in rounds)
-    return MemoryView("", 0, made)
-
+from rag_service.extractive import answer_subject, cited_pages
+from tests.extractive_kit import answer, chunk
+from tests.extractive_kit import conversation as _memory
 
 OVENS = chunk(
     "ovens",

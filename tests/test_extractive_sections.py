@@ -3,23 +3,9 @@ named as such) and recall of what only the conversation knows, on an invented ap
 
 from __future__ import annotations
 
-from rag_service.domain import Chunk, GenerationInput, MemoryView, Message, Round
-from rag_service.extractive import ExtractiveGenerator
 from rag_service.recall import is_recall, recall_answer
-
-
-def chunk(doc: str, title: str, text: str, section: str = "") -> Chunk:
-    return Chunk(f"{doc}-0", doc, f"docs/{doc}", title, text, 0.9, 50, section=section)
-
-
-def answer(question: str, chunks: list[Chunk], query: str = "", memory: MemoryView | None = None) -> str:
-    return ExtractiveGenerator(3).answer(GenerationInput(question, query or question, chunks, memory))
-
-
-def _memory(*rounds: tuple[str, str]) -> MemoryView:
-    made = tuple(Round(Message("user", u, 1, 0.0), Message("assistant", a, 1, 0.0)) for u, a in rounds)
-    return MemoryView("", 0, made)
-
+from tests.extractive_kit import answer, chunk
+from tests.extractive_kit import conversation as _memory
 
 FAQ = chunk(
     "faq",
