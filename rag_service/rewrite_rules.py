@@ -798,6 +798,38 @@ _STANDARD = re.compile(
     r"|basic(?:\s+model)?|regular(?:\s+(?:model|version))?|vanilla)$",
     re.IGNORECASE,
 )
+# A variant named by a word of its own: "2L", "X9", "Pro", "旗舰版" (a spec such as "230g" or "5000mm" is none).
+_ZH_EDITION = re.compile(r"[\u4e00-\u9fff]{2}版")
+_MODEL_TOKEN = re.compile(r"(?<![\w.])(?=[A-Za-z]*\d)(?=\d*[A-Za-z])[A-Za-z0-9]{2,6}(?![\w.])")
+
+
+def _variant_tokens(text: str) -> list[str]:
+    found = [m.group(0) for m in _MODEL_TOKEN.finditer(text) if not _SPEC.match(m.group(0))]
+    found += [m.group(0) for m in _VARIANT.finditer(text)]
+    found += [m.group(0) for m in _ZH_EDITION.finditer(text)]
+    return found
+
+
+def sibling_family(product: str, question: str) -> str | None:
+    """The family a sibling variant belongs to, when the question names another variant than `product`'s
+    ("2L 保修几年" after "Acme 3L Pro"): the product's words before its first variant word ("Acme"), which
+    may be empty. None when the question names no other variant (or the product has none to swap)."""
+    own = _variant_tokens(product)
+    if not own:
+        return None
+    said = normalize(product)
+    others = [t for t in _variant_tokens(question) if normalize(t) not in said]
+    if not others:
+        return None
+    words = product.split()
+    head: list[str] = []
+    for word in words:
+        if _variant_tokens(word) or any(normalize(t) in normalize(word) for t in own):
+            break
+        head.append(word)
+    return " ".join(head)
+
+
 _COMPARATIVE = re.compile(
     r"^(?:(?:a\s+)?(?:bit\s+|little\s+)?(?:cheaper|less\s+expensive|more\s+expensive|pricier|bigger|larger|smaller"
     r"|lighter|heavier|newer|older|faster|slower|thinner|cheapest|biggest|smallest|lightest|newest|latest))$"
