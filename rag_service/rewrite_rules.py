@@ -358,6 +358,8 @@ def _chinese_entities(text: str) -> list[Entity]:
         name = " ".join(words)
         # An id stands alone (订单 XC2025… is the order number, not a product of the brand 订单).
         brand = "" if _ID_DIGITS.search(name) else _brand_before(text[: m.start()])
+        if brand and _MEASURE_LABEL.search(brand) and words[0][0].isdigit():
+            continue  # "厚度 35 mm", "亮度 400": an attribute's value, not a model of a brand
         if len(words) == 1 and words[0].isdigit() and len(words[0]) < 6 and not (brand and 2 <= len(words[0]) <= 3):
             continue  # a count or a price; after a brand a two- or three-digit number is the model: 小米 15
         out.append(Entity(f"{brand} {name}" if brand else name, True))
@@ -369,10 +371,17 @@ def _chinese_entities(text: str) -> list[Entity]:
                 continue
             joined = "".join(w for w, _ in phrase)
             named = len(phrase) == 1 and phrase[0][1] in _ZH_NAME_TAGS and len(joined) >= 2
-            if len(joined) >= 2 and not _inside_named(joined, out):
+            if len(joined) >= 2 and not _inside_named(joined, out) and not _LONE_ATTRIBUTE.match(joined):
                 out.append(Entity(joined, named))
             phrase = []
     return out
+
+
+# What a measured attribute's name ends with (长度, 重量, 功率, 电压, 直径, 容积, 水温, 单价, 运费): no brand.
+_MEASURE_LABEL = re.compile(r"[度量率压重长宽高径积温价格费额]$")
+# A two-character attribute on its own ("选哪个厚度"): what is asked of a thing, never the thing (长 is left
+# out: 家长, 店长 are people).
+_LONE_ATTRIBUTE = re.compile(r"^[\u4e00-\u9fff][度量率压重宽高径积温]$")
 
 
 def _brand_before(prefix: str) -> str:

@@ -135,3 +135,15 @@ def test_a_sibling_variant_replaces_the_old_one_not_stacked_on_it() -> None:
 
 def test_no_other_variant_keeps_the_product() -> None:
     assert "Ventoro 3 Max" in rule("噪音大吗", ("Ventoro 3 Max 风扇多少钱", ""))
+
+
+def test_an_attribute_and_its_value_in_an_answer_are_no_product() -> None:
+    found = {e.key for e in entities("Lumo 台灯：亮度 400，功率 12 W，单价 259")}
+    assert "lumo" in found and not any(ch.isdigit() for k in found for ch in k)
+    assert "青禾 15 pro" in {e.key for e in entities("青禾 15 Pro 多少钱")}  # a brand and its model still are
+
+
+def test_a_lone_attribute_word_is_no_subject() -> None:
+    assert "厚度" not in {e.key for e in entities("我家窗户多宽，该选哪个厚度")}
+    query = rule("门店能退货吗", ("窗帘该选哪个厚度", ""))
+    assert "厚度" not in query
