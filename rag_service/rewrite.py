@@ -77,6 +77,7 @@ from rag_service.rewrite_rules import (
     resolve,
     rule_rewrite,
     salient_entities,
+    sibling_family,
     strip_framing,
     substitute,
     text_topic_words,
@@ -333,7 +334,14 @@ class RuleRewriter:
             joined = " 和 ".join(decision.pair) if is_chinese(question) else " and ".join(decision.pair)
             query, detail = f"{joined}: {question.strip()}", f"added {joined!r}"
         if not query and decision.product is not None:
-            query, detail = resolve(question, Entity(decision.product, True)), f"added {decision.product!r}"
+            # "2L 保修几年" after "Acme 3L Pro": the family of the sibling it names, not the old model glued on.
+            family = sibling_family(decision.product, question)
+            if family is None:
+                query, detail = resolve(question, Entity(decision.product, True)), f"added {decision.product!r}"
+            elif family and not mentions(question, Entity(family, True)):
+                query, detail = resolve(question, Entity(family, True)), f"added family {family!r}"
+            else:
+                query, detail = question, f"names a sibling of {decision.product!r}"
         if not query:
             query, detail = rule_rewrite(question, decision.history.candidates, personal_pronoun(question))
         if len(query) > self.settings.max_query_chars:

@@ -358,6 +358,8 @@ def _chinese_entities(text: str) -> list[Entity]:
         name = " ".join(words)
         # An id stands alone (订单 XC2025… is the order number, not a product of the brand 订单).
         brand = "" if _ID_DIGITS.search(name) else _brand_before(text[: m.start()])
+        if brand and _MEASURE_LABEL.search(brand) and words[0][0].isdigit():
+            continue  # "厚度 35 mm", "亮度 400": an attribute's value, not a model of a brand
         if len(words) == 1 and words[0].isdigit() and len(words[0]) < 6 and not (brand and 2 <= len(words[0]) <= 3):
             continue  # a count or a price; after a brand a two- or three-digit number is the model: 小米 15
         out.append(Entity(f"{brand} {name}" if brand else name, True))
@@ -369,10 +371,17 @@ def _chinese_entities(text: str) -> list[Entity]:
                 continue
             joined = "".join(w for w, _ in phrase)
             named = len(phrase) == 1 and phrase[0][1] in _ZH_NAME_TAGS and len(joined) >= 2
-            if len(joined) >= 2 and not _inside_named(joined, out):
+            if len(joined) >= 2 and not _inside_named(joined, out) and not _LONE_ATTRIBUTE.match(joined):
                 out.append(Entity(joined, named))
             phrase = []
     return out
+
+
+# What a measured attribute's name ends with (长度, 重量, 功率, 电压, 直径, 容积, 水温, 单价, 运费): no brand.
+_MEASURE_LABEL = re.compile(r"[度量率压重长宽高径积温价格费额]$")
+# A two-character attribute on its own ("选哪个厚度"): what is asked of a thing, never the thing (长 is left
+# out: 家长, 店长 are people).
+_LONE_ATTRIBUTE = re.compile(r"^[\u4e00-\u9fff][度量率压重宽高径积温]$")
 
 
 def _brand_before(prefix: str) -> str:
@@ -798,6 +807,38 @@ _STANDARD = re.compile(
     r"|basic(?:\s+model)?|regular(?:\s+(?:model|version))?|vanilla)$",
     re.IGNORECASE,
 )
+# A variant named by a word of its own: "2L", "X9", "Pro", "旗舰版" (a spec such as "230g" or "5000mm" is none).
+_ZH_EDITION = re.compile(r"[\u4e00-\u9fff]{2}版")
+_MODEL_TOKEN = re.compile(r"(?<![\w.])(?=[A-Za-z]*\d)(?=\d*[A-Za-z])[A-Za-z0-9]{2,6}(?![\w.])")
+
+
+def _variant_tokens(text: str) -> list[str]:
+    found = [m.group(0) for m in _MODEL_TOKEN.finditer(text) if not _SPEC.match(m.group(0))]
+    found += [m.group(0) for m in _VARIANT.finditer(text)]
+    found += [m.group(0) for m in _ZH_EDITION.finditer(text)]
+    return found
+
+
+def sibling_family(product: str, question: str) -> str | None:
+    """The family a sibling variant belongs to, when the question names another variant than `product`'s
+    ("2L 保修几年" after "Acme 3L Pro"): the product's words before its first variant word ("Acme"), which
+    may be empty. None when the question names no other variant (or the product has none to swap)."""
+    own = _variant_tokens(product)
+    if not own:
+        return None
+    said = normalize(product)
+    others = [t for t in _variant_tokens(question) if normalize(t) not in said]
+    if not others:
+        return None
+    words = product.split()
+    head: list[str] = []
+    for word in words:
+        if _variant_tokens(word) or any(normalize(t) in normalize(word) for t in own):
+            break
+        head.append(word)
+    return " ".join(head)
+
+
 _COMPARATIVE = re.compile(
     r"^(?:(?:a\s+)?(?:bit\s+|little\s+)?(?:cheaper|less\s+expensive|more\s+expensive|pricier|bigger|larger|smaller"
     r"|lighter|heavier|newer|older|faster|slower|thinner|cheapest|biggest|smallest|lightest|newest|latest))$"

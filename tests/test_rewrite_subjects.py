@@ -123,3 +123,27 @@ def test_a_condition_follow_up_carries_the_previous_question() -> None:
     assert "咖啡豆" in query and "办年卡" in query
     # A clause of its own is no condition.
     assert rule("觉得他怎么样", ("买咖啡豆有优惠吗", "")) != "买咖啡豆有优惠吗，觉得他的话？"
+
+
+def test_a_sibling_variant_replaces_the_old_one_not_stacked_on_it() -> None:
+    first = ("Brisa 3L Pro 吹风机多少钱", "")
+    query = rule("2L 保修几年", first, ("噪音多大", ""), ("那 2L 呢", ""))
+    assert "3L" not in query and "Brisa" in query and "2L" in query
+    query = rule("那入门版多少钱", ("Ventoro 3 Max 风扇多少钱", ""))
+    assert "Max" not in query and "Ventoro 3" in query
+
+
+def test_no_other_variant_keeps_the_product() -> None:
+    assert "Ventoro 3 Max" in rule("噪音大吗", ("Ventoro 3 Max 风扇多少钱", ""))
+
+
+def test_an_attribute_and_its_value_in_an_answer_are_no_product() -> None:
+    found = {e.key for e in entities("Lumo 台灯：亮度 400，功率 12 W，单价 259")}
+    assert "lumo" in found and not any(ch.isdigit() for k in found for ch in k)
+    assert "青禾 15 pro" in {e.key for e in entities("青禾 15 Pro 多少钱")}  # a brand and its model still are
+
+
+def test_a_lone_attribute_word_is_no_subject() -> None:
+    assert "厚度" not in {e.key for e in entities("我家窗户多宽，该选哪个厚度")}
+    query = rule("门店能退货吗", ("窗帘该选哪个厚度", ""))
+    assert "厚度" not in query
