@@ -1,0 +1,40 @@
+"""A stated spend picks the row of the highest tier it reaches."""
+
+from __future__ import annotations
+
+from rag_service.table_rows import Row, reached_tier, stated_spend
+from tests.extractive_kit import answer, chunk
+
+_TABLE = (
+    "积分等级按一年内的消费累计：\n"
+    "| 级别 | 一年累计消费 | 会员价 |\n"
+    "|---|---|---|\n"
+    "| 铁杉卡 | 满 500 元 | 99 折 |\n"
+    "| 云杉卡 | 满 2000 元 | 93 折 |\n"
+    "| 冷杉卡 | 满 6000 元 | 88 折 |\n"
+)
+
+
+def test_reached_tier_is_the_highest_threshold_not_above_the_spend() -> None:
+    rows = [Row(("级别", "消费"), (n, f"满 {t} 元")) for n, t in (("a", 500), ("b", 2000), ("c", 6000))]
+    assert reached_tier(rows, 2500) == 2000
+    assert reached_tier(rows, 100) is None
+    assert stated_spend("I spent 2,500 yuan with you this year") == 2500
+    assert stated_spend("what does the 2000 card get") is None
+
+
+def test_spend_question_quotes_the_reached_row() -> None:
+    got = answer("我今年在店里累计买了 2600 元，算哪一级", [chunk("cards", "松果会员卡", _TABLE)])
+    first = got.splitlines()[1]
+    assert "云杉卡" in first, got
+
+
+def test_english_spend_question_quotes_the_reached_row() -> None:
+    table = (
+        "Level | Yearly spend | Discount\n"
+        "Pine | 800 yuan and above | 3% off\n"
+        "Cedar | 3,000 yuan and above | 6% off\n"
+        "Redwood | 9,000 yuan and above | 12% off\n"
+    )
+    got = answer("I spent 9500 yuan last year, which level am I on?", [chunk("cards", "Cone Club", table)])
+    assert "Redwood" in got.splitlines()[1], got
