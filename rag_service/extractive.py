@@ -52,6 +52,7 @@ from rag_service.table_rows import (
     headers_of,
     reached_tier,
     stated_spend,
+    states_threshold,
     variant_clauses,
     variant_marks,
     with_variants,
@@ -196,6 +197,8 @@ class Question:
     picked_variants: frozenset[str] = frozenset()
     # The pages the previous answer quoted: a sibling picked by its variant word is on the same page.
     answered_pages: frozenset[str] = frozenset()
+    # The amount the customer says they spent, in this question or one just before: the tier it reaches.
+    spend: float | None = None
 
     @classmethod
     def parse(cls, question: str, query: str, earlier: Sequence[str] = (), answered: str = "") -> Question:
@@ -240,8 +243,13 @@ class Question:
             picked = frozenset()
         if picked:
             named = ()
+        # "能打几折" after "我今年花了 3500，是什么级别": the spend said before still picks the tier's row.
+        spend = stated_spend(question)
+        if spend is None and not asked_numbers(question, []):
+            spend = next((s for e in reversed(earlier[-_CONTEXT_ROUNDS:]) if (s := stated_spend(e)) is not None), None)
         return cls(
             text=question,
+            spend=spend,
             lang=language(question),
             asks=tuple(asks),
             named=named,
@@ -526,8 +534,9 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         for c in candidates:
             if shows(c.text, primary):
                 c.ideas |= {_ASK_IDEA[primary]}
-    spend = stated_spend(q.text)
-    tier = reached_tier((c.row for c in candidates if c.row is not None), spend) if spend is not None else None
+    priced = any(float(n) >= 50 for n in numbers)
+    rows = (c.row for c in candidates if c.row is not None)
+    tier = reached_tier(rows, q.spend) if q.spend is not None else None
     doc_places: dict[str, set[str]] = {}
     if "place" in q.attrs:
         for c in candidates:
@@ -583,6 +592,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
                 units = [_SPEC_UNITS[i] for i in q.ideas if i in _SPEC_UNITS]
                 if units:
                     score *= 2.0 if any(u.search(c.text) for u in units) else 0.5
+        if priced and primary in (Ask.YESNO, Ask.GENERAL) and states_threshold(c.text):
+            score *= 2.0  # "a 900 yuan order, can I pay in parts?": the amount from which one can
         context = _context_products(c, q)
         if model_numbers and context:
             # "霜川 502 尺寸多大": the section of the model whose number was said, not its sibling's.

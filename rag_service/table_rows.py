@@ -26,7 +26,7 @@ _NAME_HEADER = re.compile(r"型号|机型|名称|产品|商品|款式|型號|\b(
 _NAMED_CELL = re.compile(r"^([^:：|]{1,40})[:：]\s*(.+)$")
 
 
-_AMOUNT = r"(\d[\d,]*(?:\.\d+)?)"
+_AMOUNT = r"(\d[\d,]*(?:\.\d+)?)(?![\d:：])"
 _THRESHOLD_CELL = re.compile(
     rf"(?:满|达到|超过|≥|>=|\b(?:over|from|at least|above)\s?[¥$€£]?)\s?{_AMOUNT}"
     rf"|[¥$€£]?{_AMOUNT}\s?(?:元|块|yuan|rmb)?\s?(?:以上|及以上|起|\+|\s?(?:and|or) (?:above|more|over)\b)",
@@ -42,6 +42,11 @@ def stated_spend(question: str) -> float | None:
     amounts = [float(a.replace(",", "")) for a in re.findall(r"(?<![\d.])(\d[\d,]*(?:\.\d+)?)(?![\d.])", question)]
     amounts = [a for a in amounts if a >= 10]
     return max(amounts) if amounts else None
+
+
+def states_threshold(text: str) -> bool:
+    """Whether a sentence sets an amount from which something applies ("实付满 600 元才可以分期")."""
+    return any(float((m.group(1) or m.group(2)).replace(",", "")) >= 10 for m in _THRESHOLD_CELL.finditer(text))
 
 
 def reached_tier(rows: Iterable[Row], spend: float) -> float | None:

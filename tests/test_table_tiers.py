@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rag_service.table_rows import Row, reached_tier, stated_spend
-from tests.extractive_kit import answer, chunk
+from tests.extractive_kit import answer, chunk, conversation
 
 _TABLE = (
     "积分等级按一年内的消费累计：\n"
@@ -38,3 +38,22 @@ def test_english_spend_question_quotes_the_reached_row() -> None:
     )
     got = answer("I spent 9500 yuan last year, which level am I on?", [chunk("cards", "Cone Club", table)])
     assert "Redwood" in got.splitlines()[1], got
+
+
+def test_follow_up_keeps_the_spend_said_before() -> None:
+    memory = conversation(
+        ("我今年在店里累计买了 2600 元，算哪一级", "- 级别 云杉卡，一年累计消费 满 2000 元，会员价 93 折。")
+    )
+    got = answer("那会员价是多少", [chunk("cards", "松果会员卡", _TABLE)], memory=memory)
+    assert "93 折" in got.splitlines()[1], got
+    assert "88 折" not in got and "99 折" not in got, got
+
+
+def test_yes_no_question_with_an_amount_quotes_the_minimum() -> None:
+    page = (
+        "You can pay for your order in parts with a Visa or Mastercard card.\n"
+        "Only orders of at least 450 yuan can be paid in parts.\n"
+        "Gift cards cannot be paid for in parts."
+    )
+    got = answer("I want a 1280 yuan kayak, can I pay for it in parts?", [chunk("pay", "Paying at Cone Club", page)])
+    assert "450" in got.splitlines()[1], got
