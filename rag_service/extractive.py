@@ -199,6 +199,7 @@ class Question:
     answered_pages: frozenset[str] = frozenset()
     # The amount the customer says they spent, in this question or one just before: the tier it reaches.
     spend: float | None = None
+    spend_carried: bool = False
 
     @classmethod
     def parse(cls, question: str, query: str, earlier: Sequence[str] = (), answered: str = "") -> Question:
@@ -245,11 +246,13 @@ class Question:
             named = ()
         # "能打几折" after "我今年花了 3500，是什么级别": the spend said before still picks the tier's row.
         spend = stated_spend(question)
+        spend_carried = spend is None
         if spend is None and not asked_numbers(question, []):
             spend = next((s for e in reversed(earlier[-_CONTEXT_ROUNDS:]) if (s := stated_spend(e)) is not None), None)
         return cls(
             text=question,
             spend=spend,
+            spend_carried=spend_carried,
             lang=language(question),
             asks=tuple(asks),
             named=named,
@@ -620,7 +623,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             score *= c.row.number_fit(numbers)  # "the 5-litre one": the row holding the figure
             if tier is not None and (own := c.row.threshold()) is not None:
                 # "I spent 4200 this year, which level am I?": the row of the highest threshold reached.
-                score *= 3.0 if own == tier else 0.4
+                # A spend said turns ago only rules the other tiers out: the question may be on another topic.
+                score *= (1.0 if q.spend_carried else 3.0) if own == tier else 0.4
         page_places = doc_places.get(c.chunk.doc_id)
         if page_places and "place" not in sentence_attrs and attribute_fit(q.attrs, {"place": page_places}) < 1:
             # A sentence that names no place, on a page that names others but not the one asked ("满 99 元包邮"
