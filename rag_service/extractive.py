@@ -46,7 +46,17 @@ from rag_service.facts import (
 )
 from rag_service.glossary import ASPECTS, CATEGORIES, GENERIC, concepts, coverage, weight
 from rag_service.recall import recall_answer
-from rag_service.table_rows import Row, asked_numbers, headers_of, variant_clauses, variant_marks, with_variants
+from rag_service.table_rows import (
+    Row,
+    asked_numbers,
+    headers_of,
+    reached_tier,
+    stated_spend,
+    states_threshold,
+    variant_clauses,
+    variant_marks,
+    with_variants,
+)
 
 ChatMessages = list[dict[str, Any]]
 
@@ -187,6 +197,9 @@ class Question:
     picked_variants: frozenset[str] = frozenset()
     # The pages the previous answer quoted: a sibling picked by its variant word is on the same page.
     answered_pages: frozenset[str] = frozenset()
+    # The amount the customer says they spent, in this question or one just before: the tier it reaches.
+    spend: float | None = None
+    spend_carried: bool = False
 
     @classmethod
     def parse(cls, question: str, query: str, earlier: Sequence[str] = (), answered: str = "") -> Question:
@@ -231,8 +244,15 @@ class Question:
             picked = frozenset()
         if picked:
             named = ()
+        # "能打几折" after "我今年花了 3500，是什么级别": the spend said before still picks the tier's row.
+        spend = stated_spend(question)
+        spend_carried = spend is None
+        if spend is None and not asked_numbers(question, []):
+            spend = next((s for e in reversed(earlier[-_CONTEXT_ROUNDS:]) if (s := stated_spend(e)) is not None), None)
         return cls(
             text=question,
+            spend=spend,
+            spend_carried=spend_carried,
             lang=language(question),
             asks=tuple(asks),
             named=named,
@@ -517,6 +537,9 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         for c in candidates:
             if shows(c.text, primary):
                 c.ideas |= {_ASK_IDEA[primary]}
+    priced = any(float(n) >= 50 for n in numbers)
+    rows = (c.row for c in candidates if c.row is not None)
+    tier = reached_tier(rows, q.spend) if q.spend is not None else None
     doc_places: dict[str, set[str]] = {}
     if "place" in q.attrs:
         for c in candidates:
@@ -572,6 +595,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
                 units = [_SPEC_UNITS[i] for i in q.ideas if i in _SPEC_UNITS]
                 if units:
                     score *= 2.0 if any(u.search(c.text) for u in units) else 0.5
+        if priced and primary in (Ask.YESNO, Ask.GENERAL) and states_threshold(c.text):
+            score *= 2.0  # "a 900 yuan order, can I pay in parts?": the amount from which one can
         context = _context_products(c, q)
         if model_numbers and context:
             # "霜川 502 尺寸多大": the section of the model whose number was said, not its sibling's.
@@ -596,6 +621,10 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         score *= attribute_fit(q.attrs, sentence_attrs)
         if c.row is not None:
             score *= c.row.number_fit(numbers)  # "the 5-litre one": the row holding the figure
+            if tier is not None and (own := c.row.threshold()) is not None:
+                # "I spent 4200 this year, which level am I?": the row of the highest threshold reached.
+                # A spend said turns ago only rules the other tiers out: the question may be on another topic.
+                score *= (1.0 if q.spend_carried else 3.0) if own == tier else 0.4
         page_places = doc_places.get(c.chunk.doc_id)
         if page_places and "place" not in sentence_attrs and attribute_fit(q.attrs, {"place": page_places}) < 1:
             # A sentence that names no place, on a page that names others but not the one asked ("满 99 元包邮"
@@ -604,6 +633,9 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         if any(kind not in sentence_attrs for kind in q.attrs if kind in TIER_KINDS):
             score *= 0.5  # says nothing of the tier or size asked about
         score *= _label_fit(q, c, asked_words)
+        if primary is Ask.CONTACT and (channel := _CHANNEL_ASKED.get(_asked_channel(q.text))):
+            # "your service number" wants the line with a phone number, not the e-mail line beside it.
+            score *= 1.5 if channel.search(c.text) else 0.2
         if primary is Ask.PRICE and _PER_PERIOD.search(c.text) and not _PER_PERIOD_ASKED.search(q.text):
             score *= 0.6  # "79 yuan per day" is a rental or service rate, not what the thing costs
         head, under = _subject_words(c) if own_words else (set(), set())
@@ -619,6 +651,20 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             # "What is your return policy?": a page states its main rule first.
             score *= 1 + 0.5 / (1 + c.chunk.index)
         c.score = score / _rank_discount(c)
+
+
+_PHONE_ASKED = re.compile(r"电话|热线|号码|打给|\b(?:phone|call|hotline|telephone|number|helpline)\b", re.I)
+_EMAIL_ASKED = re.compile(r"邮箱|邮件|\be-?mail\b", re.I)
+_CHANNEL_ASKED = {
+    "phone": re.compile(r"\+?\d{2,4}[-\s]\d{2,4}[-\s]?\d{3,4}|\b1[3-9]\d{9}\b|\b400[-\s]?\d{3}[-\s]?\d{4}\b"),
+    "email": re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+"),
+}
+
+
+def _asked_channel(question: str) -> str:
+    """Which way of reaching the shop a contact question wants, when it names only one."""
+    phone, email = bool(_PHONE_ASKED.search(question)), bool(_EMAIL_ASKED.search(question))
+    return "phone" if phone and not email else "email" if email and not phone else ""
 
 
 _PER_PERIOD = re.compile(

@@ -36,6 +36,10 @@ _RECALL_EN = re.compile(
     r"|\bremember\b|\b(?:again|earlier|before)\s*\??\s*$|\bat the (?:start|beginning)\b|\b(?:the )?first (?:time|one you)\b",
     re.IGNORECASE,
 )
+_ASKED_ABOUT = re.compile(
+    r"我(?:之前|刚才|前面|第一次|最开始|一开始|最早|开头)?(?:问|咨询)|\bi (?:first )?(?:asked|enquired|inquired)\b",
+    re.I,
+)
 _FIRST = re.compile(r"第一次|头一次|最开始|一开始|最早|开头|\bfirst\b|\bat the (?:start|beginning)\b", re.I)
 _ASSISTANT_SIDE = re.compile(
     r"你(?:们)?(?:之前|刚才|刚刚|刚|前面|上面|第一次|最开始|一开始)?(?:说|讲|报|提|告诉|推荐|给)|客服说"
@@ -469,6 +473,7 @@ def recall_answer(question: str, memory: MemoryView, lang: str) -> str | None:
     topic_words = {w for w in wanted if not w.startswith("@") and len(w) > 1 and not _generic(w, generic)}
     topical = bool(topic_words)
     first = _FIRST.search(question) is not None
+    asked_about = _ASKED_ABOUT.search(question) is not None
     threshold = kind is not None and kind[0] in ("amount", "fee") and _THRESHOLD_ASKED.search(question) is not None
     best: tuple[tuple[float, float], _Said, list[_Value], bool] | None = None
     lines = _lines(memory)
@@ -489,7 +494,8 @@ def recall_answer(question: str, memory: MemoryView, lang: str) -> str | None:
         content = _content(said.text)
         own = matchable & content
         # The question an answer line answered tells what it was about, where the line does not say.
-        overlap = len(own) + 0.5 * len((topic_words & _content(said.asked)) - own)
+        # "我最早问的那个背包": what the customer asked about names the thing, not what the answer said of it.
+        overlap = len(own) + (1.0 if asked_about else 0.5) * len((topic_words & _content(said.asked)) - own)
         # With no value to look for, or a product "for students", the line must be about what is asked.
         if not overlap and (not kind or (kind[0] == "product" and wanted)):
             continue

@@ -26,6 +26,35 @@ _NAME_HEADER = re.compile(r"型号|机型|名称|产品|商品|款式|型號|\b(
 _NAMED_CELL = re.compile(r"^([^:：|]{1,40})[:：]\s*(.+)$")
 
 
+_AMOUNT = r"(\d[\d,]*(?:\.\d+)?)(?![\d:：])"
+_THRESHOLD_CELL = re.compile(
+    rf"(?:满|达到|超过|≥|>=|\b(?:over|from|at least|above)\s?[¥$€£]?)\s?{_AMOUNT}"
+    rf"|[¥$€£]?{_AMOUNT}\s?(?:元|块|yuan|rmb)?\s?(?:以上|及以上|起|\+|\s?(?:and|or) (?:above|more|over)\b)",
+    re.I,
+)
+_SPENT = re.compile(r"买了|消费了?|花了|累计|\b(?:spent|spend|bought|purchased|ordered)\b", re.I)
+
+
+def stated_spend(question: str) -> float | None:
+    """The amount a customer says they spent ("我今年买了 3500 块"), which picks the tier it reaches."""
+    if not _SPENT.search(question):
+        return None
+    amounts = [float(a.replace(",", "")) for a in re.findall(r"(?<![\d.])(\d[\d,]*(?:\.\d+)?)(?![\d.])", question)]
+    amounts = [a for a in amounts if a >= 10]
+    return max(amounts) if amounts else None
+
+
+def states_threshold(text: str) -> bool:
+    """Whether a sentence sets an amount from which something applies ("实付满 600 元才可以分期")."""
+    return any(float((m.group(1) or m.group(2)).replace(",", "")) >= 10 for m in _THRESHOLD_CELL.finditer(text))
+
+
+def reached_tier(rows: Iterable[Row], spend: float) -> float | None:
+    """The threshold of the highest tier the spend reaches among rows that each start at an amount."""
+    reached = [t for r in rows if (t := r.threshold()) is not None and t <= spend]
+    return max(reached) if reached else None
+
+
 @dataclass(frozen=True, slots=True)
 class Row:
     header: tuple[str, ...]
@@ -52,6 +81,16 @@ class Row:
             if set(re.findall(r"\d+(?:\.\d+)?", v)) & numbers:
                 return 1.5
         return 0.7
+
+    def threshold(self) -> float | None:
+        """The amount from which the row applies ("满 3000 元", "5,000 yuan and above"), or None."""
+        for i, v in enumerate(self.cells):
+            if i == self.name_index:
+                continue
+            found = _THRESHOLD_CELL.search(v)
+            if found:
+                return float((found.group(1) or found.group(2)).replace(",", ""))
+        return None
 
     def render(self) -> str:
         """ "型号 A1，容量 5 L，售价 300 元。": each cell after its column's name."""
