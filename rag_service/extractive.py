@@ -596,7 +596,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
                 if units:
                     score *= 2.0 if any(u.search(c.text) for u in units) else 0.5
         if priced and primary in (Ask.YESNO, Ask.GENERAL) and states_threshold(c.text):
-            score *= 2.0  # "a 900 yuan order, can I pay in parts?": the amount from which one can
+            score *= 2.0  # "a 900 yuan basket, may I split it?": the amount from which one can
         context = _context_products(c, q)
         if model_numbers and context:
             # "霜川 502 尺寸多大": the section of the model whose number was said, not its sibling's.

@@ -55,7 +55,9 @@ def test_yes_no_question_with_an_amount_quotes_the_minimum() -> None:
         "Only orders of at least 450 yuan can be paid in parts.\n"
         "Gift cards cannot be paid for in parts."
     )
-    got = answer("I want a 1280 yuan kayak, can I pay for it in parts?", [chunk("pay", "Paying at Cone Club", page)])
+    got = answer(
+        "I want a 1280 yuan kayak, is paying it off monthly possible?", [chunk("pay", "Paying at Cone Club", page)]
+    )
     assert "450" in got.splitlines()[1], got
 
 
@@ -64,5 +66,5 @@ def test_spend_said_before_does_not_answer_another_topic() -> None:
     memory = conversation(
         ("我今年在店里累计买了 2600 元，算哪一级", "- 级别 云杉卡，一年累计消费 满 2000 元，会员价 93 折。")
     )
-    got = answer("积分什么时候清零", [chunk("cards", "松果会员卡", page)], memory=memory)
+    got = answer("积分哪天过期", [chunk("cards", "松果会员卡", page)], memory=memory)
     assert "清零" in got.splitlines()[1], got
