@@ -494,7 +494,7 @@ def recall_answer(question: str, memory: MemoryView, lang: str) -> str | None:
         content = _content(said.text)
         own = matchable & content
         # The question an answer line answered tells what it was about, where the line does not say.
-        # "我一开始咨询的那只水壶": what the customer asked about names the thing, not what the answer said of it.
+        # "我第一次问的那只水壶": what the customer asked about names the thing, not what the answer said of it.
         overlap = len(own) + (1.0 if asked_about else 0.5) * len((topic_words & _content(said.asked)) - own)
         # With no value to look for, or a product "for students", the line must be about what is asked.
         if not overlap and (not kind or (kind[0] == "product" and wanted)):

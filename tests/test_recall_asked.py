@@ -16,5 +16,5 @@ def test_first_thing_asked_about_is_the_earliest_question_naming_it() -> None:
         ("Ridgeline 40L 背包多少钱", "- Ridgeline 40L: Price: ¥780 (Ridgeline Packs)"),
         ("背带磨破了，补一下多少钱", "- 服务 背包背带缝补，价格 45 元。（维修服务）"),
     )
-    got = recall_answer("我一开始咨询的那个背包多少钱", memory, "zh")
+    got = recall_answer("我第一次问的那个背包多少钱", memory, "zh")
     assert got is not None and "780" in got, got
