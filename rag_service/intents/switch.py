@@ -81,6 +81,9 @@ class SwitchDecision:
     # How far the document the question lands on beats the task's documents (0: it lands on one of
     # them; None: where it lands was not read).
     away: float | None = None
+    # The question is about another order than the conversation's (an order number it never named): a new
+    # task even when it is the same intent, not a correction of the task's slot.
+    new_order: str | None = None
 
 
 def _cos(a: Vector, b: Vector) -> float:
@@ -144,14 +147,55 @@ _BACK = re.compile(
 
 # The customer addresses the shop itself ("你们…", "Do you sell …?", "your stores"): a question about the
 # shop's business rather than about the thing being discussed, so it may open a subject of its own when
-# it is also far from the recent turns (it is one piece of evidence, never enough alone).
+# it is also far from the recent turns (it is one piece of evidence, never enough alone). Delivery is
+# left out: "Can you deliver on Sunday?", "Do you ship to …?" are nearly always about getting the thing
+# being discussed (an order, a purchase, a return), whoever they are addressed to.
 _SHOP = re.compile(
     r"你们|贵店|贵公司"
-    r"|\b(?:do|does|can|could|will|would)\s+you\s+(?:guys\s+)?(?:sell|have|stock|carry|ship|deliver|offer|accept|take|"
+    r"|\b(?:do|does|can|could|will|would)\s+you\s+(?:guys\s+)?(?:sell|have|stock|carry|offer|accept|take|"
     r"open|provide|issue|support|do|make|repair|fix|buy)\b"
     r"|\byour\s+(?:stores?|shops?|branch(?:es)?|company|website|app|members?(?:hip)?)\b",
     re.IGNORECASE,
 )
+
+# A customer correcting a value they gave ("不对，订单号是 …", "Sorry, I meant …"): the same task.
+_CORRECTION = re.compile(
+    r"不对|错了|写错|打错|输错|搞错|弄错|应该是|更正|改成|改为"
+    r"|\bsorry\b|\bI mean\b|\bI meant\b|\bwrong\b|\btypo\b|\bactually\b|\bcorrection\b|\binstead\b",
+    re.IGNORECASE,
+)
+
+
+def new_order(question: str, seen: Sequence[str]) -> str | None:
+    """The order number the question names that none of `seen` (the conversation's turns) did, when the
+    question is about it rather than only giving it: it asks something or says something of its own
+    besides the number ("My order XC… never arrived"), and corrects nothing. An order number identifies
+    a task's object as nothing else does: another one is another task."""
+    found = order_numbers(question)
+    if not found or _CORRECTION.search(question):
+        return None
+    known = {o for text in seen for o in order_numbers(text)}
+    fresh = [o for o in found if o not in known]
+    if not fresh:
+        return None
+    rest = _ORDER_LABEL.sub(" ", re.sub(re.escape(fresh[0]), " ", question, flags=re.IGNORECASE))
+    return fresh[0] if asks(question) or has_subject(rest) else None
+
+
+# The words that label an order number (what is left of "订单号 XC…" without the number is no subject).
+_ORDER_LABEL = re.compile(r"订单(?:编号|号码|号)?|单号|\border(?:\s*(?:no\.?|number|num\.?|id|#))?", re.IGNORECASE)
+
+
+# The customer asks whether the shop sells something ("Do you sell …?", "你们有没有卖…"): when the question
+# names a thing the conversation never did (no shared word, no reference), that thing is a new subject,
+# however near its wording is to the recent turns (the similarity of "do you sell X" questions is mostly
+# their shared frame).
+_SELLS = re.compile(
+    r"\b(?:do|does)\s+you\s+(?:guys\s+)?(?:sell|stock|carry)\b|\byou\s+(?:sell|stock|carry)\s*[?？]?\s*$"
+    r"|有没有(?:在)?卖|有卖|卖不卖|在卖|出售",
+    re.IGNORECASE,
+)
+
 
 # Words of buying the thing under discussion (paying in instalments, a discount on it): a question made
 # only of them, naming nothing else, after turns about a product, is about buying that product
@@ -357,6 +401,10 @@ class SwitchDetector:
             return SwitchDecision(False, f"refers back with {back.group()!r}", follows=True)
         if contrast_followup(question) is not None:
             return SwitchDecision(False, "contrast follow-up", follows=True)
+        order = new_order(question, [*previous_questions, *previous_answers])
+        if order is not None:
+            # Before the shared words: "订单"/"order" in both says nothing when the orders differ.
+            return SwitchDecision(True, f"names another order {order!r}", new_order=order)
         if announced:
             return SwitchDecision(True, "announces a new subject")
         words = topic_words(entities(question))
@@ -400,6 +448,9 @@ class SwitchDetector:
         buying = buys_the_product(question, [*recent, *answers])
         if buying is not None:
             return SwitchDecision(False, f"about buying {buying!r}, similarity {sim:.3f}", sim, follows=True)
+        sells = _SELLS.search(question)
+        if sells is not None:
+            return SwitchDecision(True, f"asks whether the shop sells something new ({sells.group()!r})", sim)
         if sim < self.strict:
             return SwitchDecision(True, f"similarity {sim:.3f} < {self.strict:.3f}", sim)
         business = {*recent_intents, *([task_intent] if task_intent else [])}

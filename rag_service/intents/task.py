@@ -132,6 +132,11 @@ class TaskTracker:
                 return start(candidate, False, "llm: intent")
             switch = False
 
+        another_order = switch and rec.switch is not None and rec.switch.new_order is not None
+        if active is not None and another_order and state.asked not in active_slots:
+            # Another order than the task's (not the one it asked for, not a correction): another task, even
+            # of the same intent.
+            return start(candidate, True, "another order")
         if active is not None and not state.done:
             if candidate is not None and candidate != active.name and not active_slots:
                 # Another intent replaces the task; its rounds stop being sent only on a real switch.
