@@ -197,6 +197,14 @@ _SELLS = re.compile(
 )
 
 
+# A question whether something exists ("Is there a deposit?", "Any other colours?", "有地布吗", "有没有优惠"):
+# whether the thing or service under discussion has it. Unless it names its own product or is put to the
+# shop ("你们北京有店吗"), it is a follow-up, however far its wording is from the recent turns.
+_EXISTS = re.compile(
+    r"^\W*(?:(?:is|are)\s+there|any)\b|有没有(?!在?卖)|(?<![没还])有[^，,。.？?!！]{1,12}[吗么][？?]?\s*$", re.IGNORECASE
+)
+
+
 # Words of buying the thing under discussion (paying in instalments, a discount on it): a question made
 # only of them, naming nothing else, after turns about a product, is about buying that product
 # ("能分期吗" after its price), however much it reads like an opening.
@@ -448,6 +456,9 @@ class SwitchDetector:
         buying = buys_the_product(question, [*recent, *answers])
         if buying is not None:
             return SwitchDecision(False, f"about buying {buying!r}, similarity {sim:.3f}", sim, follows=True)
+        exists = _EXISTS.search(question)
+        if exists is not None and _SHOP.search(question) is None and _SELLS.search(question) is None:
+            return SwitchDecision(False, f"asks what the thing discussed has ({exists.group()!r})", sim, follows=True)
         sells = _SELLS.search(question)
         if sells is not None:
             return SwitchDecision(True, f"asks whether the shop sells something new ({sells.group()!r})", sim)
