@@ -205,6 +205,16 @@ _EXISTS = re.compile(
 )
 
 
+# The customer brings up a thing of their own they bought ("I ordered a … last week", "my … from you",
+# "我上个月买的…", "我家的…"): a new object (a new order, a new repair) when the conversation never named it.
+_OWN_PURCHASE = re.compile(
+    r"\b(?:I|we)\s+(?:just\s+|recently\s+)?(?:bought|ordered|purchased)\s+(?!(?:it|them|that|one|online|from|on|in|at|last|yesterday)\b)[a-z]"
+    r"|\b(?:my|our)\s+(?:[a-z-]+\s+){0,2}?[a-z-]+\s+(?:from you|(?:I|we)\s+(?:bought|ordered|got))\b"
+    r"|我(?:们|家)?[^，,。？?]{0,6}?(?:买|订购|购买|下单|入手)的(?!是|时候|话)|我家的",
+    re.IGNORECASE,
+)
+
+
 # Words of buying the thing under discussion (paying in instalments, a discount on it): a question made
 # only of them, naming nothing else, after turns about a product, is about buying that product
 # ("能分期吗" after its price), however much it reads like an opening.
@@ -462,6 +472,11 @@ class SwitchDetector:
         sells = _SELLS.search(question)
         if sells is not None:
             return SwitchDecision(True, f"asks whether the shop sells something new ({sells.group()!r})", sim)
+        own = _OWN_PURCHASE.search(question)
+        far = self.examples.far_bar(question) if self.examples is not None else None
+        if own is not None and far is not None and sim < far:
+            # Two signs: a thing of the customer's own the conversation never named, and far from it.
+            return SwitchDecision(True, f"brings up a purchase of their own ({own.group()!r}), similarity {sim:.3f} < {far:.3f}", sim)
         if sim < self.strict:
             return SwitchDecision(True, f"similarity {sim:.3f} < {self.strict:.3f}", sim)
         business = {*recent_intents, *([task_intent] if task_intent else [])}
