@@ -215,6 +215,21 @@ _OWN_PURCHASE = re.compile(
 )
 
 
+# A question this short ("几点开门", "What colours?", "Is installation included?") cannot say what it is about
+# as well as what it asks: whatever its words, it asks about the thing under discussion (a new product it
+# names is read before this).
+SHORT_WORDS = 3
+SHORT_CJK = 4
+_CJK_CHAR = re.compile(r"[\u4e00-\u9fff]")
+_LATIN_WORD = re.compile(r"[A-Za-z0-9]+")
+
+
+def too_short(question: str) -> bool:
+    cjk = len(_CJK_CHAR.findall(question))
+    words = len(_LATIN_WORD.findall(question))
+    return cjk + words <= SHORT_CJK if cjk else words <= SHORT_WORDS
+
+
 # Words of buying the thing under discussion (paying in instalments, a discount on it): a question made
 # only of them, naming nothing else, after turns about a product, is about buying that product
 # ("能分期吗" after its price), however much it reads like an opening.
@@ -461,7 +476,7 @@ class SwitchDetector:
         sim = max(_cos(q, self.embedder.embed_query(p)) for p in recent)
         if new_names and sim < self.threshold:
             return SwitchDecision(True, f"new name {new_names[0]!r}, similarity {sim:.3f} < {self.threshold:.3f}", sim)
-        if not has_subject(question):
+        if not has_subject(question) or too_short(question):
             return SwitchDecision(False, f"no subject of its own, similarity {sim:.3f}", sim, follows=True)
         buying = buys_the_product(question, [*recent, *answers])
         if buying is not None:
