@@ -365,25 +365,30 @@ def test_a_pronoun_whose_antecedent_the_question_names_does_not_refer_back() -> 
 
 def test_buying_the_product_under_discussion_is_not_a_new_subject() -> None:
     # Phrased exactly like an opening ("Do you rent tandem bikes?" stands for a payment-plan example).
-    table = {"How heavy is the Cruzo 7?": [1.0, 0.0, 0.0, 0.0], "能分期吗": [0.0, 0.0, 1.0, 0.0]}
-    table["Any discount?"] = [0.0, 0.0, 1.0, 0.0]
+    ask = "Could I get a discount and monthly payments?"
+    table = {
+        "How heavy is the Cruzo 7?": [1.0, 0.0, 0.0, 0.0],
+        "能分期吗": [0.0, 0.0, 1.0, 0.0],
+        ask: [0.0, 0.0, 1.0, 0.0],
+    }
     detector = _bike_detector(table)
-    d = detector.decide("Any discount?", ["How heavy is the Cruzo 7?"])
+    d = detector.decide(ask, ["How heavy is the Cruzo 7?"])
     assert not d.switch and d.follows and "Cruzo 7" in d.reason
     # No product in the conversation: nothing for the question to be about buying.
-    assert detector.decide("Any discount?", ["Can you fix my brakes?"]).switch
+    assert detector.decide(ask, ["Can you fix my brakes?"]).switch
 
 
 def test_a_question_to_the_shop_far_from_the_conversation_is_a_switch() -> None:
     # Phrased like no example (the vague vector), so only the cue and the distance can call it.
     vague = [0.0, 1.0, 0.0, 0.0]  # nearest intent example: the gears (repair), at 0.3
-    table = {"Can you fix my brakes?": [1.0, 0.0, 0.0, 0.0], "Do you sell helmets?": vague, "Are helmets cheap?": vague}
+    table = {"Can you fix my brakes?": [1.0, 0.0, 0.0, 0.0], "Do you offer helmet fitting?": vague}
+    table["Is helmet fitting cheap?"] = vague
     detector = _bike_detector(table)
-    d = detector.decide("Do you sell helmets?", ["Can you fix my brakes?"], task_intent="delivery")
+    d = detector.decide("Do you offer helmet fitting?", ["Can you fix my brakes?"], task_intent="delivery")
     assert d.switch and d.reason.startswith("asks the shop")
     # The cue alone is not enough: without it, or about the task's own business, no switch.
-    assert not detector.decide("Are helmets cheap?", ["Can you fix my brakes?"], task_intent="delivery").switch
-    assert not detector.decide("Do you sell helmets?", ["Can you fix my brakes?"], task_intent="repair").switch
+    assert not detector.decide("Is helmet fitting cheap?", ["Can you fix my brakes?"], task_intent="delivery").switch
+    assert not detector.decide("Do you offer helmet fitting?", ["Can you fix my brakes?"], task_intent="repair").switch
 
 
 def test_the_tasks_business_includes_the_intents_its_turns_were_taken_for() -> None:
@@ -394,3 +399,80 @@ def test_the_tasks_business_includes_the_intents_its_turns_were_taken_for() -> N
     assert detector.decide(q, before, task_intent="repair").switch
     # The task drifted to "repair" on a later turn, but it began as a delivery: its business still.
     assert not detector.decide(q, before, task_intent="repair", recent_intents={"delivery"}).switch
+
+
+def test_another_order_number_is_another_task_but_a_correction_or_a_bare_number_is_not() -> None:
+    # Near the conversation on purpose (one vector for all): only the order number can call the switch.
+    detector = SwitchDetector(TableEmbedder({}), threshold=-1.0, strict=-1.0)
+    before = ["Where is order BK2031000777?"]
+    d = detector.decide("Has order BK2031000999 left the warehouse yet?", before, ["It is on its way."])
+    assert d.switch and d.new_order == "BK2031000999"
+    d = detector.decide("订单 BK2031000999 什么时候发货", before, ["已发出。"])
+    assert d.switch and d.new_order == "BK2031000999"
+    # A correction, a bare number given, or the same order again: the same task.
+    assert detector.decide("Sorry, I meant BK2031000999, where is it?", before).new_order is None
+    assert not detector.decide("BK2031000999", before).switch
+    assert detector.decide("订单 BK2031000777 能改地址吗", before).new_order is None
+
+
+def test_the_tracker_starts_a_new_task_for_another_order_of_the_same_intent() -> None:
+    catalog = load_catalog([ECOMMERCE])
+    tracker = TaskTracker(catalog)
+    done = TaskState(intent="order_status", slots={"order_no": "BK2031000777"}, done=True)
+    other = Recognition(
+        IntentScore("order_status", 0.9, {}),
+        {"order_status": {"order_no": "BK2031000999"}},
+        "offline",
+        switch=SwitchDecision(True, "test", new_order="BK2031000999"),
+    )
+    step = tracker.step(done, "BK2031000999 到哪了", 4, other)
+    assert step.new_task and step.state.slots == {"order_no": "BK2031000999"} and step.state.task_started_at_round == 4
+    # The order number the open task asked for fills it, however the turn is worded.
+    asked = TaskState(intent="return_request", missing=["order_no", "product", "reason"], asked="order_no")
+    filled = Recognition(
+        IntentScore(None, 0.9, {}),
+        {"return_request": {"order_no": "BK2031000999"}},
+        "offline",
+        switch=SwitchDecision(True, "test", new_order="BK2031000999"),
+    )
+    step = tracker.step(asked, "BK2031000999, how long will the refund take?", 4, filled)
+    assert not step.new_task and step.state.slots == {"order_no": "BK2031000999"}
+
+
+def test_asking_whether_the_shop_sells_a_new_thing_is_a_switch_even_near_the_conversation() -> None:
+    near = [1.0, 0.0, 0.0, 0.0]
+    table = {"Can you fix my brakes?": near, "Do you sell kids' balance bikes?": near, "你们有没有卖儿童平衡车": near}
+    table["Do you sell them in blue?"] = near
+    detector = _bike_detector(table)
+    d = detector.decide("Do you sell kids' balance bikes?", ["Can you fix my brakes?"], task_intent="repair")
+    assert d.switch and d.reason.startswith("asks whether the shop sells")
+    assert detector.decide("你们有没有卖儿童平衡车", ["能修刹车吗"]).switch
+    # What the conversation is about, referred back to: a follow-up.
+    assert detector.decide("Do you sell them in blue?", ["Can you fix my brakes?"]).follows
+
+
+def test_whether_something_exists_short_questions_and_delivery_ask_about_the_thing_discussed() -> None:
+    far = [0.0, 0.0, 1.0, 0.0]  # phrased like an opening ("Do you rent tandem bikes?"), far from the repair
+    questions = ["Is there a charge for the loan bike?", "有没有免费的车锁", "What opening times?", "几点开门"]
+    questions += ["Can you deliver to my office on Saturday?"]
+    detector = _bike_detector({"Can you fix my brakes?": [1.0, 0.0, 0.0, 0.0], **{q: far for q in questions}})
+    for q in questions:
+        d = detector.decide(q, ["Can you fix my brakes?"], task_intent="repair")
+        assert not d.switch, (q, d.reason)
+    # Put to the shop ("your stores"), an existential question may open a subject of its own.
+    shop = "Are there any of your stores open late on Fridays?"
+    detector = _bike_detector({"Can you fix my brakes?": [1.0, 0.0, 0.0, 0.0], shop: [0.0, 1.0, 0.0, 0.0]})
+    assert detector.decide(shop, ["Can you fix my brakes?"], task_intent="delivery").switch
+
+
+def test_a_purchase_of_the_customers_own_far_from_the_conversation_is_a_switch() -> None:
+    vague = [0.0, 1.0, 0.0, 0.0]  # phrased like no example
+    own = ["I ordered mudguards last week and they have not come yet", "My e-bike charger from you gets very hot"]
+    table = {"Can you fix my brakes?": [1.0, 0.0, 0.0, 0.0], **{q: vague for q in own}}
+    detector = _bike_detector(table)
+    for q in own:
+        d = detector.decide(q, ["Can you fix my brakes?"])
+        assert d.switch and d.reason.startswith("brings up a purchase"), (q, d.reason)
+    # The same words near the conversation: no switch by this rule.
+    near = _bike_detector({"Can you fix my brakes?": [1.0, 0.0, 0.0, 0.0], **{q: [1.0, 0.0, 0.0, 0.0] for q in own}})
+    assert not any(near.decide(q, ["Can you fix my brakes?"]).switch for q in own)

@@ -201,7 +201,8 @@ _SELLS = re.compile(
 # whether the thing or service under discussion has it. Unless it names its own product or is put to the
 # shop ("你们北京有店吗"), it is a follow-up, however far its wording is from the recent turns.
 _EXISTS = re.compile(
-    r"^\W*(?:(?:is|are)\s+there|any)\b|有没有(?!在?卖)|(?<![没还])有[^，,。.？?!！]{1,12}[吗么][？?]?\s*$", re.IGNORECASE
+    r"^\W*(?:(?:is|are)\s+there|any)\b|有没有(?!在?卖)|(?<![没还])有[^，,。.？?!！]{1,12}[吗么][？?]?\s*$",
+    re.IGNORECASE,
 )
 
 
@@ -491,7 +492,9 @@ class SwitchDetector:
         far = self.examples.far_bar(question) if self.examples is not None else None
         if own is not None and far is not None and sim < far:
             # Two signs: a thing of the customer's own the conversation never named, and far from it.
-            return SwitchDecision(True, f"brings up a purchase of their own ({own.group()!r}), similarity {sim:.3f} < {far:.3f}", sim)
+            return SwitchDecision(
+                True, f"brings up a purchase of their own ({own.group()!r}), similarity {sim:.3f} < {far:.3f}", sim
+            )
         if sim < self.strict:
             return SwitchDecision(True, f"similarity {sim:.3f} < {self.strict:.3f}", sim)
         business = {*recent_intents, *([task_intent] if task_intent else [])}
