@@ -405,7 +405,7 @@ def test_another_order_number_is_another_task_but_a_correction_or_a_bare_number_
     # Near the conversation on purpose (one vector for all): only the order number can call the switch.
     detector = SwitchDetector(TableEmbedder({}), threshold=-1.0, strict=-1.0)
     before = ["Where is order BK2031000777?"]
-    d = detector.decide("Has order BK2031000999 left the warehouse yet?", before, ["It is on its way."])
+    d = detector.decide("Did order BK2031000999 leave the depot yet?", before, ["It is on its way."])
     assert d.switch and d.new_order == "BK2031000999"
     d = detector.decide("订单 BK2031000999 什么时候发货", before, ["已发出。"])
     assert d.switch and d.new_order == "BK2031000999"
@@ -453,7 +453,7 @@ def test_asking_whether_the_shop_sells_a_new_thing_is_a_switch_even_near_the_con
 
 def test_whether_something_exists_short_questions_and_delivery_ask_about_the_thing_discussed() -> None:
     far = [0.0, 0.0, 1.0, 0.0]  # phrased like an opening ("Do you rent tandem bikes?"), far from the repair
-    questions = ["Is there a charge for the loan bike?", "有没有免费的车锁", "What opening times?", "几点开门"]
+    questions = ["Is there a fee for the loan bike?", "有没有免费的车锁", "Which days closed?", "几号放假"]
     questions += ["Can you deliver to my office on Saturday?"]
     detector = _bike_detector({"Can you fix my brakes?": [1.0, 0.0, 0.0, 0.0], **{q: far for q in questions}})
     for q in questions:

@@ -10,7 +10,11 @@ A later turn is a switch only when all of these hold:
   belong to is not one the task's turns were answered from, and beats the best of those by a margin;
   or (`intents.switch_standalone`, `ExampleSet`) it is phrased like a conversation's opening — as near to
   a configured example as the examples are to each other — far from the recent turns, and not about the
-  task's own intent.
+  task's own intent;
+- or, in the wording alone, it names an order number the conversation never did (another order is another
+  task), asks whether the shop sells a thing never named, or brings up a purchase of the customer's own far
+  from the recent turns. A question whether something exists ("Is there a waiting list?") or of a few words
+  only asks about the thing discussed.
 
 Similarity to the earlier questions alone cannot tell a switch from a follow-up (with multilingual-e5,
 real switches score 0.78-0.86 against the recent turns, ordinary follow-ups 0.78-0.93); where the question
@@ -148,8 +152,8 @@ _BACK = re.compile(
 # The customer addresses the shop itself ("你们…", "Do you sell …?", "your stores"): a question about the
 # shop's business rather than about the thing being discussed, so it may open a subject of its own when
 # it is also far from the recent turns (it is one piece of evidence, never enough alone). Delivery is
-# left out: "Can you deliver on Sunday?", "Do you ship to …?" are nearly always about getting the thing
-# being discussed (an order, a purchase, a return), whoever they are addressed to.
+# left out: whether the shop delivers or ships somewhere or on some day is nearly always about getting
+# the thing being discussed (an order, a purchase, a return), whoever the question is addressed to.
 _SHOP = re.compile(
     r"你们|贵店|贵公司"
     r"|\b(?:do|does|can|could|will|would)\s+you\s+(?:guys\s+)?(?:sell|have|stock|carry|offer|accept|take|"
@@ -165,11 +169,14 @@ _CORRECTION = re.compile(
     re.IGNORECASE,
 )
 
+# The words that label an order number (what is left of "订单号 XC…" without the number is no subject).
+_ORDER_LABEL = re.compile(r"订单(?:编号|号码|号)?|单号|\border(?:\s*(?:no\.?|number|num\.?|id|#))?", re.IGNORECASE)
+
 
 def new_order(question: str, seen: Sequence[str]) -> str | None:
     """The order number the question names that none of `seen` (the conversation's turns) did, when the
     question is about it rather than only giving it: it asks something or says something of its own
-    besides the number ("My order XC… never arrived"), and corrects nothing. An order number identifies
+    besides the number ("Order AB… came without its manual"), and corrects nothing. An order number identifies
     a task's object as nothing else does: another one is another task."""
     found = order_numbers(question)
     if not found or _CORRECTION.search(question):
@@ -180,10 +187,6 @@ def new_order(question: str, seen: Sequence[str]) -> str | None:
         return None
     rest = _ORDER_LABEL.sub(" ", re.sub(re.escape(fresh[0]), " ", question, flags=re.IGNORECASE))
     return fresh[0] if asks(question) or has_subject(rest) else None
-
-
-# The words that label an order number (what is left of "订单号 XC…" without the number is no subject).
-_ORDER_LABEL = re.compile(r"订单(?:编号|号码|号)?|单号|\border(?:\s*(?:no\.?|number|num\.?|id|#))?", re.IGNORECASE)
 
 
 # The customer asks whether the shop sells something ("Do you sell …?", "你们有没有卖…"): when the question
@@ -197,17 +200,18 @@ _SELLS = re.compile(
 )
 
 
-# A question whether something exists ("Is there a deposit?", "Any other colours?", "有地布吗", "有没有优惠"):
+# A question whether something exists ("Is there a waiting list?", "Any spare keys?", "有备用电池吗", "有没有赠品"):
 # whether the thing or service under discussion has it. Unless it names its own product or is put to the
-# shop ("你们北京有店吗"), it is a follow-up, however far its wording is from the recent turns.
+# shop ("你们周末有人值班吗"), it is a follow-up, however far its wording is from the recent turns.
 _EXISTS = re.compile(
     r"^\W*(?:(?:is|are)\s+there|any)\b|有没有(?!在?卖)|(?<![没还])有[^，,。.？?!！]{1,12}[吗么][？?]?\s*$",
     re.IGNORECASE,
 )
 
 
-# The customer brings up a thing of their own they bought ("I ordered a … last week", "my … from you",
-# "我上个月买的…", "我家的…"): a new object (a new order, a new repair) when the conversation never named it.
+# The customer brings up a thing of their own they bought ("We purchased a … in May", "our … we got from
+# the shop", "我前几天下单的…", a thing "of my home"): a new object (a new order, a new repair) when the
+# conversation never named it.
 _OWN_PURCHASE = re.compile(
     r"\b(?:I|we)\s+(?:just\s+|recently\s+)?(?:bought|ordered|purchased)\s+(?!(?:it|them|that|one|online|from|on|in|at|last|yesterday)\b)[a-z]"
     r"|\b(?:my|our)\s+(?:[a-z-]+\s+){0,2}?[a-z-]+\s+(?:from you|(?:I|we)\s+(?:bought|ordered|got))\b"
@@ -216,7 +220,7 @@ _OWN_PURCHASE = re.compile(
 )
 
 
-# A question this short ("几点开门", "What colours?", "Is installation included?") cannot say what it is about
+# A question this short ("几号放假", "Which sizes left?", "Does assembly cost?") cannot say what it is about
 # as well as what it asks: whatever its words, it asks about the thing under discussion (a new product it
 # names is read before this).
 SHORT_WORDS = 3
@@ -226,6 +230,7 @@ _LATIN_WORD = re.compile(r"[A-Za-z0-9]+")
 
 
 def too_short(question: str) -> bool:
+    """At most `SHORT_WORDS` words (English) or `SHORT_CJK` characters and words (Chinese)."""
     cjk = len(_CJK_CHAR.findall(question))
     words = len(_LATIN_WORD.findall(question))
     return cjk + words <= SHORT_CJK if cjk else words <= SHORT_WORDS
