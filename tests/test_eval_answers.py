@@ -56,15 +56,19 @@ HOMESHOP = ROOT / "eval" / "answers" / "homeshop.jsonl"
 # A third, written blind over an outdoor-gear shop: a stand-in for the held-out sets.
 OUTDOORSHOP_KB = ROOT / "eval" / "answers" / "outdoorshop" / "kb"
 OUTDOORSHOP = ROOT / "eval" / "answers" / "outdoorshop.jsonl"
+# A fourth, written blind over an optician chain by someone who had not seen how the service answers.
+OPTICALSHOP_KB = ROOT / "eval" / "answers" / "opticalshop" / "kb"
+OPTICALSHOP = ROOT / "eval" / "answers" / "opticalshop.jsonl"
 # Each answer set with the knowledge base it is written over.
 DATA_SETS = {
     "dev": (KB, DEV),
     "check": (KB, CHECK),
     "homeshop": (HOMESHOP_KB, HOMESHOP),
     "outdoorshop": (OUTDOORSHOP_KB, OUTDOORSHOP),
+    "opticalshop": (OPTICALSHOP_KB, OPTICALSHOP),
 }
 # The sets over other businesses' documents, which must cover what the dev set covers over their own shop.
-OTHER_SHOPS = {"homeshop": DATA_SETS["homeshop"], "outdoorshop": DATA_SETS["outdoorshop"]}
+OTHER_SHOPS = {shop: DATA_SETS[shop] for shop in ("homeshop", "outdoorshop", "opticalshop")}
 PRODUCT_PAGES = {
     "iphone-16-pro.md",
     "iphone-16.html",
