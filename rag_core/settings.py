@@ -254,6 +254,12 @@ class IntentSettings(BaseModel):
     # and development sets and 0.83-1.0 on the held-out ones (docs/intents.md). Off: wording and
     # similarity alone.
     switch_standalone: bool = True
+    # A switch is decided by the learned model shipped with the service (a logistic regression over the
+    # rules' signs and the question's similarities read as quantiles of the embedder's own distributions;
+    # `rag-eval train-switches`, docs/intents.md) rather than by the rules alone. The model reads the rules
+    # as it was trained on them (standalone on, no landing): `switch_landing` and `switch_standalone` apply
+    # to the rules-only decision (`switch_model: false`).
+    switch_model: bool = True
     # intent name -> action URL (deployment-specific; overrides the file's `action.url`).
     actions: dict[str, str] = Field(default_factory=dict)
     # Heads the user-side block holding the task's state.

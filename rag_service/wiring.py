@@ -19,7 +19,7 @@ from rag_service.extractive import ExtractiveGenerator
 from rag_service.faq import FaqMatcher
 from rag_service.feedback import FeedbackStore
 from rag_service.intents.stage import IntentStage, index_probe
-from rag_service.intents.switch import DEFAULT_STANDALONE_QUANTILE
+from rag_service.intents.switch import DEFAULT_STANDALONE_QUANTILE, SwitchModel
 from rag_service.library import Library
 from rag_service.llm import ChatClient, Generator, LLMGenerator
 from rag_service.memory import make_memory
@@ -157,9 +157,14 @@ def build_intents(
     async def titles(tenant: str) -> list[str]:
         return [str(d.get("title") or "") for d in (await index.documents(tenant)).values()]
 
-    probe = index_probe(index) if cfg.switch_landing else None
-    standalone = DEFAULT_STANDALONE_QUANTILE if cfg.switch_standalone else None
-    return IntentStage(cfg, catalog, embedder, counter, titles, llm, probe=probe, standalone_quantile=standalone)
+    # The learned decision reads the rules as it was trained on them (standalone rule on, no landing); the
+    # two rule settings shape the rules-only decision.
+    model = SwitchModel.load() if cfg.switch_model else None
+    probe = index_probe(index) if cfg.switch_landing and model is None else None
+    standalone = DEFAULT_STANDALONE_QUANTILE if cfg.switch_standalone or model is not None else None
+    return IntentStage(
+        cfg, catalog, embedder, counter, titles, llm, probe=probe, standalone_quantile=standalone, switch_model=model
+    )
 
 
 def build_services(

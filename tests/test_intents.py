@@ -313,7 +313,7 @@ def test_the_detector_calls_a_standalone_question_a_switch_and_will_that_refers_
     assert detector.decide("Could that be done by Friday?", ["Can you fix my brakes?"]).follows
 
 
-def test_the_standalone_rule_is_on_by_default_and_can_be_switched_off() -> None:
+def test_the_standalone_rule_is_on_by_default_and_can_be_switched_off_with_the_rules_deciding() -> None:
     from typing import Any
 
     from rag_core.settings import Settings
@@ -324,10 +324,12 @@ def test_the_standalone_rule_is_on_by_default_and_can_be_switched_off() -> None:
     index: Any = object()  # read only when a turn runs
     intents: dict[str, Any] = {"files": [ECOMMERCE], "recognizer": "offline"}
     on = build_intents(Settings(intents=intents), TableEmbedder({}), index, counter, [])
-    off = build_intents(
-        Settings(intents={**intents, "switch_standalone": False}), TableEmbedder({}), index, counter, []
-    )
-    assert on is not None and on.switch.examples is not None
+    rules = {**intents, "switch_model": False}
+    rules_on = build_intents(Settings(intents=rules), TableEmbedder({}), index, counter, [])
+    off = build_intents(Settings(intents={**rules, "switch_standalone": False}), TableEmbedder({}), index, counter, [])
+    # The learned decision is the default; it reads the rules as trained (the standalone rule on).
+    assert on is not None and on.switch.model is not None and on.switch.examples is not None
+    assert rules_on is not None and rules_on.switch.model is None and rules_on.switch.examples is not None
     assert off is not None and off.switch.examples is None
 
 

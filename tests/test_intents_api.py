@@ -258,11 +258,17 @@ async def test_state_survives_compression(app_factory: Callable[..., Any]) -> No
 
 
 async def test_a_question_landing_on_another_document_starts_a_new_task(app_factory: Callable[..., Any]) -> None:
-    """No marker, no shared word and close enough to the earlier questions by similarity: only where it
-    lands in the knowledge base (another document than the ones the task was answered from) says it is a
+    """(The rules deciding.) No marker, no shared word and close enough to the earlier questions by
+    similarity: only where it lands in the knowledge base (another document than the ones the task was answered from) says it is a
     new subject. The documents of each answered turn are kept in the stored state."""
     app = await app_factory(
-        intents={**INTENTS, "recognizer": "offline", "switch_landing": True, "switch_standalone": False},
+        intents={
+            **INTENTS,
+            "recognizer": "offline",
+            "switch_model": False,
+            "switch_landing": True,
+            "switch_standalone": False,
+        },
         rewrite={"mode": "rule"},
     )
     sid = await app.new_session()
@@ -281,10 +287,11 @@ async def test_a_question_landing_on_another_document_starts_a_new_task(app_fact
     meta, _, _ = await app.services.store.load(sid, lambda m: 0)
     assert len(TaskState.from_json(meta.task).documents) == 1  # the new task's own turn only
 
-    # Landing off (the default; standalone off as above), the same question is read on its wording and
-    # similarity alone: no new task.
+    # Landing off (the default; the rules deciding, standalone off as above), the same question is read on
+    # its wording and similarity alone: no new task.
     plain = await app_factory(
-        intents={**INTENTS, "recognizer": "offline", "switch_standalone": False}, rewrite={"mode": "rule"}
+        intents={**INTENTS, "recognizer": "offline", "switch_model": False, "switch_standalone": False},
+        rewrite={"mode": "rule"},
     )
     sid = await plain.new_session()
     for q in ["iPhone 16 Pro 的屏幕多大", "电池容量呢"]:

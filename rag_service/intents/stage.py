@@ -32,11 +32,14 @@ from rag_service.intents.slots import ProductCatalog, SlotExtractor, language
 from rag_service.intents.switch import (
     DEFAULT_MARGIN_QUANTILE,
     DEFAULT_QUANTILE,
+    DEFAULT_STANDALONE_QUANTILE,
     DEFAULT_STRICT_QUANTILE,
     RECENT_TURNS,
+    TASK_QUESTIONS,
     ExampleSet,
     Landing,
     SwitchDetector,
+    SwitchModel,
     calibrate_margin,
     calibrate_threshold,
 )
@@ -52,8 +55,9 @@ TITLES_TTL_S = 60.0
 ANSWERED_FROM_CHUNKS = 3
 
 # The task's turns whose intents say what the task's business is (a task that began with a return stays
-# one when a later turn is taken for another intent).
-TASK_TURNS = 8
+# one when a later turn is taken for another intent); the learned switch decision compares the question
+# with the same turns.
+TASK_TURNS = TASK_QUESTIONS
 
 # Nearest chunks read for a question's landing: enough to reach the task's documents when they are near.
 PROBE_CHUNKS = 40
@@ -147,11 +151,18 @@ class IntentStage:
         margin_quantile: float = DEFAULT_MARGIN_QUANTILE,
         # None: no standalone rule (`intents.switch_standalone` off).
         standalone_quantile: float | None = None,
+        # The learned switch decision (None: the rules decide).
+        switch_model: SwitchModel | None = None,
     ) -> None:
         self.settings, self.catalog, self.embedder, self.counter = settings, catalog, embedder, counter
         self.recognizer = IntentRecognizer(catalog, embedder, settings.threshold)
         groups = [i.examples for i in catalog.intents] + [catalog.knowledge_examples]
         groups = [g for g in groups if g]
+        if switch_model is not None and len(groups) < 2:
+            raise ValueError("the learned switch decision needs examples of at least two classes")
+        if switch_model is not None and standalone_quantile is None:
+            # The model reads the examples whatever the rules do.
+            standalone_quantile = DEFAULT_STANDALONE_QUANTILE
         self.switch = SwitchDetector(
             embedder,
             calibrate_threshold(embedder, groups, switch_quantile),
@@ -169,6 +180,7 @@ class IntentStage:
                 if standalone_quantile is not None and len(groups) > 1
                 else None
             ),
+            model=switch_model,
         )
         self.probe = probe
         self.tracker = TaskTracker(catalog)
@@ -233,6 +245,7 @@ class IntentStage:
             {d for docs in state.documents for d in docs},
             state.intent,
             self.recent_intents(rounds) if self.switch.examples is not None else (),
+            candidate.intent,
         )
         return Recognition(candidate, slots, "offline", switch=switch)
 

@@ -33,9 +33,13 @@ unrelated questions differ among themselves (0.05 for multilingual-e5, 0.11 for 
 
 from __future__ import annotations
 
+import itertools
+import json
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -53,6 +57,7 @@ from rag_service.rewrite_rules import (
     has_subject,
     normalize,
     own_names,
+    text_topic_words,
     topic_words,
 )
 
@@ -73,6 +78,126 @@ SAME_VECTOR_SHARE = 0.05
 # Where a question lands: its nearest chunks of the knowledge base as (document id, score), best first.
 Landing = Sequence[tuple[str, float]]
 
+# The task's questions the learned decision compares the question with (the stage reads their intents too).
+TASK_QUESTIONS = 8
+
+# The learned decision's inputs, in a fixed order. Each means the same whatever the embedder: similarities
+# are quantiles of the embedder's own distributions (of unrelated example pairs, or of the examples' nearest
+# neighbours), the rest are the wording's signs (0/1) and the question's size.
+FEATURES: tuple[str, ...] = (
+    "near_recent",  # best cosine to the last RECENT_TURNS questions, as a quantile of unrelated pairs
+    "near_previous",  # cosine to the previous question, likewise
+    "near_task",  # best cosine to the task's last TASK_QUESTIONS questions, likewise
+    "opening",  # nearest configured example, as a quantile of the examples' own nearest neighbours
+    "example_margin",  # how much nearer the question is to its nearest example than to the recent turns, in
+    # spreads of the unrelated pairs (their 0.9 less their 0.1 quantile)
+    "cohesion",  # how near the task's questions are to their predecessors (median), as a quantile
+    "nearest_plain",  # the nearest configured example is a plain knowledge question, not an intent's
+    "new_intent",  # the recognizer gives the question an intent none of the task's turns was given
+    "task_intent",  # the intent nearest to the question is one of the task's
+    "task_words",  # the question names a topic word of the task's intents
+    "in_task",  # the conversation's turns were given an intent (there is a task's business)
+    "rules",  # the hand-written rules call it a switch
+    "answer",  # the assistant asked, the turn asks nothing
+    "marker",  # a reference marker (它/这个/…呢/it/what about …)
+    "back",  # a place, time or "that" reference
+    "contrast",  # a contrast follow-up ("那 256GB 呢")
+    "new_order",  # an order number the conversation never named
+    "announce",  # "对了", "by the way"
+    "shared",  # a topic word of the recent turns
+    "new_name",  # a product name the recent turns never named
+    "short",  # no subject of its own, or a few words only
+    "buys",  # buying words only, after turns naming a product
+    "exists",  # asks whether something exists
+    "sells",  # asks whether the shop sells something
+    "own_purchase",  # brings up a purchase of the customer's own
+    "shop",  # addressed to the shop ("你们", "Do you …")
+    "asks",  # asks something (not a bare value)
+    "zh",  # Chinese
+    "unread",  # the embedder does not read the question's language (its similarities say little)
+    "length",  # log(1 + words), a Chinese character counting half a word
+)
+
+# The trained model shipped with the service (`rag-eval switches --train` writes it).
+MODEL_FILE = Path(__file__).with_name("switch_model.json")
+
+
+@dataclass(frozen=True)
+class SwitchModel:
+    """A logistic regression over `FEATURES` (standardised), trained on labelled development conversations
+    (`rag_service/evaluation/switch_train.py`); a turn is a switch when its probability reaches
+    `threshold`, chosen on out-of-fold predictions for precision first. A feature in `vetoes`, when set,
+    decides "not a switch" before the model (a sign no development switch carried)."""
+
+    features: tuple[str, ...]
+    mean: npt.NDArray[np.float64]
+    scale: npt.NDArray[np.float64]
+    weights: npt.NDArray[np.float64]
+    bias: float
+    threshold: float
+    vetoes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        unknown = [f for f in (*self.features, *self.vetoes) if f not in FEATURES]
+        if unknown:
+            raise ValueError(f"switch model: unknown features {unknown}")
+        n = len(self.features)
+        if not (len(self.mean) == len(self.scale) == len(self.weights) == n):
+            raise ValueError("switch model: mean, scale and weights need one value per feature")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SwitchModel:
+        """The model file's form: one entry per feature (name, weight, and the mean and scale it is
+        standardised by), the bias, the threshold and the vetoes (other keys, such as how it was trained,
+        are the reader's)."""
+        rows = data["features"]
+        return cls(
+            tuple(str(f["name"]) for f in rows),
+            np.array([f["mean"] for f in rows], dtype=np.float64),
+            np.array([f["scale"] for f in rows], dtype=np.float64),
+            np.array([f["weight"] for f in rows], dtype=np.float64),
+            float(data["bias"]),
+            float(data["threshold"]),
+            tuple(data.get("vetoes", ())),
+        )
+
+    @classmethod
+    def load(cls, path: Path = MODEL_FILE) -> SwitchModel:
+        return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "threshold": round(self.threshold, 6),
+            "bias": round(self.bias, 6),
+            "vetoes": list(self.vetoes),
+            "features": [
+                {"name": name, "weight": round(float(w), 6), "mean": round(float(m), 6), "scale": round(float(sc), 6)}
+                for name, w, m, sc in zip(self.features, self.weights, self.mean, self.scale, strict=True)
+            ],
+        }
+
+    def contributions(self, values: Mapping[str, float]) -> npt.NDArray[np.float64]:
+        x = np.array([values[f] for f in self.features], dtype=np.float64)
+        out: npt.NDArray[np.float64] = self.weights * (x - self.mean) / self.scale
+        return out
+
+    def probability(self, values: Mapping[str, float]) -> float:
+        return float(1.0 / (1.0 + np.exp(-(self.bias + float(np.sum(self.contributions(values)))))))
+
+    def decide(self, values: Mapping[str, float], order: str | None = None) -> SwitchDecision:
+        """`order`: the order number the question names that the conversation never did (a switch then
+        starts a new task even of the same intent)."""
+        for name in self.vetoes:
+            if values[name]:
+                return SwitchDecision(False, f"refers back ({name})", follows=True, probability=0.0)
+        parts = self.contributions(values)
+        p = float(1.0 / (1.0 + np.exp(-(self.bias + float(np.sum(parts))))))
+        top = sorted(range(len(parts)), key=lambda i: -abs(float(parts[i])))[:3]
+        why = ", ".join(f"{self.features[i]} {float(parts[i]):+.1f}" for i in top)
+        switch = p >= self.threshold
+        reason = f"learned: p {p:.2f} {'>=' if switch else '<'} {self.threshold:.2f} ({why})"
+        return SwitchDecision(switch, reason, probability=p, new_order=order if switch else None)
+
 
 @dataclass(frozen=True, slots=True)
 class SwitchDecision:
@@ -88,6 +213,15 @@ class SwitchDecision:
     # The question is about another order than the conversation's (an order number it never named): a new
     # task even when it is the same intent, not a correction of the task's slot.
     new_order: str | None = None
+    # The learned decision's probability of a switch (None: the hand-written rules decided).
+    probability: float | None = None
+
+
+def _quantile(ordered: npt.NDArray[np.float32], value: float) -> float:
+    """The share of `ordered` (sorted) below `value`, ties counted half."""
+    lo = int(np.searchsorted(ordered, value, side="left"))
+    hi = int(np.searchsorted(ordered, value, side="right"))
+    return (lo + hi) / (2 * len(ordered)) if len(ordered) else 0.5
 
 
 def _cos(a: Vector, b: Vector) -> float:
@@ -281,6 +415,11 @@ class ExampleSet:
     unread: frozenset[str]
     # Each intent's topic words (its examples' and description's).
     words: Mapping[str, frozenset[str]]
+    # Language ("" pooled) -> the sorted cosines of unrelated example pairs (different classes) and the
+    # sorted cosines of each example to its nearest neighbour: the embedder's own scales, on which the
+    # learned detector reads a similarity as a quantile.
+    unrelated: Mapping[str, npt.NDArray[np.float32]]
+    neighbours: Mapping[str, npt.NDArray[np.float32]]
 
     @classmethod
     def build(
@@ -300,6 +439,8 @@ class ExampleSet:
         standalone: dict[str, float] = {}
         near: dict[str, float] = {}
         unread: set[str] = set()
+        unrelated: dict[str, npt.NDArray[np.float32]] = {}
+        neighbours: dict[str, npt.NDArray[np.float32]] = {}
 
         def calibrate(key: str, rows: npt.NDArray[np.intp]) -> None:
             if len(set(classes[rows].tolist())) < 2:
@@ -312,6 +453,8 @@ class ExampleSet:
                 unread.add(key)
             standalone[key] = float(np.quantile(neighbour, quantile))
             near[key] = float(np.quantile(cross, near_quantile))
+            unrelated[key] = np.sort(cross).astype(np.float32)
+            neighbours[key] = np.sort(neighbour).astype(np.float32)
 
         calibrate("", np.arange(len(matrix)))
         for lang in sorted(set(langs.tolist())):
@@ -320,7 +463,37 @@ class ExampleSet:
             name: frozenset(set().union(*(topic_words(entities(t)) for t in found)))
             for name, found in intent_texts.items()
         }
-        return cls(matrix, labels, standalone, near, frozenset(unread), words)
+        return cls(matrix, labels, standalone, near, frozenset(unread), words, unrelated, neighbours)
+
+    def unrelated_quantile(self, similarity: float, lang: str) -> float:
+        """Where `similarity` falls among the unrelated example pairs of the language (0: below all of them,
+        1: above all): the same reading whatever the embedder's scale."""
+        return _quantile(self.unrelated.get(lang, self.unrelated[""]), similarity)
+
+    def spread(self, lang: str) -> float:
+        """How much unrelated pairs' cosines differ among themselves (their 0.9 less their 0.1 quantile): the
+        embedder's unit for a difference of cosines."""
+        ordered = self.unrelated.get(lang, self.unrelated[""])
+        return max(float(np.quantile(ordered, 0.9) - np.quantile(ordered, 0.1)), 1e-6)
+
+    def neighbour_quantile(self, similarity: float, lang: str) -> float:
+        """Where `similarity` (a question's nearest example) falls among the examples' own nearest neighbours."""
+        return _quantile(self.neighbours.get(lang, self.neighbours[""]), similarity)
+
+    def scores(self, vector: Vector) -> npt.NDArray[np.float32]:
+        """The question's cosine to every example."""
+        sims: npt.NDArray[np.float32] = self.matrix @ (vector / (float(np.linalg.norm(vector)) or 1.0))
+        return sims
+
+    def nearest_intent(self, sims: npt.NDArray[np.float32]) -> str | None:
+        """The intent whose example is nearest (plain knowledge examples left out), threshold or not."""
+        intents = [i for i, label in enumerate(self.labels) if label != NONE]
+        return self.labels[max(intents, key=lambda i: float(sims[i]))] if intents else None
+
+    def business_words(self, question: str, names: Collection[str]) -> bool:
+        """Whether the question names one of the intents' topic words (their examples' and description's)."""
+        words = text_topic_words(question)
+        return any(words & self.words.get(name, frozenset()) for name in names)
 
     def stands_alone(
         self, vector: Vector, question: str, similarity: float, task_intent: str | Collection[str] | None
@@ -384,7 +557,8 @@ class ExampleSet:
 class SwitchDetector:
     """`threshold`: below it a question with a new name of its own has left the topic; `strict`: below it
     any question with a subject of its own has (no name needed); `margin`: by this much the document a
-    question lands on must beat the task's documents."""
+    question lands on must beat the task's documents; `model`: the learned decision over the rules' signs
+    (None: the rules decide; the model needs `examples`)."""
 
     def __init__(
         self,
@@ -394,11 +568,15 @@ class SwitchDetector:
         recent_turns: int = RECENT_TURNS,
         margin: float | None = None,
         examples: ExampleSet | None = None,
+        model: SwitchModel | None = None,
     ) -> None:
+        if model is not None and examples is None:
+            raise ValueError("the learned switch decision needs the configured examples (ExampleSet)")
         self.embedder, self.threshold, self.recent_turns = embedder, threshold, recent_turns
         self.strict = threshold if strict is None else strict
         self.margin = margin
         self.examples = examples
+        self.model = model
         # The stage asks before probing the knowledge base and again when deciding: read the wording once.
         self._settled: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], SwitchDecision | None] | None = None
 
@@ -462,11 +640,129 @@ class SwitchDetector:
         task_documents: Collection[str] = (),
         task_intent: str | None = None,
         recent_intents: Collection[str] = (),
+        candidate: str | None = None,
     ) -> SwitchDecision:
         """`landed`: the question's nearest chunks; `task_documents`: the documents the task's recent turns
         were answered from. Without both, the knowledge base has no say. `task_intent`: the task's intent
         (a question about its own business is not a new subject, however it is phrased); `recent_intents`:
-        the intents the task's recent turns were recognised as (its business too)."""
+        the intents the task's recent turns were recognised as (its business too); `candidate`: the intent
+        the recognizer gives the question (read by the learned decision only). With a model, the model
+        decides on the rules' signs (`features`); else the rules do."""
+        if self.model is None:
+            return self.rules(
+                question,
+                previous_questions,
+                previous_answers,
+                vector,
+                landed,
+                task_documents,
+                task_intent,
+                recent_intents,
+            )
+        if not [q for q in previous_questions if q.strip()]:
+            return SwitchDecision(False, "no earlier turn")
+        values = self.features(
+            question, previous_questions, previous_answers, vector, task_intent, recent_intents, candidate
+        )
+        return self.model.decide(values, new_order(question, [*previous_questions, *previous_answers]))
+
+    def features(
+        self,
+        question: str,
+        previous_questions: Sequence[str],
+        previous_answers: Sequence[str] = (),
+        vector: Vector | None = None,
+        task_intent: str | None = None,
+        recent_intents: Collection[str] = (),
+        candidate: str | None = None,
+    ) -> dict[str, float]:
+        """The learned decision's inputs (`FEATURES`): the hand-written rules' verdict and each of their signs
+        read on its own, and the question's similarities to the conversation and to the configured examples
+        as quantiles of the embedder's own distributions (so they mean the same for any embedder)."""
+        if self.examples is None:
+            raise ValueError("the learned switch decision needs the configured examples (ExampleSet)")
+        examples = self.examples
+        questions = [q for q in previous_questions if q.strip()]
+        recent = questions[-self.recent_turns :]
+        answers = [a for a in previous_answers if a.strip()][-self.recent_turns :]
+        rule = self.rules(question, previous_questions, previous_answers, vector, None, (), task_intent, recent_intents)
+        q = vector if vector is not None else self.embedder.embed_query(question)
+        task = questions[-TASK_QUESTIONS:]
+        vectors = [self.embedder.embed_query(p) for p in task]
+        sims = [_cos(q, v) for v in vectors]
+        lang = language(question)
+        business = {*recent_intents, *([task_intent] if task_intent else [])}
+        example_sims = examples.scores(q)
+        announced = _ANNOUNCE.search(question)
+        rest = question
+        if announced:
+            rest = question[: announced.start()] + " " * len(announced.group()) + question[announced.end() :]
+        marker = find_marker(rest)
+        if marker is not None and _carries_antecedent(rest, marker):
+            marker = None
+        answers_the_assistant = bool(
+            not announced and answers and answers[-1].rstrip().endswith(("?", "？")) and not asks(question)
+        )
+        words = text_topic_words(question)
+        shared = words & set().union(*(text_topic_words(t) for t in [*recent, *answers]))
+        seen = normalize(" ".join([*recent, *answers]))
+        new_name = any(
+            not order_numbers(p.text) and not p.text[:1].islower() and normalize(p.text) not in seen
+            for p in products(question)
+        )
+        cjk = len(_CJK_CHAR.findall(question))
+        latin = len(_LATIN_WORD.findall(question))
+        flag = {True: 1.0, False: 0.0}
+        steps = [_cos(a, b) for a, b in itertools.pairwise(vectors)]
+        cohesion = examples.unrelated_quantile(float(np.median(steps)), lang) if steps else 0.5
+        nearest = int(np.argmax(example_sims))
+        near = max(sims[-self.recent_turns :])
+        values = {
+            "near_recent": examples.unrelated_quantile(near, lang),
+            "near_previous": examples.unrelated_quantile(sims[-1], lang),
+            "near_task": examples.unrelated_quantile(max(sims), lang),
+            "opening": examples.neighbour_quantile(float(example_sims[nearest]), lang),
+            "example_margin": float(np.clip((float(example_sims[nearest]) - near) / examples.spread(lang), -3.0, 3.0)),
+            "cohesion": cohesion,
+            "nearest_plain": flag[examples.labels[nearest] == NONE],
+            "new_intent": flag[candidate is not None and candidate not in business],
+            "task_intent": flag[bool(business) and examples.nearest_intent(example_sims) in business],
+            "task_words": flag[examples.business_words(question, business)],
+            "in_task": flag[bool(business)],
+            "rules": flag[rule.switch],
+            "answer": flag[answers_the_assistant],
+            "marker": flag[marker is not None],
+            "back": flag[_BACK.search(question) is not None],
+            "contrast": flag[contrast_followup(question) is not None],
+            "new_order": flag[new_order(question, [*previous_questions, *previous_answers]) is not None],
+            "announce": flag[announced is not None],
+            "shared": flag[bool(shared)],
+            "new_name": flag[new_name],
+            "short": flag[not has_subject(question) or too_short(question)],
+            "buys": flag[buys_the_product(question, [*recent, *answers]) is not None],
+            "exists": flag[_EXISTS.search(question) is not None],
+            "sells": flag[_SELLS.search(question) is not None],
+            "own_purchase": flag[_OWN_PURCHASE.search(question) is not None],
+            "shop": flag[_SHOP.search(question) is not None],
+            "asks": flag[asks(question)],
+            "zh": flag[lang == "zh"],
+            "unread": flag[lang in examples.unread],
+            "length": float(np.log1p(cjk / 2 + latin)),
+        }
+        return values
+
+    def rules(
+        self,
+        question: str,
+        previous_questions: Sequence[str],
+        previous_answers: Sequence[str] = (),
+        vector: Vector | None = None,
+        landed: Landing | None = None,
+        task_documents: Collection[str] = (),
+        task_intent: str | None = None,
+        recent_intents: Collection[str] = (),
+    ) -> SwitchDecision:
+        """The hand-written rules' decision (see the module's docstring)."""
         early = self.settled(question, previous_questions, previous_answers)
         if early is not None:
             return early
