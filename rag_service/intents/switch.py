@@ -33,7 +33,6 @@ unrelated questions differ among themselves (0.05 for multilingual-e5, 0.11 for 
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
 from collections.abc import Collection, Mapping, Sequence
@@ -420,6 +419,9 @@ class ExampleSet:
     # learned detector reads a similarity as a quantile.
     unrelated: Mapping[str, npt.NDArray[np.float32]]
     neighbours: Mapping[str, npt.NDArray[np.float32]]
+    # Language -> how much unrelated pairs' cosines differ among themselves (their 0.9 less their 0.1
+    # quantile): the embedder's unit for a difference of cosines.
+    spreads: Mapping[str, float]
 
     @classmethod
     def build(
@@ -441,6 +443,7 @@ class ExampleSet:
         unread: set[str] = set()
         unrelated: dict[str, npt.NDArray[np.float32]] = {}
         neighbours: dict[str, npt.NDArray[np.float32]] = {}
+        spreads: dict[str, float] = {}
 
         def calibrate(key: str, rows: npt.NDArray[np.intp]) -> None:
             if len(set(classes[rows].tolist())) < 2:
@@ -455,6 +458,7 @@ class ExampleSet:
             near[key] = float(np.quantile(cross, near_quantile))
             unrelated[key] = np.sort(cross).astype(np.float32)
             neighbours[key] = np.sort(neighbour).astype(np.float32)
+            spreads[key] = max(float(np.quantile(cross, 0.9) - np.quantile(cross, 0.1)), 1e-6)
 
         calibrate("", np.arange(len(matrix)))
         for lang in sorted(set(langs.tolist())):
@@ -463,7 +467,7 @@ class ExampleSet:
             name: frozenset(set().union(*(topic_words(entities(t)) for t in found)))
             for name, found in intent_texts.items()
         }
-        return cls(matrix, labels, standalone, near, frozenset(unread), words, unrelated, neighbours)
+        return cls(matrix, labels, standalone, near, frozenset(unread), words, unrelated, neighbours, spreads)
 
     def unrelated_quantile(self, similarity: float, lang: str) -> float:
         """Where `similarity` falls among the unrelated example pairs of the language (0: below all of them,
@@ -471,10 +475,7 @@ class ExampleSet:
         return _quantile(self.unrelated.get(lang, self.unrelated[""]), similarity)
 
     def spread(self, lang: str) -> float:
-        """How much unrelated pairs' cosines differ among themselves (their 0.9 less their 0.1 quantile): the
-        embedder's unit for a difference of cosines."""
-        ordered = self.unrelated.get(lang, self.unrelated[""])
-        return max(float(np.quantile(ordered, 0.9) - np.quantile(ordered, 0.1)), 1e-6)
+        return self.spreads.get(lang, self.spreads[""])
 
     def neighbour_quantile(self, similarity: float, lang: str) -> float:
         """Where `similarity` (a question's nearest example) falls among the examples' own nearest neighbours."""
@@ -550,7 +551,7 @@ class ExampleSet:
         intents = [i for i, label in enumerate(self.labels) if label != NONE]
         if intents and self.labels[max(intents, key=lambda i: float(sims[i]))] in names:
             return True
-        words = topic_words(entities(question))
+        words = text_topic_words(question)
         return any(words & self.words.get(name, frozenset()) for name in names)
 
 
@@ -624,8 +625,8 @@ class SwitchDetector:
             return SwitchDecision(True, f"names another order {order!r}", new_order=order)
         if announced:
             return SwitchDecision(True, "announces a new subject")
-        words = topic_words(entities(question))
-        shared = words & set().union(*(topic_words(entities(t)) for t in [*recent, *answers]))
+        words = text_topic_words(question)
+        shared = words & set().union(*(text_topic_words(t) for t in [*recent, *answers]))
         if shared:
             return SwitchDecision(False, f"shares {sorted(shared)[0]!r}", follows=True)
         return None
@@ -688,8 +689,9 @@ class SwitchDetector:
         rule = self.rules(question, previous_questions, previous_answers, vector, None, (), task_intent, recent_intents)
         q = vector if vector is not None else self.embedder.embed_query(question)
         task = questions[-TASK_QUESTIONS:]
-        vectors = [self.embedder.embed_query(p) for p in task]
-        sims = [_cos(q, v) for v in vectors]
+        vectors = np.stack([self.embedder.embed_query(p) for p in task])
+        vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        sims = (vectors @ (q / (float(np.linalg.norm(q)) or 1.0))).tolist()
         lang = language(question)
         business = {*recent_intents, *([task_intent] if task_intent else [])}
         example_sims = examples.scores(q)
@@ -713,8 +715,8 @@ class SwitchDetector:
         cjk = len(_CJK_CHAR.findall(question))
         latin = len(_LATIN_WORD.findall(question))
         flag = {True: 1.0, False: 0.0}
-        steps = [_cos(a, b) for a, b in itertools.pairwise(vectors)]
-        cohesion = examples.unrelated_quantile(float(np.median(steps)), lang) if steps else 0.5
+        steps = np.sum(vectors[1:] * vectors[:-1], axis=1)
+        cohesion = examples.unrelated_quantile(float(np.median(steps)), lang) if len(steps) else 0.5
         nearest = int(np.argmax(example_sims))
         near = max(sims[-self.recent_turns :])
         values = {
@@ -831,7 +833,7 @@ def buys_the_product(question: str, recent: Sequence[str]) -> str | None:
     the thing it would buy is that one (an ellipsis, however much the question reads like an opening)."""
     if any(not order_numbers(p.text) for p in products(question)):
         return None
-    words = topic_words(entities(question))
+    words = text_topic_words(question)
     if not (words and words <= _PURCHASE_WORDS) and _BUY_ELLIPSIS.search(question) is None:
         return None
     for text in reversed(recent):
