@@ -1,0 +1,216 @@
+"""The learned topic-switch decision: its features (embedder-neutral), the model's decision, the shipped
+model's reasonable behaviour and the training's threshold and vetoes (no model download: vectors by hand)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from rag_service.evaluation.switch_train import Row, fold_models, threshold_for_precision, train
+from rag_service.intents.recognize import NONE
+from rag_service.intents.switch import FEATURES, MODEL_FILE, ExampleSet, SwitchDetector, SwitchModel
+
+# A piano shop's configured examples (invented): two intents and plain questions, as 4-d vectors.
+_PIANO_EXAMPLES = {
+    "Can someone tune my upright?": ("tuning", [1.0, 0.0, 0.0, 0.0]),
+    "I need a tuner to come next week": ("tuning", [0.9, 0.4, 0.0, 0.0]),
+    "Where is my bench delivery?": ("delivery", [0.0, 0.0, 0.0, 1.0]),
+    "When does my metronome arrive?": ("delivery", [0.0, 0.3, 0.0, 0.95]),
+    "Do you give lessons for adults?": (NONE, [0.0, 0.0, 1.0, 0.0]),
+    "Are you open on public holidays?": (NONE, [0.0, 0.35, 0.9, 0.1]),
+}
+
+# The conversation and the questions after it.
+_TURNS = {
+    "How much is the Adagio 88 digital piano?": [0.2, 0.9, 0.1, 0.0],
+    "Does it have weighted keys?": [0.25, 0.85, 0.15, 0.0],
+    "How loud are its speakers in a small flat?": [0.15, 0.95, 0.0, 0.05],
+    "By the way, do you offer lessons for children?": [0.0, -0.4, 1.0, 0.0],
+}
+_HISTORY = ["How much is the Adagio 88 digital piano?", "Does it have weighted keys?"]
+_ANSWERS = ["It is 5,900 yuan.", "Yes, graded hammer action."]
+
+
+class ScaledEmbedder:
+    """Vectors from a table, with a shared component of weight `k` added: every cosine becomes
+    (cos + k²) / (1 + k²), a scale like a multilingual model's (unrelated text ~0.8) from one like an
+    English model's (~0.1), with the same order."""
+
+    name = "scaled"
+    remote = False
+
+    def __init__(self, table: dict[str, list[float]], k: float) -> None:
+        self.table, self.k = table, k
+        self.dim = 5
+
+    def embed_query(self, text: str) -> npt.NDArray[np.float32]:
+        v = np.asarray(self.table.get(text, [0.0, 0.0, 0.0, 0.0]), dtype=np.float64)
+        v = v / (np.linalg.norm(v) or 1.0)
+        out = np.append(v, self.k) / np.sqrt(1 + self.k**2)
+        return out.astype(np.float32)
+
+    def embed_passages(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return np.stack([self.embed_query(t) for t in texts])
+
+
+def _detector(k: float = 0.0, model: SwitchModel | None = None) -> SwitchDetector:
+    emb = ScaledEmbedder({**{t: v for t, (_, v) in _PIANO_EXAMPLES.items()}, **_TURNS}, k)
+    texts = list(_PIANO_EXAMPLES)
+    matrix = np.stack([emb.embed_query(t) for t in texts])
+    labels = [_PIANO_EXAMPLES[t][0] for t in texts]
+    intents = {name: [t for t in texts if _PIANO_EXAMPLES[t][0] == name] for name in ("tuning", "delivery")}
+    examples = ExampleSet.build(matrix, labels, texts, intents, 0.5, 0.9)
+    return SwitchDetector(emb, threshold=0.5, strict=-1.0, examples=examples, model=model)
+
+
+def test_similarities_are_quantiles_of_the_embedders_own_scale() -> None:
+    """The same conversation under two embedders whose cosines differ in scale but not in order gives the
+    same similarity features: what the model learns on one embedder means the same on another."""
+    near, far = "How loud are its speakers in a small flat?", "By the way, do you offer lessons for children?"
+    for question in (near, far):
+        plain = _detector(0.0).features(question, _HISTORY, _ANSWERS)
+        scaled = _detector(3.0).features(question, _HISTORY, _ANSWERS)
+        for name in ("near_recent", "near_previous", "near_task", "opening", "cohesion"):
+            assert plain[name] == pytest.approx(scaled[name], abs=1e-6), name
+            assert 0.0 <= plain[name] <= 1.0
+        assert plain["example_margin"] == pytest.approx(scaled["example_margin"], abs=1e-4)
+    close = _detector().features(near, _HISTORY, _ANSWERS)
+    away = _detector().features(far, _HISTORY, _ANSWERS)
+    assert close["near_recent"] > away["near_recent"]
+    # The announced question is its own configured example's twin: nearer to it than to the conversation.
+    assert away["example_margin"] > 0 > close["example_margin"] and away["nearest_plain"] == 1.0
+
+
+def test_every_feature_is_computed_and_the_signs_read_the_wording() -> None:
+    detector = _detector()
+    values = detector.features("By the way, do you offer lessons for children?", _HISTORY, _ANSWERS)
+    assert set(values) == set(FEATURES)
+    assert values["announce"] == 1.0 and values["shop"] == 1.0 and values["marker"] == 0.0
+    # A reply to the assistant's question, asking nothing.
+    reply = detector.features("The black one, bought in May", _HISTORY, [*_ANSWERS[:1], "Which finish is it?"])
+    assert reply["answer"] == 1.0 and reply["asks"] == 0.0
+    # A pronoun pointing back, and a question of a few words.
+    assert detector.features("Does it come in white?", _HISTORY, _ANSWERS)["marker"] == 1.0
+    assert detector.features("Price?", _HISTORY, _ANSWERS)["short"] == 1.0
+    # An order number the conversation never named.
+    order = detector.features("Order PN20240518007 never arrived", _HISTORY, _ANSWERS)
+    assert order["new_order"] == 1.0
+    longer = detector.features(
+        "Could you tell me how long the warranty on the digital models lasts?", _HISTORY, _ANSWERS
+    )
+    assert longer["length"] > detector.features("Warranty length?", _HISTORY, _ANSWERS)["length"]
+
+
+def _toy_model(threshold: float = 0.5) -> SwitchModel:
+    # Standardised like a trained one; a far question that announces a subject is a switch.
+    features = ("near_recent", "announce", "answer")
+    return SwitchModel(
+        features,
+        mean=np.array([0.5, 0.0, 0.0]),
+        scale=np.array([0.25, 1.0, 1.0]),
+        weights=np.array([-2.0, 3.0, 0.0]),
+        bias=-1.0,
+        threshold=threshold,
+        vetoes=("answer",),
+    )
+
+
+def test_the_model_decides_by_its_threshold_after_the_vetoes() -> None:
+    model = _toy_model()
+    far = {"near_recent": 0.1, "announce": 1.0, "answer": 0.0}
+    near = {"near_recent": 0.9, "announce": 0.0, "answer": 0.0}
+    d = model.decide(far, "PN20240518007")
+    assert d.switch and d.probability is not None and d.probability > 0.9 and d.new_order == "PN20240518007"
+    assert "announce" in d.reason
+    n = model.decide(near, "PN20240518007")
+    assert not n.switch and n.new_order is None
+    # A veto decides before the model, however far the question.
+    vetoed = model.decide({**far, "answer": 1.0})
+    assert not vetoed.switch and vetoed.follows
+    # A higher threshold calls fewer switches on the same probabilities.
+    assert not _toy_model(threshold=0.9999).decide(far).switch
+
+
+def test_the_model_file_round_trips_and_names_only_known_features() -> None:
+    model = _toy_model()
+    again = SwitchModel.from_dict(model.to_dict())
+    values = {"near_recent": 0.3, "announce": 1.0, "answer": 0.0}
+    assert again.probability(values) == pytest.approx(model.probability(values), abs=1e-6)
+    bad = {**model.to_dict(), "features": [{"name": "mood", "weight": 1.0, "mean": 0.0, "scale": 1.0}]}
+    with pytest.raises(ValueError, match="unknown features"):
+        SwitchModel.from_dict(bad)
+
+
+def test_the_detector_with_a_model_reads_the_examples_and_decides_by_it() -> None:
+    detector = _detector(model=_toy_model())
+    assert not detector.decide("Does it come in white?", [], []).switch  # no earlier turn
+    switched = detector.decide("By the way, do you offer lessons for children?", _HISTORY, _ANSWERS)
+    assert switched.switch and switched.probability is not None
+    reply = detector.decide("The black one, bought in May", _HISTORY, [*_ANSWERS[:1], "Which finish is it?"])
+    assert not reply.switch and reply.follows
+    with pytest.raises(ValueError, match="examples"):
+        SwitchDetector(ScaledEmbedder({}, 0.0), 0.5, model=_toy_model())
+
+
+def _values(**set_: float) -> dict[str, float]:
+    base = dict.fromkeys(FEATURES, 0.0)
+    base.update(set_)
+    return base
+
+
+def test_the_shipped_model_separates_a_plain_follow_up_from_an_announced_new_subject() -> None:
+    """Not its weights: what any reasonable model trained on labelled conversations must do."""
+    model = SwitchModel.load(MODEL_FILE)
+    assert set(model.features) <= set(FEATURES) and 0.0 < model.threshold < 1.0
+    follow_up = _values(
+        near_recent=0.97, near_previous=0.97, near_task=0.97, opening=0.1, example_margin=-2.0, cohesion=0.6,
+        marker=1.0, shared=1.0, short=1.0, asks=1.0, length=1.1, in_task=1.0, task_intent=1.0,
+    )  # fmt: skip
+    new_subject = _values(
+        near_recent=0.02, near_previous=0.02, near_task=0.02, opening=0.95, example_margin=2.5, cohesion=0.6,
+        rules=1.0, announce=1.0, shop=1.0, asks=1.0, length=2.6, nearest_plain=1.0,
+    )  # fmt: skip
+    assert not model.decide(follow_up).switch
+    assert model.decide(new_subject).switch
+    # An answer to the assistant's question is never a switch (a veto, or weights that say so).
+    assert not model.decide({**new_subject, "answer": 1.0, "asks": 0.0, "rules": 0.0}).switch
+
+
+def test_the_threshold_is_the_one_finding_most_switches_at_the_precision_asked() -> None:
+    p = np.array([0.99, 0.95, 0.9, 0.8, 0.7, 0.6, 0.0])
+    gold = np.array([True, True, False, True, True, False, True])
+    # At 0.7: 4 of 5 called are switches (0.8); at 0.95: 2 of 2.
+    assert threshold_for_precision(p, gold, 0.8) == pytest.approx(0.7)
+    assert threshold_for_precision(p, gold, 0.95) == pytest.approx(0.95)
+    # No threshold reaches it: nothing is called a switch.
+    assert threshold_for_precision(np.array([0.9, 0.8]), np.array([False, True]), 0.95) == 1.0
+
+
+def _row(conversation: str, gold: bool, near: float, answer: float = 0.0, turn: int = 1) -> Row:
+    values = _values(near_recent=near, near_previous=near, near_task=near, answer=answer, length=1.5)
+    return Row("invented", conversation, turn, f"q{turn}", gold, "table", values)
+
+
+def test_training_keeps_conversations_whole_and_makes_a_never_switching_sign_a_veto() -> None:
+    rng = np.random.default_rng(7)
+    rows: list[Row] = []
+    for c in range(40):
+        for t in range(1, 7):
+            gold = t == 4
+            near = float(np.clip((0.15 if gold else 0.7) + rng.normal(0, 0.12), 0, 1))
+            rows.append(_row(f"c{c}", gold, near, answer=1.0 if t == 2 else 0.0, turn=t))
+    training = train(rows, precision=0.9, folds=4)
+    assert training.model.vetoes == ("answer",)
+    # Every conversation in one fold only; out-of-fold probabilities for every turn not vetoed.
+    assert set(training.folds) == {f"invented/c{c}" for c in range(40)}
+    vetoed = np.array([r.values["answer"] == 1.0 for r in rows])
+    assert np.all(training.oof[vetoed] == 0.0) and np.all(training.oof[~vetoed] > 0.0)
+    weights = dict(zip(training.model.features, training.model.weights, strict=True))
+    assert weights["near_recent"] < 0  # farther from the conversation, more likely a switch
+    gold = np.array([r.gold for r in rows])
+    called = training.oof >= training.model.threshold
+    assert called.sum() > 0 and (called & gold).sum() / called.sum() >= 0.9
+    assert len(fold_models(training)) == 4
