@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,7 +192,7 @@ class SwitchModel:
                 return SwitchDecision(False, f"refers back ({name})", follows=True, probability=0.0)
         parts = self.contributions(values)
         p = float(1.0 / (1.0 + np.exp(-(self.bias + float(np.sum(parts))))))
-        top = sorted(range(len(parts)), key=lambda i: -abs(float(parts[i])))[:3]
+        top = np.argsort(-np.abs(parts))[:3]
         why = ", ".join(f"{self.features[i]} {float(parts[i]):+.1f}" for i in top)
         switch = p >= self.threshold
         reason = f"learned: p {p:.2f} {'>=' if switch else '<'} {self.threshold:.2f} ({why})"
@@ -665,7 +666,8 @@ class SwitchDetector:
         values = self.features(
             question, previous_questions, previous_answers, vector, task_intent, recent_intents, candidate
         )
-        return self.model.decide(values, new_order(question, [*previous_questions, *previous_answers]))
+        order = new_order(question, [*previous_questions, *previous_answers]) if values["new_order"] else None
+        return self.model.decide(values, order)
 
     def features(
         self,
@@ -716,7 +718,7 @@ class SwitchDetector:
         latin = len(_LATIN_WORD.findall(question))
         flag = {True: 1.0, False: 0.0}
         steps = np.sum(vectors[1:] * vectors[:-1], axis=1)
-        cohesion = examples.unrelated_quantile(float(np.median(steps)), lang) if len(steps) else 0.5
+        cohesion = examples.unrelated_quantile(statistics.median(steps.tolist()), lang) if len(steps) else 0.5
         nearest = int(np.argmax(example_sims))
         near = max(sims[-self.recent_turns :])
         values = {
