@@ -209,7 +209,8 @@ class IntentStage:
         """Where the question lands in the knowledge base, when that can decide a switch: the task has
         documents and the wording leaves the question open (read before rewriting, so on the question
         as asked; a dense search on the embedding the turn computes anyway)."""
-        if self.probe is None or not state.documents or not rounds:
+        if self.probe is None or self.switch.model is not None or not state.documents or not rounds:
+            # (The learned decision does not read the landing.)
             return None
         questions, answers = [r.user.content for r in rounds], [r.assistant.content for r in rounds]
         if self.switch.settled(question, questions, answers) is not None or not has_subject(question):

@@ -1,5 +1,12 @@
 """Topic-switch detection that may clear a task's context, so it must be right when it fires.
 
+By default a learned model decides (`SwitchModel`, `intents.switch_model`): a logistic regression over
+`FEATURES` — the rules below, their verdict and each of their signs, and the question's similarities to
+the conversation and to the configured examples read as quantiles of the embedder's own distributions, so
+one model serves any embedder — trained on labelled development conversations by `rag-eval
+train-switches` (rag_service/evaluation/switch_train.py) and shipped as `switch_model.json`. Without it
+the rules decide:
+
 A later turn is a switch only when all of these hold:
 - it has no reference to the conversation: no marker (它/这个/那…呢/it/they/what about …), no contrast
   follow-up ("那 256GB 呢", "And the 512GB one?"), and enough content of its own ("Price?", "How fast?",
