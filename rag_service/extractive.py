@@ -267,7 +267,10 @@ class Question:
             added_words=frozenset(added_words),
             # A follow-up ("that service", "这个活动", one the rewriter completed) is still about the
             # previous topic.
-            context=concepts(previous) - ideas if previous and _leans_on_previous(question, query) else frozenset(),
+            # Only its topics: a price asked before ("how much is it?") is no topic of "how heavy is it?".
+            context=concepts(previous) - ideas - GENERIC
+            if previous and _leans_on_previous(question, query)
+            else frozenset(),
         )
 
 
@@ -502,6 +505,79 @@ def _names_family(c: Candidate, q: Question) -> bool:
     return False
 
 
+# A model's name as a row's name cell or a section heading writes it ("行者 28L 日行包", "焰山 Mini", "暖羽 0℃
+# Lite"): its letters-and-digits runs and its Chinese runs.
+_NAME_TOKEN = re.compile(rf"[a-z0-9]+(?:\.[0-9]+)?|{HAN_CLASS}+")
+_EDITION_END = re.compile(r"[版款型]$")
+_SIBLING_HIT, _SIBLING_MISS = 1.5, 0.35
+
+
+@lru_cache(maxsize=4096)
+def _name_tokens(name: str) -> frozenset[str]:
+    return frozenset(_NAME_TOKEN.findall(name.lower()))
+
+
+def _sibling_name(c: Candidate) -> str:
+    """The model a candidate is filed under, when its place says so: a row's name cell, or a heading that
+    reads like a model's name (a model number, a Latin name, an edition word), not a topic heading."""
+    if c.row is not None:
+        return c.row.name
+    section = c.section.strip()
+    if not section or section == c.chunk.title or len(section) > 40 or _QUESTION_LINE.search(section):
+        return ""
+    return section if re.search(r"[A-Za-z0-9]", section) or _EDITION_END.search(section) else ""
+
+
+class _Siblings:
+    """Which of a page's sibling models (rows of one table, sections of one page) the question names, read
+    by the words that tell them apart rather than by parsing a product name: "28L" picks "行者 28L 日行包"
+    over "行者 45L 徒步包", "标准款" the row "焰山 标准款" over "焰山 Mini", "0" of "Nuanyu 0" the row "暖羽 0℃ Lite".
+    The customer's own words count fully, the rewriter's additions less (it may carry an earlier model)."""
+
+    def __init__(self, q: Question, candidates: Sequence[Candidate]) -> None:
+        # The question's own words and the editions it names ("the flagship one": 旗舰); the products named
+        # (perhaps carried over by the rewriter or read from the previous answer) and the query's other words
+        # count less.
+        own_text = " ".join([q.text, *q.editions]).lower()
+        self.own = _name_tokens(own_text)
+        self.own_text = own_text
+        self.added = (q.words | {t for p in q.named for t in _name_tokens(p.text)}) - self.own
+        by_doc: dict[str, set[str]] = {}
+        for c in candidates:
+            name = _sibling_name(c)
+            if name:
+                by_doc.setdefault(c.chunk.doc_id, set()).add(name)
+        self.hits: dict[tuple[str, str], float] = {}
+        self.best: dict[str, float] = {}
+        for doc, names in by_doc.items():
+            if len(names) < 2:
+                continue
+            common = frozenset.intersection(*(_name_tokens(n) for n in names))
+            for name in names:
+                hit = sum(self._hit(t) for t in _name_tokens(name) - common)
+                self.hits[(doc, name)] = hit
+                self.best[doc] = max(self.best.get(doc, 0.0), hit)
+
+    def _hit(self, token: str) -> float:
+        if not token.isascii():
+            if concepts(token):
+                return 0.0  # a membership level or a category: the glossary's concepts weigh those
+            stem = _EDITION_END.sub("", token) if len(token) > 2 else token
+            return 1.0 if stem in self.own_text else 0.0
+        if token in self.own:
+            return 1.0
+        return _ADDED if token in self.added else 0.0
+
+    def fit(self, c: Candidate) -> float:
+        """> 1 for a sentence under the sibling the question names best, < 1 under one it does not name while
+        it names another; 1 when the question tells none of the page's siblings apart."""
+        best = self.best.get(c.chunk.doc_id, 0.0)
+        hit = self.hits.get((c.chunk.doc_id, _sibling_name(c)))
+        if not best or hit is None:
+            return 1.0
+        return _SIBLING_HIT if hit >= best else _SIBLING_MISS if hit == 0 else 1.0
+
+
 def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     # Words of the page title and of the product asked about say which page a sentence is on; whether it
     # is the right page is `product_fit`'s and retrieval's call, so they do not count as shared words.
@@ -552,6 +628,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     own_tiers = (q.ideas - q.added_ideas) & _TIERS
     # "洗碗机搬上楼收费吗": the category says which product, the words say what about it.
     category_only = 0.3 if q.ideas and q.ideas <= CATEGORIES else 1.0
+    siblings = _Siblings(q, candidates)
     for c in candidates:
         # How much of what the question says the sentence covers: its words (rarer ones weigh more) and
         # its concepts. In the question's language they are mostly the same evidence ("warranty" is both),
@@ -610,6 +687,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
                 score *= 0.4  # "and the Max?": the Max of the page we were on, not another line's Max
         if q.named or q.picked_variants:
             score *= 0.5 if fit is None else 0.03 if fit == 0 else 2.0 * fit
+        if fit is None and not q.picked_variants:
+            score *= siblings.fit(c)
         score *= _edition_fit(q, c)
         if own_tiers:
             # "我是钻石会员，邮费如何收": the platinum level's row, not the rule for every level or the gold one's.

@@ -1,0 +1,64 @@
+"""Layouts and wordings the first shops did not have, on an invented lamp-and-bag shop: sibling models
+named without a model number ("晨光 Mini", "晨光 标准款"), model names with a unit ("远足 20L"), follow-ups
+whose rewritten query still carries the previous model."""
+
+from __future__ import annotations
+
+from tests.extractive_kit import answer, chunk, conversation
+
+# A Chinese table whose model names carry no model number: a family name and a variant or edition word.
+LAMPS = chunk(
+    "lamps",
+    "晨光露营灯系列",
+    "\n".join(
+        [
+            "| 型号 | 类型 | 重量 | 售价 | 保修 |",
+            "|---|---|---|---|---|",
+            "| 晨光 Duo 双头 | 双头挂灯 | 1.4 kg | 299 元 | 2 年 |",
+            "| 晨光 Mini | 口袋灯 | 75 g | 89 元 | 1 年 |",
+            "| 晨光 标准款 | 营地灯 | 420 g | 169 元 | 1 年 |",
+            "| 晨光 豪华版 | 营地灯，带蓝牙音箱 | 610 g | 359 元 | 2 年 |",
+        ]
+    ),
+)
+
+# A Chinese page with a heading per model, the model named by its volume.
+BAGS = chunk(
+    "bags",
+    "远足背包 商品详情",
+    "\n".join(
+        [
+            "远足背包 商品详情",
+            "远足 20L 城市包",
+            "- 售价：259 元",
+            "- 空包重量：0.7 kg",
+            "远足 35L 登山包",
+            "- 售价：489 元",
+            "- 空包重量：1.2 kg",
+        ]
+    ),
+)
+
+
+def test_a_row_named_by_a_variant_word_without_a_model_number() -> None:
+    out = answer("多重", [LAMPS], query="晨光 Mini 多重")
+    assert "75 g" in out
+    assert "1.4 kg" not in out and "420 g" not in out
+
+
+def test_the_customers_own_edition_word_beats_the_model_the_rewriter_carried() -> None:
+    memory = conversation(("晨光 Mini 多重", "- 型号 晨光 Mini，重量 75 g。（晨光露营灯系列）"))
+    out = answer("标准款呢", [LAMPS], query="晨光 Mini 多重", memory=memory)
+    assert "420 g" in out and "75 g" not in out
+    out = answer("标准款保修多久", [LAMPS], query="晨光 Mini 标准款保修多久", memory=memory)
+    assert "169 元" in out and "89 元" not in out and "359 元" not in out
+
+
+def test_an_english_edition_word_picks_the_chinese_edition_row() -> None:
+    out = answer("How much does the deluxe one weigh?", [LAMPS], query="晨光 Mini: How much does the deluxe one weigh?")
+    assert "610 g" in out and "75 g" not in out
+
+
+def test_a_heading_that_names_the_model_by_its_volume() -> None:
+    out = answer("远足 20L 多重", [BAGS])
+    assert "0.7 kg" in out and "1.2 kg" not in out
