@@ -517,15 +517,25 @@ def _name_tokens(name: str) -> frozenset[str]:
     return frozenset(_NAME_TOKEN.findall(name.lower()))
 
 
+@lru_cache(maxsize=4096)
+def _model_heading(section: str) -> bool:
+    if not section or len(section) > 40 or _QUESTION_LINE.search(section):
+        return False
+    return bool(re.search(r"\d", section) or _EDITION_END.search(section) or products(section))
+
+
 def _sibling_name(c: Candidate) -> str:
-    """The model a candidate is filed under, when its place says so: a row's name cell, or a heading that
-    reads like a model's name (a model number, a Latin name, an edition word), not a topic heading."""
+    """The model a candidate is filed under, when its place says so: a row's name cell, a heading that reads
+    like a model's name (a model number, a Latin name, an edition word; not a topic heading), or the name a
+    list line opens with."""
     if c.row is not None:
         return c.row.name
     section = c.section.strip()
-    if not section or section == c.chunk.title or len(section) > 40 or _QUESTION_LINE.search(section):
-        return ""
-    return section if re.search(r"[A-Za-z0-9]", section) or _EDITION_END.search(section) else ""
+    if _model_heading(section) and section != c.chunk.title:
+        return section
+    # A list line that names its model before a colon ("Trail 3 tent: 49 yuan per day").
+    head = _SUBJECT_HEAD.match(c.text)
+    return head.group(1) if head and re.search(r"\d", head.group(1)) else ""
 
 
 class _Siblings:
@@ -549,12 +559,17 @@ class _Siblings:
                 by_doc.setdefault(c.chunk.doc_id, set()).add(name)
         self.hits: dict[tuple[str, str], float] = {}
         self.best: dict[str, float] = {}
+        # The words of the asked products' line ("Summit Shell" of "Summit Shell Lite"): on a page of another
+        # line a shared variant word ("暖羽 0℃ Lite") tells nothing.
+        lines = [_name_tokens(p.text) - VARIANT_WORDS for p in q.named]
         for doc, names in by_doc.items():
             if len(names) < 2:
                 continue
+            tokens = frozenset().union(*(_name_tokens(n) for n in names))
+            foreign = bool(lines) and not any(line & tokens for line in lines)
             common = frozenset.intersection(*(_name_tokens(n) for n in names))
             for name in names:
-                hit = sum(self._hit(t) for t in _name_tokens(name) - common)
+                hit = sum(self._hit(t) for t in _name_tokens(name) - common if not (foreign and t in VARIANT_WORDS))
                 self.hits[(doc, name)] = hit
                 self.best[doc] = max(self.best.get(doc, 0.0), hit)
 
@@ -629,6 +644,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     # "洗碗机搬上楼收费吗": the category says which product, the words say what about it.
     category_only = 0.3 if q.ideas and q.ideas <= CATEGORIES else 1.0
     siblings = _Siblings(q, candidates)
+    asks_rate = _PER_PERIOD_ASKED.search(q.text) is not None
     for c in candidates:
         # How much of what the question says the sentence covers: its words (rarer ones weigh more) and
         # its concepts. In the question's language they are mostly the same evidence ("warranty" is both),
@@ -655,6 +671,10 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             score *= 1 + 1.2 * coverage(q.ideas, concepts(c.chunk.title))
         if primary is not Ask.GENERAL:
             fits = shows(c.text, primary)
+            # "79 yuan per day" is a rental or service rate, not what the thing costs: it carries no price
+            # unless the question asks for a rate, nor does a heading over such rates ask for one.
+            rate = primary is Ask.PRICE and not asks_rate and _PER_PERIOD.search(f"{c.section} {c.text}") is not None
+            fits = fits and not rate
             if primary is Ask.HOWTO:
                 score *= 1.4 if fits else 0.9
                 if _HOWTO_HEADING.search(c.section):
@@ -665,7 +685,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
                 score *= 2.2 if fits else 0.3
             # A FAQ's question heading ("what does the standard cover include?") may ask for another thing than
             # the customer does (the warranty of the model they asked about): only a topic heading counts.
-            if primary in section_asks(c.section) and not _QUESTION_LINE.search(c.section):
+            if primary in section_asks(c.section) and not _QUESTION_LINE.search(c.section) and not rate:
                 score *= 1.5  # under "退款多久到账" / "Delivery times": the heading asks this question
             if primary is Ask.SPEC:
                 # "内存多大" wants gigabytes, "多重" a weight: the unit of the concept asked about.
@@ -685,10 +705,12 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             fit = _variant_fit(q, c)
             if q.answered_pages and _page_title(c) not in q.answered_pages:
                 score *= 0.4  # "and the Max?": the Max of the page we were on, not another line's Max
+        sibling = siblings.fit(c) if fit is None and not q.picked_variants else 1.0
+        if fit is None and sibling > 1:
+            fit = 1.0  # under a heading or in a row naming the asked model in a way no product name reads
         if q.named or q.picked_variants:
             score *= 0.5 if fit is None else 0.03 if fit == 0 else 2.0 * fit
-        if fit is None and not q.picked_variants:
-            score *= siblings.fit(c)
+        score *= sibling
         score *= _edition_fit(q, c)
         if own_tiers:
             # "我是钻石会员，邮费如何收": the platinum level's row, not the rule for every level or the gold one's.
@@ -715,8 +737,6 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         if primary is Ask.CONTACT and (channel := _CHANNEL_ASKED.get(_asked_channel(q.text))):
             # "your service number" wants the line with a phone number, not the e-mail line beside it.
             score *= 1.5 if channel.search(c.text) else 0.2
-        if primary is Ask.PRICE and _PER_PERIOD.search(c.text) and not _PER_PERIOD_ASKED.search(q.text):
-            score *= 0.6  # "79 yuan per day" is a rental or service rate, not what the thing costs
         head, under = _subject_words(c) if own_words else (set(), set())
         if head & own_words:
             score *= _SUBJECT_BONUS  # "滤网（2 片装）：49 元" for "滤网什么价", not a spec line naming it in passing

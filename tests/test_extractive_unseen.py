@@ -16,6 +16,7 @@ LAMPS = chunk(
             "|---|---|---|---|---|",
             "| 晨光 Duo 双头 | 双头挂灯 | 1.4 kg | 299 元 | 2 年 |",
             "| 晨光 Mini | 口袋灯 | 75 g | 89 元 | 1 年 |",
+            "| 晨光 Lite | 头灯 | 120 g | 129 元 | 1 年 |",
             "| 晨光 标准款 | 营地灯 | 420 g | 169 元 | 1 年 |",
             "| 晨光 豪华版 | 营地灯，带蓝牙音箱 | 610 g | 359 元 | 2 年 |",
         ]
@@ -29,6 +30,7 @@ BAGS = chunk(
     "\n".join(
         [
             "远足背包 商品详情",
+            "远足（Yuanzu）是本店的自有品牌背包，在售两款：远足 20L 城市包和远足 35L 登山包。",
             "远足 20L 城市包",
             "- 售价：259 元",
             "- 空包重量：0.7 kg",
@@ -62,3 +64,49 @@ def test_an_english_edition_word_picks_the_chinese_edition_row() -> None:
 def test_a_heading_that_names_the_model_by_its_volume() -> None:
     out = answer("远足 20L 多重", [BAGS])
     assert "0.7 kg" in out and "1.2 kg" not in out
+
+
+# An English rental page beside the Chinese product page: a daily rate per model, the model named first.
+RENTAL = chunk(
+    "rental",
+    "Lamp and Bag Rental",
+    "\n".join(
+        [
+            "Rental prices (per day)",
+            "- Yuanzu 20L bag: 15 yuan per day, deposit 200 yuan.",
+            "- Yuanzu 35L bag: 25 yuan per day, deposit 300 yuan.",
+            "- Chenguang 4 lantern: 12 yuan per day, deposit 150 yuan.",
+        ]
+    ),
+)
+
+
+def test_a_daily_rate_is_not_what_a_thing_costs() -> None:
+    out = answer("How much is the Yuanzu 35L bag?", [RENTAL, BAGS])
+    assert "489" in out and "25 yuan" not in out
+
+
+def test_a_rate_asked_for_is_read_from_the_line_naming_the_model() -> None:
+    out = answer("租一个远足 35L 一天多少钱", [RENTAL, BAGS])
+    assert "25 yuan" in out and "15 yuan" not in out
+
+
+# An English page with a heading per model.
+SHELLS = chunk(
+    "shells",
+    "Breeze Shell Jackets",
+    "\n".join(
+        [
+            "Breeze Shell Jackets",
+            "Breeze Shell Lite",
+            "Price: ¥690",
+            "Breeze Shell 3L",
+            "Price: ¥1,290",
+        ]
+    ),
+)
+
+
+def test_a_variant_word_shared_with_another_line_does_not_pick_its_row() -> None:
+    out = answer("How much is the Breeze Shell Lite?", [LAMPS, SHELLS])
+    assert "690" in out and "129 元" not in out and "1,290" not in out
