@@ -4,6 +4,7 @@ whose rewritten query still carries the previous model."""
 
 from __future__ import annotations
 
+from rag_service.facts import places
 from tests.extractive_kit import answer, chunk, conversation
 
 # A Chinese table whose model names carry no model number: a family name and a variant or edition word.
@@ -110,3 +111,44 @@ SHELLS = chunk(
 def test_a_variant_word_shared_with_another_line_does_not_pick_its_row() -> None:
     out = answer("How much is the Breeze Shell Lite?", [LAMPS, SHELLS])
     assert "690" in out and "129 元" not in out and "1,290" not in out
+
+
+# A Chinese shipping page written per province group, with an exception list.
+SHIPPING = chunk(
+    "shipping",
+    "配送费用说明",
+    "\n".join(
+        [
+            "配送区域和运费",
+            "京津冀地区：满 69 元包邮，不满收 5 元运费。",
+            "港澳台和海外：暂不配送。",
+            "其他地区（甘肃、宁夏、西藏除外）：满 129 元包邮，不满收 9 元运费。",
+            "甘肃、宁夏、西藏：每单收 22 元运费。",
+        ]
+    ),
+)
+
+
+def test_provinces_in_both_languages_and_abbreviation_runs() -> None:
+    assert {"bj", "tj", "hb_"} <= places("京津冀地区") and {"hk", "mo", "tw"} <= places("港澳台")
+    assert "xz_" in places("shipping to Tibet") and "nx_" in places("寄到宁夏")
+    assert not places("其他地区（甘肃、宁夏除外）")  # the exceptions are not where it applies
+    assert places("浙江") & {"zj_"} and "js_" not in places("浙江")  # a name in full is no run
+    assert "hb_" in places("石家庄，河北") and not places("新品青春版")
+
+
+def test_a_province_picks_its_shipping_row() -> None:
+    out = answer("What does shipping to Ningxia cost?", [SHIPPING])
+    assert "22 元" in out and "5 元" not in out
+    out = answer("我在天津，运费怎么算", [SHIPPING])
+    assert "69 元" in out and "22 元" not in out and "129 元" not in out
+
+
+def test_a_city_is_not_its_provinces_other_city() -> None:
+    stores = chunk(
+        "stores",
+        "门店与营业时间",
+        "\n".join(["南湖店（广州）", "营业时间：每天 9:00–21:00", "北岸店（深圳）", "营业时间：每天 10:00–22:30"]),
+    )
+    out = answer("深圳的店几点关门", [stores])
+    assert "22:30" in out and "21:00" not in out
