@@ -505,8 +505,8 @@ def _names_family(c: Candidate, q: Question) -> bool:
     return False
 
 
-# A model's name as a row's name cell or a section heading writes it ("行者 28L 日行包", "焰山 Mini", "暖羽 0℃
-# Lite"): its letters-and-digits runs and its Chinese runs.
+# A model's name as a row's name cell or a section heading writes it ("远足 20L 城市包", "晨光 Mini", "冰川 0℃
+# Nano"): its letters-and-digits runs and its Chinese runs.
 _NAME_TOKEN = re.compile(rf"[a-z0-9]+(?:\.[0-9]+)?|{HAN_CLASS}+")
 _EDITION_END = re.compile(r"[版款型]$")
 _SIBLING_HIT, _SIBLING_MISS = 1.5, 0.35
@@ -533,15 +533,15 @@ def _sibling_name(c: Candidate) -> str:
     section = c.section.strip()
     if _model_heading(section) and section != c.chunk.title:
         return section
-    # A list line that names its model before a colon ("Trail 3 tent: 49 yuan per day").
+    # A list line that names its model before a colon ("Brook 3 canoe: 49 yuan per day").
     head = _SUBJECT_HEAD.match(c.text)
     return head.group(1) if head and re.search(r"\d", head.group(1)) else ""
 
 
 class _Siblings:
     """Which of a page's sibling models (rows of one table, sections of one page) the question names, read
-    by the words that tell them apart rather than by parsing a product name: "28L" picks "行者 28L 日行包"
-    over "行者 45L 徒步包", "标准款" the row "焰山 标准款" over "焰山 Mini", "0" of "Nuanyu 0" the row "暖羽 0℃ Lite".
+    by the words that tell them apart rather than by parsing a product name: "20L" picks "远足 20L 城市包"
+    over "远足 35L 登山包", "标准款" the row "晨光 标准款" over "晨光 Mini", "0" of "Bingchuan 0" the row "冰川 0℃ Nano".
     The customer's own words count fully, the rewriter's additions less (it may carry an earlier model)."""
 
     def __init__(self, q: Question, candidates: Sequence[Candidate]) -> None:
@@ -559,8 +559,8 @@ class _Siblings:
                 by_doc.setdefault(c.chunk.doc_id, set()).add(name)
         self.hits: dict[tuple[str, str], float] = {}
         self.best: dict[str, float] = {}
-        # The words of the asked products' line ("Summit Shell" of "Summit Shell Lite"): on a page of another
-        # line a shared variant word ("暖羽 0℃ Lite") tells nothing.
+        # The words of the asked products' line ("Breeze Shell" of "Breeze Shell Lite"): on a page of another
+        # line a shared variant word ("晨光 Lite") tells nothing.
         lines = [_name_tokens(p.text) - VARIANT_WORDS for p in q.named]
         for doc, names in by_doc.items():
             if len(names) < 2:
@@ -671,7 +671,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             score *= 1 + 1.2 * coverage(q.ideas, concepts(c.chunk.title))
         if primary is not Ask.GENERAL:
             fits = shows(c.text, primary)
-            # "79 yuan per day" is a rental or service rate, not what the thing costs: it carries no price
+            # "49 yuan per day" is a rental or service rate, not what the thing costs: it carries no price
             # unless the question asks for a rate, nor does a heading over such rates ask for one.
             rate = primary is Ask.PRICE and not asks_rate and _PER_PERIOD.search(f"{c.section} {c.text}") is not None
             fits = fits and not rate

@@ -250,9 +250,9 @@ _PLACES: dict[str, str] = {
     "xa": "西安|\\bxi'?an\\b", "tj": "天津|tianjin", "su": "苏州|suzhou",
 }  # fmt: skip
 # China's provinces and regions: shipping fees, delivery times and store services are written per province
-# ("新疆、西藏：每单 25 元", "江浙沪皖地区满 99 包邮"). The four municipalities are the cities above.
+# ("甘肃、宁夏：每单 22 元", "京津冀地区满 69 包邮"). The four municipalities are the cities above.
 _PROVINCES: dict[str, tuple[str, str]] = {
-    # key: (names, one-character abbreviation used in runs such as "江浙沪皖", "京津冀", "港澳台")
+    # key: (names, one-character abbreviation used in runs such as "江浙沪", "京津冀", "港澳台")
     "hb_": ("河北|hebei", "冀"), "sx_": ("山西|shanxi", "晋"), "nm_": ("内蒙古|inner mongolia", "蒙"),
     "ln_": ("辽宁|liaoning", "辽"), "jl_": ("吉林|jilin", "吉"), "hl_": ("黑龙江|heilongjiang", "黑"),
     "js_": ("江苏|jiangsu", "苏"), "zj_": ("浙江|zhejiang", "浙"), "ah_": ("安徽|anhui", "皖"),
@@ -268,12 +268,12 @@ _PLACES.update({key: names for key, (names, _) in _PROVINCES.items()})
 _ABBREVIATIONS = {abbr: key for key, (_, abbr) in _PROVINCES.items()} | {
     "京": "bj", "津": "tj", "沪": "sh", "渝": "cq", "港": "hk", "澳": "mo", "台": "tw", "江": "js_",
 }  # fmt: skip
-# "江浙沪皖", "京津冀", "港澳台", "云贵川": two or more abbreviations in a row name their provinces ("江浙" is
+# "江浙沪", "京津冀", "港澳台", "云贵川": two or more abbreviations in a row name their provinces ("江浙" is
 # 江苏 and 浙江). One character alone is a word, not a province.
 _ABBREVIATION_RUN = re.compile("[" + "".join(_ABBREVIATIONS) + "]{2,}")
 # A city's province: "杭州" is answered by the row for 江浙沪.
 PROVINCE_OF = {"gz": "gd_", "sz": "gd_", "cd": "sc_", "hz": "zj_", "wh": "hub_", "nj": "js_", "xa": "sn_", "su": "js_"}
-# Places listed as exceptions ("其他地区（新疆、西藏除外）") are not where the sentence applies.
+# Places listed as exceptions ("其他地区（甘肃、宁夏除外）") are not where the sentence applies.
 _EXCEPTED = re.compile(r"[（(][^）)]*(?:除外|以外|\bexcept\b|\bexcluding\b|\bother than\b)[^）)]*[）)]", re.I)
 _CATEGORIES: dict[str, str] = {
     "phone": "手机|\\bphones?\\b|smartphones?", "laptop": "笔记本|电脑|\\blaptops?\\b|notebooks?",
