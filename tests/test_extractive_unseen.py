@@ -152,3 +152,15 @@ def test_a_city_is_not_its_provinces_other_city() -> None:
     )
     out = answer("深圳的店几点关门", [stores])
     assert "22:30" in out and "21:00" not in out
+
+
+def test_recall_of_what_was_said_at_the_start_in_other_words() -> None:
+    memory = conversation(
+        ("你好，我的订单号是 QX20270311-4410，想问下晨光 Mini 多少钱", "- 晨光 Mini：售价 89 元。（晨光露营灯系列）"),
+        ("那标准款呢", "- 晨光 标准款：售价 169 元。（晨光露营灯系列）"),
+        ("我的另一单是 QX20270315-0042", "好的。"),
+    )
+    out = answer("我刚开始报的订单号是多少", [LAMPS], memory=memory)
+    assert "QX20270311-4410" in out and "QX20270315-0042" not in out
+    out = answer("What was the price of the first lamp I asked about?", [LAMPS], memory=memory)
+    assert "89" in out and "169" not in out
