@@ -21,6 +21,7 @@ from rag_core.text import HAN as _CJK
 
 
 class Ask(Enum):
+    PAYER = "payer"
     THRESHOLD = "threshold"
     PRICE = "price"
     DURATION = "duration"
@@ -37,6 +38,13 @@ class Ask(Enum):
 
 
 _ASK_PATTERNS: list[tuple[Ask, re.Pattern[str]]] = [
+    (
+        # "运费谁出", "who pays for the return shipping?": who bears a cost.
+        Ask.PAYER,
+        re.compile(
+            r"谁(?:出|付|掏|承担|负责|买单)|由谁(?:出|付|承担|负责)|\bwho (?:pays|covers|bears|foots|is paying)\b", re.I
+        ),
+    ),
     (
         # "满多少能免运费", "minimum spend for free delivery": the amount from which a rule applies.
         Ask.THRESHOLD,
@@ -134,7 +142,12 @@ _ASK_PATTERNS: list[tuple[Ask, re.Pattern[str]]] = [
 
 def question_asks(question: str) -> list[Ask]:
     """The kinds of answer the question wants, most specific first (empty: a general question)."""
-    return [ask for ask, pattern in _ASK_PATTERNS if pattern.search(question.strip())]
+    question = question.strip()
+    found = [ask for ask, pattern in _ASK_PATTERNS if pattern.search(question)]
+    if Ask.PAYER in found:
+        # Who bears a cost is a rule, not an amount nor a date ("when I send it in").
+        found = [a for a in found if a not in (Ask.PRICE, Ask.DATE)]
+    return found
 
 
 # --- typed values -----------------------------------------------------------------------------------
@@ -212,8 +225,18 @@ _THRESHOLD_CUE = re.compile(
 )
 
 
+# Who bears a cost: "由本店承担", "运费买家自付", "paid by the customer", "at our expense".
+_PAYER_CUE = re.compile(
+    r"承担|负责|自付|自理|由[^，。,.]{1,12}(?:支付|付|出)|\b(?:paid|covered|borne) by\b|\bat (?:our|your|the \w+'s) (?:own )?"
+    r"(?:cost|expense)\b|\b(?:we|you|the customer|the buyer) (?:pays?|covers?|bears?)\b",
+    re.I,
+)
+
+
 def shows(text: str, ask: Ask) -> bool:
     """Does the sentence carry what this kind of question wants?"""
+    if ask is Ask.PAYER:
+        return _PAYER_CUE.search(text) is not None
     if ask is Ask.THRESHOLD:
         return has_value(text, Ask.PRICE) and _THRESHOLD_CUE.search(text) is not None
     if ask is Ask.HOWTO:

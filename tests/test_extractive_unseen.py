@@ -164,3 +164,22 @@ def test_recall_of_what_was_said_at_the_start_in_other_words() -> None:
     assert "QX20270311-4410" in out and "QX20270315-0042" not in out
     out = answer("What was the price of the first lamp I asked about?", [LAMPS], memory=memory)
     assert "89" in out and "169" not in out
+
+
+def test_who_pays_a_fee_is_a_rule_not_an_amount() -> None:
+    repairs = chunk(
+        "repairs",
+        "维修与配送",
+        "\n".join(
+            [
+                "配送费用",
+                "普通地区：满 129 元包邮，不满收 9 元运费。",
+                "寄修说明",
+                "保修期内寄修的往返运费都由本店承担。",
+            ]
+        ),
+    )
+    out = answer("寄修的往返运费谁出", [repairs])
+    assert "本店承担" in out and "9 元" not in out
+    out = answer("Who pays the shipping when I send it in for repair?", [repairs])
+    assert "本店承担" in out
