@@ -259,7 +259,7 @@ class Question:
             picked_variants=picked,
             answered_pages=cited_pages(answered) if picked else frozenset(),
             base_model=BASE_WORDS.search(question) is not None,
-            attrs=attributes(question) or attributes(query),
+            attrs=_with_place_pointed_at(attributes(question) or attributes(query), question, earlier),
             editions=named_editions,
             words=frozenset(words),
             ideas=ideas,
@@ -272,6 +272,26 @@ class Question:
             if previous and _leans_on_previous(question, query)
             else frozenset(),
         )
+
+
+# "What's the phone number there?", "那家店周二开吗": the place the customer named before.
+_THERE = re.compile(
+    r"(?<!\bis )(?<!\bare )(?<!\bwas )\bthere\b(?!\s*(?:is|are|was|were|'s|will|be|any|a|an)\b)"
+    r"|\bthat (?:store|shop|branch|location|city|place)\b|那里|那边|那儿|那家|那个(?:店|门店|城市|地方)|该店|该门店",
+    re.I,
+)
+
+
+def _with_place_pointed_at(attrs: dict[str, set[str]], question: str, earlier: Sequence[str]) -> dict[str, set[str]]:
+    """A question that points at a place ("there", "that store") without naming one is about the place the
+    customer named last (the rewriter carries places for shipping questions only)."""
+    if "place" in attrs or not _THERE.search(question):
+        return attrs
+    for before in reversed(earlier[-_CONTEXT_ROUNDS:]):
+        found = places(before)
+        if found:
+            return {**attrs, "place": set(found)}
+    return attrs
 
 
 _WORD = re.compile(r"[A-Za-z]+\+?")

@@ -183,3 +183,29 @@ def test_who_pays_a_fee_is_a_rule_not_an_amount() -> None:
     assert "本店承担" in out and "9 元" not in out
     out = answer("Who pays the shipping when I send it in for repair?", [repairs])
     assert "本店承担" in out
+
+
+STORES = chunk(
+    "stores",
+    "门店与热线",
+    "\n".join(
+        [
+            "天津滨海店",
+            "营业时间：10:00–21:00，每周三店休",
+            "电话：022-6612 0408",
+            "重庆解放碑店",
+            "营业时间：每天 10:00–22:00",
+            "电话：023-6381 2290",
+        ]
+    ),
+)
+
+
+def test_there_is_the_place_the_customer_named_before() -> None:
+    memory = conversation(
+        ("Is the Tianjin store open on Wednesdays?", "- 天津滨海店：营业时间：10:00–21:00，每周三店休（门店与热线）")
+    )
+    out = answer("What's the phone number there?", [STORES], memory=memory)
+    assert "022-6612 0408" in out and "023-6381 2290" not in out
+    out = answer("Is there a phone number I can call?", [STORES])
+    assert "022-6612 0408" in out and "023-6381 2290" in out  # "is there" points at no place
