@@ -259,7 +259,7 @@ class Question:
             picked_variants=picked,
             answered_pages=cited_pages(answered) if picked else frozenset(),
             base_model=BASE_WORDS.search(question) is not None,
-            attrs=attributes(question) or attributes(query),
+            attrs=_with_place_pointed_at(attributes(question) or attributes(query), question, earlier),
             editions=named_editions,
             words=frozenset(words),
             ideas=ideas,
@@ -267,8 +267,31 @@ class Question:
             added_words=frozenset(added_words),
             # A follow-up ("that service", "这个活动", one the rewriter completed) is still about the
             # previous topic.
-            context=concepts(previous) - ideas if previous and _leans_on_previous(question, query) else frozenset(),
+            # Only its topics: a price asked before ("how much is it?") is no topic of "how heavy is it?".
+            context=concepts(previous) - ideas - GENERIC
+            if previous and _leans_on_previous(question, query)
+            else frozenset(),
         )
+
+
+# "What's the phone number there?", "那家店周二开吗": the place the customer named before.
+_THERE = re.compile(
+    r"(?<!\bis )(?<!\bare )(?<!\bwas )\bthere\b(?!\s*(?:is|are|was|were|'s|will|be|any|a|an)\b)"
+    r"|\bthat (?:store|shop|branch|location|city|place)\b|那里|那边|那儿|那家|那个(?:店|门店|城市|地方)|该店|该门店",
+    re.I,
+)
+
+
+def _with_place_pointed_at(attrs: dict[str, set[str]], question: str, earlier: Sequence[str]) -> dict[str, set[str]]:
+    """A question that points at a place ("there", "that store") without naming one is about the place the
+    customer named last (the rewriter carries places for shipping questions only)."""
+    if "place" in attrs or not _THERE.search(question):
+        return attrs
+    for before in reversed(earlier[-_CONTEXT_ROUNDS:]):
+        found = places(before)
+        if found:
+            return {**attrs, "place": set(found)}
+    return attrs
 
 
 _WORD = re.compile(r"[A-Za-z]+\+?")
@@ -502,6 +525,94 @@ def _names_family(c: Candidate, q: Question) -> bool:
     return False
 
 
+# A model's name as a row's name cell or a section heading writes it ("远足 20L 城市包", "晨光 Mini", "冰川 0℃
+# Nano"): its letters-and-digits runs and its Chinese runs.
+_NAME_TOKEN = re.compile(rf"[a-z0-9]+(?:\.[0-9]+)?|{HAN_CLASS}+")
+_EDITION_END = re.compile(r"[版款型]$")
+_SIBLING_HIT, _SIBLING_MISS = 1.5, 0.35
+
+
+@lru_cache(maxsize=4096)
+def _name_tokens(name: str) -> frozenset[str]:
+    return frozenset(_NAME_TOKEN.findall(name.lower()))
+
+
+@lru_cache(maxsize=4096)
+def _model_heading(section: str) -> bool:
+    if not section or len(section) > 40 or _QUESTION_LINE.search(section):
+        return False
+    return bool(re.search(r"\d", section) or _EDITION_END.search(section) or products(section))
+
+
+def _sibling_name(c: Candidate) -> str:
+    """The model a candidate is filed under, when its place says so: a row's name cell, a heading that reads
+    like a model's name (a model number, a Latin name, an edition word; not a topic heading), or the name a
+    list line opens with."""
+    if c.row is not None:
+        return c.row.name
+    section = c.section.strip()
+    if _model_heading(section) and section != c.chunk.title:
+        return section
+    # A list line that names its model before a colon ("Brook 3 canoe: 49 yuan per day").
+    head = _SUBJECT_HEAD.match(c.text)
+    return head.group(1) if head and re.search(r"\d", head.group(1)) else ""
+
+
+class _Siblings:
+    """Which of a page's sibling models (rows of one table, sections of one page) the question names, read
+    by the words that tell them apart rather than by parsing a product name: "20L" picks "远足 20L 城市包"
+    over "远足 35L 登山包", "标准款" the row "晨光 标准款" over "晨光 Mini", "0" of "Bingchuan 0" the row "冰川 0℃ Nano".
+    The customer's own words count fully, the rewriter's additions less (it may carry an earlier model)."""
+
+    def __init__(self, q: Question, candidates: Sequence[Candidate]) -> None:
+        # The question's own words and the editions it names ("the flagship one": 旗舰); the products named
+        # (perhaps carried over by the rewriter or read from the previous answer) and the query's other words
+        # count less.
+        own_text = " ".join([q.text, *q.editions]).lower()
+        self.own = _name_tokens(own_text)
+        self.own_text = own_text
+        self.added = (q.words | {t for p in q.named for t in _name_tokens(p.text)}) - self.own
+        by_doc: dict[str, set[str]] = {}
+        for c in candidates:
+            name = _sibling_name(c)
+            if name:
+                by_doc.setdefault(c.chunk.doc_id, set()).add(name)
+        self.hits: dict[tuple[str, str], float] = {}
+        self.best: dict[str, float] = {}
+        # The words of the asked products' line ("Breeze Shell" of "Breeze Shell Lite"): on a page of another
+        # line a shared variant word ("晨光 Lite") tells nothing.
+        lines = [_name_tokens(p.text) - VARIANT_WORDS for p in q.named]
+        for doc, names in by_doc.items():
+            if len(names) < 2:
+                continue
+            tokens = frozenset().union(*(_name_tokens(n) for n in names))
+            foreign = bool(lines) and not any(line & tokens for line in lines)
+            common = frozenset.intersection(*(_name_tokens(n) for n in names))
+            for name in names:
+                hit = sum(self._hit(t) for t in _name_tokens(name) - common if not (foreign and t in VARIANT_WORDS))
+                self.hits[(doc, name)] = hit
+                self.best[doc] = max(self.best.get(doc, 0.0), hit)
+
+    def _hit(self, token: str) -> float:
+        if not token.isascii():
+            if concepts(token):
+                return 0.0  # a membership level or a category: the glossary's concepts weigh those
+            stem = _EDITION_END.sub("", token) if len(token) > 2 else token
+            return 1.0 if stem in self.own_text else 0.0
+        if token in self.own:
+            return 1.0
+        return _ADDED if token in self.added else 0.0
+
+    def fit(self, c: Candidate) -> float:
+        """> 1 for a sentence under the sibling the question names best, < 1 under one it does not name while
+        it names another; 1 when the question tells none of the page's siblings apart."""
+        best = self.best.get(c.chunk.doc_id, 0.0)
+        hit = self.hits.get((c.chunk.doc_id, _sibling_name(c)))
+        if not best or hit is None:
+            return 1.0
+        return _SIBLING_HIT if hit >= best else _SIBLING_MISS if hit == 0 else 1.0
+
+
 def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     # Words of the page title and of the product asked about say which page a sentence is on; whether it
     # is the right page is `product_fit`'s and retrieval's call, so they do not count as shared words.
@@ -552,6 +663,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     own_tiers = (q.ideas - q.added_ideas) & _TIERS
     # "洗碗机搬上楼收费吗": the category says which product, the words say what about it.
     category_only = 0.3 if q.ideas and q.ideas <= CATEGORIES else 1.0
+    siblings = _Siblings(q, candidates)
+    asks_rate = _PER_PERIOD_ASKED.search(q.text) is not None
     for c in candidates:
         # How much of what the question says the sentence covers: its words (rarer ones weigh more) and
         # its concepts. In the question's language they are mostly the same evidence ("warranty" is both),
@@ -578,6 +691,10 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             score *= 1 + 1.2 * coverage(q.ideas, concepts(c.chunk.title))
         if primary is not Ask.GENERAL:
             fits = shows(c.text, primary)
+            # "49 yuan per day" is a rental or service rate, not what the thing costs: it carries no price
+            # unless the question asks for a rate, nor does a heading over such rates ask for one.
+            rate = primary is Ask.PRICE and not asks_rate and _PER_PERIOD.search(f"{c.section} {c.text}") is not None
+            fits = fits and not rate
             if primary is Ask.HOWTO:
                 score *= 1.4 if fits else 0.9
                 if _HOWTO_HEADING.search(c.section):
@@ -588,7 +705,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
                 score *= 2.2 if fits else 0.3
             # A FAQ's question heading ("what does the standard cover include?") may ask for another thing than
             # the customer does (the warranty of the model they asked about): only a topic heading counts.
-            if primary in section_asks(c.section) and not _QUESTION_LINE.search(c.section):
+            if primary in section_asks(c.section) and not _QUESTION_LINE.search(c.section) and not rate:
                 score *= 1.5  # under "退款多久到账" / "Delivery times": the heading asks this question
             if primary is Ask.SPEC:
                 # "内存多大" wants gigabytes, "多重" a weight: the unit of the concept asked about.
@@ -608,8 +725,12 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             fit = _variant_fit(q, c)
             if q.answered_pages and _page_title(c) not in q.answered_pages:
                 score *= 0.4  # "and the Max?": the Max of the page we were on, not another line's Max
+        sibling = siblings.fit(c) if fit is None and not q.picked_variants else 1.0
+        if fit is None and sibling > 1:
+            fit = 1.0  # under a heading or in a row naming the asked model in a way no product name reads
         if q.named or q.picked_variants:
             score *= 0.5 if fit is None else 0.03 if fit == 0 else 2.0 * fit
+        score *= sibling
         score *= _edition_fit(q, c)
         if own_tiers:
             # "我是钻石会员，邮费如何收": the platinum level's row, not the rule for every level or the gold one's.
@@ -636,8 +757,6 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         if primary is Ask.CONTACT and (channel := _CHANNEL_ASKED.get(_asked_channel(q.text))):
             # "your service number" wants the line with a phone number, not the e-mail line beside it.
             score *= 1.5 if channel.search(c.text) else 0.2
-        if primary is Ask.PRICE and _PER_PERIOD.search(c.text) and not _PER_PERIOD_ASKED.search(q.text):
-            score *= 0.6  # "79 yuan per day" is a rental or service rate, not what the thing costs
         head, under = _subject_words(c) if own_words else (set(), set())
         if head & own_words:
             score *= _SUBJECT_BONUS  # "滤网（2 片装）：49 元" for "滤网什么价", not a spec line naming it in passing

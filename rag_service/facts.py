@@ -21,6 +21,7 @@ from rag_core.text import HAN as _CJK
 
 
 class Ask(Enum):
+    PAYER = "payer"
     THRESHOLD = "threshold"
     PRICE = "price"
     DURATION = "duration"
@@ -37,6 +38,13 @@ class Ask(Enum):
 
 
 _ASK_PATTERNS: list[tuple[Ask, re.Pattern[str]]] = [
+    (
+        # "运费谁出", "who pays for the return shipping?": who bears a cost.
+        Ask.PAYER,
+        re.compile(
+            r"谁(?:出|付|掏|承担|负责|买单)|由谁(?:出|付|承担|负责)|\bwho (?:pays|covers|bears|foots|is paying)\b", re.I
+        ),
+    ),
     (
         # "满多少能免运费", "minimum spend for free delivery": the amount from which a rule applies.
         Ask.THRESHOLD,
@@ -134,7 +142,12 @@ _ASK_PATTERNS: list[tuple[Ask, re.Pattern[str]]] = [
 
 def question_asks(question: str) -> list[Ask]:
     """The kinds of answer the question wants, most specific first (empty: a general question)."""
-    return [ask for ask, pattern in _ASK_PATTERNS if pattern.search(question.strip())]
+    question = question.strip()
+    found = [ask for ask, pattern in _ASK_PATTERNS if pattern.search(question)]
+    if Ask.PAYER in found:
+        # Who bears a cost is a rule, not an amount nor a date ("when I send it in").
+        found = [a for a in found if a not in (Ask.PRICE, Ask.DATE)]
+    return found
 
 
 # --- typed values -----------------------------------------------------------------------------------
@@ -212,8 +225,18 @@ _THRESHOLD_CUE = re.compile(
 )
 
 
+# Who bears a cost: "由本店承担", "运费买家自付", "paid by the customer", "at our expense".
+_PAYER_CUE = re.compile(
+    r"承担|负责|自付|自理|由[^，。,.]{1,12}(?:支付|付|出)|\b(?:paid|covered|borne) by\b|\bat (?:our|your|the \w+'s) (?:own )?"
+    r"(?:cost|expense)\b|\b(?:we|you|the customer|the buyer) (?:pays?|covers?|bears?)\b",
+    re.I,
+)
+
+
 def shows(text: str, ask: Ask) -> bool:
     """Does the sentence carry what this kind of question wants?"""
+    if ask is Ask.PAYER:
+        return _PAYER_CUE.search(text) is not None
     if ask is Ask.THRESHOLD:
         return has_value(text, Ask.PRICE) and _THRESHOLD_CUE.search(text) is not None
     if ask is Ask.HOWTO:
@@ -249,6 +272,32 @@ _PLACES: dict[str, str] = {
     "cd": "成都|chengdu", "hz": "杭州|hangzhou", "wh": "武汉|wuhan", "nj": "南京|nanjing", "cq": "重庆|chongqing",
     "xa": "西安|\\bxi'?an\\b", "tj": "天津|tianjin", "su": "苏州|suzhou",
 }  # fmt: skip
+# China's provinces and regions: shipping fees, delivery times and store services are written per province
+# ("甘肃、宁夏：每单 22 元", "京津冀地区满 69 包邮"). The four municipalities are the cities above.
+_PROVINCES: dict[str, tuple[str, str]] = {
+    # key: (names, one-character abbreviation used in runs such as "江浙沪", "京津冀", "港澳台")
+    "hb_": ("河北|hebei", "冀"), "sx_": ("山西|shanxi", "晋"), "nm_": ("内蒙古|inner mongolia", "蒙"),
+    "ln_": ("辽宁|liaoning", "辽"), "jl_": ("吉林|jilin", "吉"), "hl_": ("黑龙江|heilongjiang", "黑"),
+    "js_": ("江苏|jiangsu", "苏"), "zj_": ("浙江|zhejiang", "浙"), "ah_": ("安徽|anhui", "皖"),
+    "fj_": ("福建|fujian", "闽"), "jx_": ("江西|jiangxi", "赣"), "sd_": ("山东|shandong", "鲁"),
+    "hn_": ("河南|henan", "豫"), "hub_": ("湖北|hubei", "鄂"), "hun_": ("湖南|hunan", "湘"),
+    "gd_": ("广东|guangdong", "粤"), "gx_": ("广西|guangxi", "桂"), "hi_": ("海南|hainan", "琼"),
+    "sc_": ("四川|sichuan", "川"), "gz_": ("贵州|guizhou", "贵"), "yn_": ("云南|yunnan", "云"),
+    "xz_": ("西藏|tibet|xizang", "藏"), "sn_": ("陕西|shaanxi", "陕"), "gs_": ("甘肃|gansu", "甘"),
+    "qh_": ("青海|qinghai", "青"), "nx_": ("宁夏|ningxia", "宁"), "xj_": ("新疆|xinjiang", "新"),
+}  # fmt: skip
+_PLACES.update({key: names for key, (names, _) in _PROVINCES.items()})
+# The municipalities, Hong Kong, Macao and Taiwan by their abbreviations.
+_ABBREVIATIONS = {abbr: key for key, (_, abbr) in _PROVINCES.items()} | {
+    "京": "bj", "津": "tj", "沪": "sh", "渝": "cq", "港": "hk", "澳": "mo", "台": "tw", "江": "js_",
+}  # fmt: skip
+# "江浙沪", "京津冀", "港澳台", "云贵川": two or more abbreviations in a row name their provinces ("江浙" is
+# 江苏 and 浙江). One character alone is a word, not a province.
+_ABBREVIATION_RUN = re.compile("[" + "".join(_ABBREVIATIONS) + "]{2,}")
+# A city's province: "杭州" is answered by the row for 江浙沪.
+PROVINCE_OF = {"gz": "gd_", "sz": "gd_", "cd": "sc_", "hz": "zj_", "wh": "hub_", "nj": "js_", "xa": "sn_", "su": "js_"}
+# Places listed as exceptions ("其他地区（甘肃、宁夏除外）") are not where the sentence applies.
+_EXCEPTED = re.compile(r"[（(][^）)]*(?:除外|以外|\bexcept\b|\bexcluding\b|\bother than\b)[^）)]*[）)]", re.I)
 _CATEGORIES: dict[str, str] = {
     "phone": "手机|\\bphones?\\b|smartphones?", "laptop": "笔记本|电脑|\\blaptops?\\b|notebooks?",
     "tablet": "平板|\\btablets?\\b", "watch": "手表|\\bwatch(?:es)?\\b", "earphones": "耳机|earphones?|headphones?|earbuds?",
@@ -259,7 +308,7 @@ REGION_OF: dict[str, str] = {
     "us": "na", "ca": "na", "uk": "eu", "de": "eu", "fr": "eu", "au": "oc", "nz": "oc",
     "jp": "asia", "kr": "asia", "sg": "asia", "my": "asia", "th": "asia",
 }  # fmt: skip
-_REGIONS = frozenset(REGION_OF.values())
+_REGIONS = frozenset(REGION_OF.values()) | frozenset(_PROVINCES)
 _REGION_KEYS = _REGIONS | {f"+{r}" for r in _REGIONS}
 _NAMED_KINDS = {
     kind: [(key, re.compile(pattern, re.I)) for key, pattern in table.items()]
@@ -267,13 +316,21 @@ _NAMED_KINDS = {
 }
 
 
+_HAN_PLACE = re.compile("|".join(n for names in _PLACES.values() for n in names.split("|") if _CJK.match(n)))
+
+
 @lru_cache(maxsize=4096)
 def places(text: str) -> frozenset[str]:
     """The places named in the text (cached: the reranker asks it of the same chunks again and again)."""
+    text = _EXCEPTED.sub(" ", text)
     found = {key for key, pattern in _NAMED_KINDS["place"] if pattern.search(text)}
-    # A country comes with its region ("美国" is in "North America"); a region named as such is marked
-    # "+na", so "the North America row" answers a US question but a Canada row does not.
-    implied = {REGION_OF[k] for k in found if k in REGION_OF}
+    # Runs of abbreviations are read once the names written in full are out ("浙江" is not "江浙").
+    for run in _ABBREVIATION_RUN.findall(_HAN_PLACE.sub(" ", text)):
+        found.update(_ABBREVIATIONS[ch] for ch in run)
+    # A country comes with its region ("美国" is in "North America"), a city with its province; a region or
+    # province named as such is marked "+na", so "the North America row" answers a US question but a Canada
+    # row does not, and the Zhejiang row a Hangzhou question but a Guangzhou store not a Shenzhen one.
+    implied = {REGION_OF[k] for k in found if k in REGION_OF} | {PROVINCE_OF[k] for k in found if k in PROVINCE_OF}
     return frozenset(found | implied | {f"+{k}" for k in found & _REGIONS})
 
 

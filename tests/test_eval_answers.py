@@ -59,6 +59,9 @@ OUTDOORSHOP = ROOT / "eval" / "answers" / "outdoorshop.jsonl"
 # A fourth, written blind over an optician chain by someone who had not seen how the service answers.
 OPTICALSHOP_KB = ROOT / "eval" / "answers" / "opticalshop" / "kb"
 OPTICALSHOP = ROOT / "eval" / "answers" / "opticalshop.jsonl"
+# A fifth, written blind over a bicycle and e-bike shop, likewise without seeing how the service answers.
+BIKESHOP_KB = ROOT / "eval" / "answers" / "bikeshop" / "kb"
+BIKESHOP = ROOT / "eval" / "answers" / "bikeshop.jsonl"
 # Each answer set with the knowledge base it is written over.
 DATA_SETS = {
     "dev": (KB, DEV),
@@ -66,9 +69,10 @@ DATA_SETS = {
     "homeshop": (HOMESHOP_KB, HOMESHOP),
     "outdoorshop": (OUTDOORSHOP_KB, OUTDOORSHOP),
     "opticalshop": (OPTICALSHOP_KB, OPTICALSHOP),
+    "bikeshop": (BIKESHOP_KB, BIKESHOP),
 }
 # The sets over other businesses' documents, which must cover what the dev set covers over their own shop.
-OTHER_SHOPS = {shop: DATA_SETS[shop] for shop in ("homeshop", "outdoorshop", "opticalshop")}
+OTHER_SHOPS = {shop: DATA_SETS[shop] for shop in ("homeshop", "outdoorshop", "opticalshop", "bikeshop")}
 PRODUCT_PAGES = {
     "iphone-16-pro.md",
     "iphone-16.html",
