@@ -48,6 +48,7 @@ from rag_service.domain import MemoryView, RewriteResult, Round
 from rag_service.glossary import concepts
 from rag_service.intents.slots import ProductCatalog
 from rag_service.llm import ChatClient, ChatMessages, UpstreamError
+from rag_service.recall import is_recall
 from rag_service.rewrite_rules import (
     Contrast,
     Entity,
@@ -81,6 +82,8 @@ from rag_service.rewrite_rules import (
     strip_framing,
     substitute,
     text_topic_words,
+    variant_only,
+    with_family,
 )
 
 log = logging.getLogger(__name__)
@@ -177,6 +180,9 @@ class Decision:
     contrast: Contrast | None = None
     product: str | None = None
     pair: tuple[str, str] | None = None
+    # The question names another variant than the conversation's product ("How much is the 45L?" after the
+    # 28L): like a contrast to another model, it leaves the previous question's pages.
+    sibling: bool = False
 
 
 class Gate:
@@ -203,12 +209,22 @@ class Gate:
         history = History(view.summary, rounds, view, known, asked)
         if not rounds and not view.summary:
             return Decision("first", "first turn", history)
+        if is_recall(question):
+            # "What was my order number again?": answered from the conversation itself; a subject added to it
+            # would only pull a page toward a question no page answers.
+            return Decision("standalone", "asks about the conversation", history)
         contrast = contrast_followup(question)
         if contrast is not None:
             return Decision("dependent", f"contrast follow-up ({contrast.kind} {contrast.core!r})", history, contrast)
         if topic is not None and topic.pair is not None and asks_about_pair(question):
             return Decision("dependent", f"compares {' and '.join(topic.pair)!r}", history, pair=topic.pair)
         names = own_names(question)
+        if topic is not None and topic.product is not None and variant_only(names) and not old_item(question):
+            # "Which poles does the Pro use?", "How much is the 45L?": a sibling of the conversation's product.
+            sibling = sibling_family(topic.product, question) is not None
+            return Decision(
+                "dependent", f"names a variant of {topic.product!r}", history, product=topic.product, sibling=sibling
+            )
         # (A jieba name tag alone is no new subject: 包邮 and 续航 are tagged as names.)
         new_names = [e for e in names if not history.knows(e) and (not is_chinese(e.text) or place_names(e.text))]
         if topic is not None and not new_names:
@@ -236,7 +252,12 @@ class Gate:
                 if sim is not None and sim < self.settings.topic_similarity:
                     return Decision("switch", f"similarity {sim:.2f} < {self.settings.topic_similarity:.2f}", history)
             return Decision("standalone", f"names {names[0].text!r}", history)
-        if not shared and has_subject(question) and not definite_without_name(question):
+        # "背长能调吗" after a product's price: a short question about an attribute the glossary does not know
+        # asks it of the conversation's product; only similarity would call it a switch, and similarity fires on
+        # every short, differently worded follow-up.
+        attribute = topic is not None and topic.product is not None and content_size(question) <= 1
+        attribute = attribute and not concepts(question) and not is_fragment(question)
+        if not shared and has_subject(question) and not definite_without_name(question) and not attribute:
             sim = self.similarity(question, rounds)
             if sim is not None and sim < self.settings.topic_similarity:
                 return Decision("switch", f"similarity {sim:.2f} < {self.settings.topic_similarity:.2f}", history)
@@ -336,7 +357,10 @@ class RuleRewriter:
         if not query and decision.product is not None:
             # "2L 保修几年" after "Acme 3L Pro": the family of the sibling it names, not the old model glued on.
             family = sibling_family(decision.product, question)
-            if family is None:
+            completed = with_family(question, decision.product) if variant_only(own_names(question)) else None
+            if completed is not None:
+                query, detail = completed, f"completed the variant with {decision.product!r}"
+            elif family is None:
                 query, detail = resolve(question, Entity(decision.product, True)), f"added {decision.product!r}"
             elif family and not mentions(question, Entity(family, True)):
                 query, detail = resolve(question, Entity(family, True)), f"added family {family!r}"
@@ -353,7 +377,7 @@ class RuleRewriter:
         ones it continued in turn, back to the question that set the topic (at most `_CONTEXT_DEPTH`).
         Nothing when the follow-up moves to another product or name ("What about the Pro?", "悲惨世界呢"):
         it leaves the previous question's pages."""
-        if decision.contrast is not None and decision.contrast.kind in _SUBJECT_CHANGES:
+        if decision.sibling or (decision.contrast is not None and decision.contrast.kind in _SUBJECT_CHANGES):
             return ()
         for i in range(len(view.rounds) - 1, -1, -1):
             previous = self.previous_at(view, i, decision.history.known)
