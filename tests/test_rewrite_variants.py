@@ -100,3 +100,8 @@ def test_a_short_question_about_an_unknown_attribute_is_no_switch() -> None:
     assert not result.topic_switch and "Torva 35L" in result.query
     # A question about one of the shop's services is still its own.
     assert rules.rewrite_now("你们的发票怎么开", history).query == "你们的发票怎么开"
+
+
+def test_can_i_return_it_asks_about_returns_not_the_product() -> None:
+    history = (("Brisa 3 皮划艇多少钱", ""), ("船身多重", ""))
+    assert rewrite("划过一次了还能退吗", *history) == "划过一次了还能退吗"
