@@ -84,6 +84,7 @@ from rag_service.rewrite_rules import (
     text_topic_words,
     variant_only,
     with_family,
+    without_preamble,
 )
 
 log = logging.getLogger(__name__)
@@ -183,6 +184,10 @@ class Decision:
     # The question names another variant than the conversation's product ("How much is the 45L?" after the
     # 28L): like a contrast to another model, it leaves the previous question's pages.
     sibling: bool = False
+    # A standalone follow-up that stays in the conversation (no switch, no other service): "Is the evening
+    # slot available in <city>?" after a question about delivery slots. Its retrieval leans on the previous
+    # question's pages like a dependent one's (its own words still win where they fit another page clearly).
+    carries: bool = False
 
 
 class Gate:
@@ -219,6 +224,9 @@ class Gate:
         if topic is not None and topic.pair is not None and asks_about_pair(question):
             return Decision("dependent", f"compares {' and '.join(topic.pair)!r}", history, pair=topic.pair)
         names = own_names(question)
+        # A standalone question with a customer-service concept of its own is matched to its page by the
+        # reranker's concept bonuses; one with none ("充满电能亮多久") has only the conversation to go on.
+        ideas = concepts(question)
         if topic is not None and topic.product is not None and variant_only(names) and not old_item(question):
             # "Which poles does the Pro use?", "How much is the 45L?": a sibling of the conversation's product.
             sibling = sibling_family(topic.product, question) is not None
@@ -251,12 +259,14 @@ class Gate:
                 sim = self.similarity(question, rounds)
                 if sim is not None and sim < self.settings.topic_similarity:
                     return Decision("switch", f"similarity {sim:.2f} < {self.settings.topic_similarity:.2f}", history)
-            return Decision("standalone", f"names {names[0].text!r}", history)
+            # A product of its own is another page; a place or another name only qualifies the conversation's.
+            moves = any(not history.knows(Entity(p, True)) for p in product_names(question))
+            return Decision("standalone", f"names {names[0].text!r}", history, carries=not moves and not ideas)
         # "背长能调吗" after a product's price: a short question about an attribute the glossary does not know
         # asks it of the conversation's product; only similarity would call it a switch, and similarity fires on
         # every short, differently worded follow-up.
         attribute = topic is not None and topic.product is not None and content_size(question) <= 1
-        attribute = attribute and not concepts(question) and not is_fragment(question)
+        attribute = attribute and not ideas and not is_fragment(question)
         if not shared and has_subject(question) and not definite_without_name(question) and not attribute:
             sim = self.similarity(question, rounds)
             if sim is not None and sim < self.settings.topic_similarity:
@@ -268,7 +278,7 @@ class Gate:
                 # the previous subject would only pull toward the previous page.
                 return Decision("standalone", f"asks about another service ({min(service)})", history)
             return Decision("dependent", "ellipsis: too little of its own", history)
-        return Decision("standalone", "has content of its own", history)
+        return Decision("standalone", "has content of its own", history, carries=not ideas)
 
     def similarity(self, question: str, rounds: Sequence[Round]) -> float | None:
         """Highest cosine between the question and recent user questions.
@@ -340,7 +350,9 @@ class RuleRewriter:
             if d.kind == "dependent":
                 result = dataclasses.replace(result, continues=self.continuity(view, d))
         else:
-            result = RewriteResult(question, "skipped", d.kind == "switch", d.reason)
+            result = RewriteResult(without_preamble(question), "skipped", d.kind == "switch", d.reason)
+            if d.carries:
+                result = dataclasses.replace(result, continues=self.continuity(view, d))
         self._memo.put(key, result)
         return result
 
@@ -416,7 +428,8 @@ class RuleRewriter:
             result = self.previous_at(view, i, known)
             if result is not None and result.topic_switch:
                 out = [""] * len(out)  # what came before a change of topic lends nothing
-            out.append(result.query if result is not None else view.rounds[i].user.content)
+            # A question left as it was counts as asked (its search query may have lost an opening identifier).
+            out.append(view.rounds[i].user.content if result is None or result.action == "skipped" else result.query)
         return out
 
     def previous_at(self, view: MemoryView, i: int, known: KnownNames | None = None) -> RewriteResult | None:
@@ -518,9 +531,9 @@ class LLMRewriter:
         known = await self.rules.known(tenant)
         topic, asked = self.rules.topic_product(view, known), self.rules.asked(view, known)
         d = self.rules.gate.decide(question, view, topic, known, asked)
+        continues = self.continuity(view, d, tenant) if d.kind == "dependent" or d.carries else ()
         if d.kind in ("first", "switch") or (d.kind == "standalone" and self.settings.skip_standalone):
-            return RewriteResult(question, "skipped", d.kind == "switch", d.reason)
-        continues = self.continuity(view, d, tenant) if d.kind == "dependent" else ()
+            return RewriteResult(without_preamble(question), "skipped", d.kind == "switch", d.reason, continues)
         messages = rewrite_messages(self.settings.prompt, question, view.summary, self.rules.gate.recent(view))
         try:
             reply = await asyncio.wait_for(

@@ -115,10 +115,12 @@ _ZH_CUE_WORDS = frozenset(["还有", "其他", "其它", "另外", "别的", "�
 _ZH_LEADING = frozenset(["那", "那么", "那要", "还", "再", "也", "而且", "另外", "然后"])
 _ZH_TRAILING = frozenset(["呢"])
 
-# "is it safer to ...", "it is better never ...": a dummy subject, not a reference.
+# "is it safer to ...", "it is better never ...": a dummy subject, not a reference. "What if it's a large item?":
+# the noun says what is meant, a case rather than the thing the conversation is about.
 _EXPLETIVE_IT = re.compile(
     r"\b(?:(?:is|was|isn't|wasn't)\s+it|it\s+(?:is|was|'s))\s+(?:\w+\s+){0,2}?\w+\s+"
-    r"(?:to|that|never|not|if|when|whether)\b",
+    r"(?:to|that|never|not|if|when|whether)\b"
+    r"|\bif\s+it(?:'s|’s|\s+is|\s+was)\s+(?:a|an)\s+\w+",
     re.IGNORECASE,
 )
 
@@ -1322,6 +1324,35 @@ def is_fragment(question: str) -> bool:
         return _ZH_QUESTION.search(question) is None and not any(f.startswith("v") for _, f in _tagged(question))
     words = [w.lower() for w in _EN_WORD.findall(question)]
     return len(words) <= 4 and not any(w in _EN_QUESTION_WORDS for w in words)
+
+
+# What opens a message without asking anything: a greeting, or the customer giving an identifier ("你好，我的订单号是
+# XK2025…，", "Hi, my phone number is …."). It says nothing of the page that answers the question after it.
+_GREETING = re.compile(
+    r"^(?:你好|您好|hi|hello|hey|嗨|哈喽|在吗|打扰了|(?:good\s+)?(?:morning|afternoon|evening))[!！~～\s]*$",
+    re.IGNORECASE,
+)
+_CLAUSE_END = re.compile(r"(?<=[，,。！!；;])\s*|(?<=\.)\s+")
+_ASKING = re.compile(
+    r"[?？吗呢]|多少|什么|怎么|如何|哪|几|是否|能否|可以|^\s*(?:what|how|which|when|where|why|who|can|could|is|are|do|does)\b",
+    re.IGNORECASE,
+)
+
+
+def without_preamble(question: str) -> str:
+    """The question without the clauses that open it without asking (`_GREETING`, an identifier given), when a
+    clause with a question of its own is left; else the question as it is."""
+    parts = [p for p in _CLAUSE_END.split(question.strip()) if p.strip()]
+    start = 0
+    while start < len(parts) - 1:
+        part = parts[start].strip().rstrip("，,。！!；;. ")
+        identifier = bool(_ID_DIGITS.search(part) or _MASKED.search(part)) and _ID_LABEL.search(part) is not None
+        if not (_GREETING.match(part) or (identifier and not _ASKING.search(part))):
+            break
+        start += 1
+    rest = "".join(p if p.endswith(" ") or is_chinese(p) else p + " " for p in parts[start:]).strip()
+    # The rest must say what it asks about ("到哪了？" after an order number is about that order).
+    return rest if start and _ASKING.search(rest) and has_subject(rest) else question
 
 
 def history_texts(summary: str, rounds: Sequence[tuple[str, str]]) -> list[HistoryText]:

@@ -6,7 +6,14 @@ from __future__ import annotations
 from rag_core.settings import RewriteSettings
 from rag_service.domain import MemoryView, Message, Round
 from rag_service.rewrite import RuleRewriter
-from rag_service.rewrite_rules import _with_variant, entities, product_names, variant_only, with_family
+from rag_service.rewrite_rules import (
+    _with_variant,
+    entities,
+    product_names,
+    variant_only,
+    with_family,
+    without_preamble,
+)
 from tests.test_rewrite_subjects import Orthogonal
 
 
@@ -105,3 +112,29 @@ def test_a_short_question_about_an_unknown_attribute_is_no_switch() -> None:
 def test_can_i_return_it_asks_about_returns_not_the_product() -> None:
     history = (("Brisa 3 皮划艇多少钱", ""), ("船身多重", ""))
     assert rewrite("划过一次了还能退吗", *history) == "划过一次了还能退吗"
+
+
+def test_a_greeting_and_a_given_identifier_are_not_searched() -> None:
+    assert without_preamble("您好，我的订单号是 ZX20250101-7777，想问下 Torva 35L 多少钱") == "想问下 Torva 35L 多少钱"
+    assert without_preamble("Hi! My phone number is 139****2288. Do you rent kayaks?") == "Do you rent kayaks?"
+    # Nothing else to ask, or nothing of its own: the question stays as it is.
+    assert without_preamble("我的订单号是 ZX20250101-7777，到哪了？") == "我的订单号是 ZX20250101-7777，到哪了？"
+    assert without_preamble("你好") == "你好"
+    first = RuleRewriter(RewriteSettings(mode="rule")).rewrite_now("Hello, what does a Brisa 3 weigh?", view())
+    assert first.query == "what does a Brisa 3 weigh?"
+
+
+def test_if_its_a_kind_of_thing_names_its_own_case() -> None:
+    history = ("How many days do I have to return a blender?", "")
+    assert rewrite("What if it's a washing machine that was never plugged in?", history) == (
+        "What if it's a washing machine that was never plugged in?"
+    )
+
+
+def test_a_standalone_follow_up_leans_on_the_previous_pages_unless_it_names_another_product() -> None:
+    rules = RuleRewriter(RewriteSettings(mode="rule"))
+    history = view(("Which delivery windows can I pick for a sofa?", ""))
+    stays = rules.rewrite_now("Is the morning window offered in Harbin?", history)
+    assert stays.action == "skipped" and stays.continues == ("Which delivery windows can I pick for a sofa?",)
+    moves = rules.rewrite_now("How much is the Brisa 3 kayak?", history)
+    assert moves.continues == ()
