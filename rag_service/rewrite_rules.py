@@ -339,11 +339,17 @@ def _latin_entities(text: str) -> list[Entity]:
             flush()
         run.extend(pending)
         pending = []
-        run.append(word)
+        possessive = _POSSESSIVE.search(word)
+        run.append(word[: possessive.start()] if possessive else word)
         kind = word_kind
         named = named or _looks_named(word, bool(_SENT_START.search(text[: m.start()])))
+        if possessive:
+            flush()  # "Dorothy Day's essay": the possessor is one entity, what it owns another
     flush()
     return out
+
+
+_POSSESSIVE = re.compile(r"['’]s$", re.IGNORECASE)
 
 
 def _looks_named(word: str, sentence_start: bool) -> bool:

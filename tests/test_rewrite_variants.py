@@ -7,6 +7,7 @@ from rag_core.settings import RewriteSettings
 from rag_service.domain import MemoryView, Message, Round
 from rag_service.rewrite import RuleRewriter
 from rag_service.rewrite_rules import (
+    Entity,
     _with_variant,
     entities,
     product_names,
@@ -138,3 +139,9 @@ def test_a_standalone_follow_up_leans_on_the_previous_pages_unless_it_names_anot
     assert stays.action == "skipped" and stays.continues == ("Which delivery windows can I pick for a sofa?",)
     moves = rules.rewrite_now("How much is the Brisa 3 kayak?", history)
     assert moves.continues == ()
+
+
+def test_a_possessive_ends_the_name_it_belongs_to() -> None:
+    found = entities("What did Mira Solvang's essay say about borders?")
+    assert found[0] == Entity("Mira Solvang", True)
+    assert rewrite("Was it widely read?", ("What did Mira Solvang's essay say about borders?", "")).count("'s") == 0
