@@ -339,7 +339,7 @@ def _latin_entities(text: str) -> list[Entity]:
             flush()
         run.extend(pending)
         pending = []
-        possessive = _POSSESSIVE.search(word)
+        possessive = _POSSESSIVE.search(word) if len(word) > 2 else None
         run.append(word[: possessive.start()] if possessive else word)
         kind = word_kind
         named = named or _looks_named(word, bool(_SENT_START.search(text[: m.start()])))
@@ -349,7 +349,7 @@ def _latin_entities(text: str) -> list[Entity]:
     return out
 
 
-_POSSESSIVE = re.compile(r"['’]s$", re.IGNORECASE)
+_POSSESSIVE = re.compile(r"['’]s\b", re.IGNORECASE)
 
 
 def _looks_named(word: str, sentence_start: bool) -> bool:
@@ -1143,6 +1143,9 @@ def substitute(previous: str, contrast: Contrast, question: str) -> tuple[str, s
     tail = previous.strip()[len(prev) :]  # the previous question's closing punctuation
     value, kind, subj = contrast.core, contrast.kind, subject(prev)
     span = _find(prev, subj.text) if subj is not None else None
+    if span is not None and _POSSESSIVE.match(prev, span[1], span[1] + 2):
+        # "What's Acme R8's noise level?": the name is edited with its possessive, which stays after it.
+        span = (span[0], span[1] + 2)
 
     def put(start: int, end: int, new: str) -> str:
         return _replace_span(prev, start, end, new) + tail
