@@ -67,6 +67,9 @@ class Chunk:
     lang: str = ""
     # Position of the chunk in its document.
     index: int = 0
+    # The romanised names of the Chinese names the chunk's page uses, as ingest embedded them ("行者 Xingzhe";
+    # "" in older indexes).
+    aliases: str = ""
 
 
 @dataclass(frozen=True, slots=True)

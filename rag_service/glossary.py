@@ -18,7 +18,7 @@ from functools import lru_cache
 # concept: (English phrases, Chinese phrases). English phrases match whole words (a trailing "*" matches
 # any ending); Chinese phrases match as substrings.
 CONCEPTS: dict[str, tuple[str, str]] = {
-    "return": ("return*|send back|money back", "退货|退换|退回|无理由|退掉|退款"),
+    "return": ("return*|send back|money back", "退货|退换|退回|无理由|退掉|退款|能退|可以退|可退"),
     "refund": ("refund*|money back|reimburse*", "退款|退钱|到账|原路退回|退回"),
     "exchange": ("exchange*|replace*|swap", "换货|更换|调换|换新"),
     "warranty": ("warrant*|guarantee*|coverage|covered", "保修|质保|保固|保用|联保"),

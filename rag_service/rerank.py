@@ -15,8 +15,10 @@ Weights are in cosine units (the dense scores here sit in 0.75-0.95 and the cros
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from rag_core.text import language
 from rag_service.domain import Chunk
@@ -47,11 +49,17 @@ class Query:
     named: tuple[Product, ...]
     base_model: bool
     places: frozenset[str]
+    # The query's Latin words, lowercase (matched against the romanised names a Chinese page introduces).
+    words: frozenset[str] = frozenset()
 
     @classmethod
     def parse(cls, query: str) -> Query:
         named = products(query)
-        return cls(language(query), concepts(query), named, BASE_WORDS.search(query) is not None, places(query))
+        words = frozenset(w.lower() for w in _LATIN_WORD.findall(query))
+        return cls(language(query), concepts(query), named, BASE_WORDS.search(query) is not None, places(query), words)
+
+
+_LATIN_WORD = re.compile(r"[A-Za-z]{2,}")
 
 
 def concept_match(wanted: frozenset[str], got: frozenset[str]) -> float:
@@ -73,9 +81,25 @@ def bonus(q: Query, chunk: Chunk, own_page: bool = True) -> float:
     if q.places and q.places & (places(chunk.text) | places(f"{title} {chunk.section}")):
         # A place is named the same way in any language ("美国" ~ "the United States").
         b += PLACE[across]
-    if q.named:
+    if alias_names_page(q.words, chunk):
+        # "How much is the Acme 45L?" over a Chinese page titled "雅可背包": the query names the page's brand by the
+        # romanisation the page introduces ("雅可（Acme）"). Its product parser reads the two scripts as two
+        # products, so this stands for the product bonus (a family page's share of it).
+        b += SAME_PRODUCT * 0.5
+    elif q.named:
         b += _product_bonus(q, chunk, own_page)
     return b
+
+
+def alias_names_page(words: frozenset[str], chunk: Chunk) -> bool:
+    """Does the query name, in Latin letters, a Chinese name in the chunk's title (by the page's own aliases)?"""
+    return bool(words) and any(latin in words and han in chunk.title for han, latin in _alias_pairs(chunk.aliases))
+
+
+@lru_cache(maxsize=1024)
+def _alias_pairs(aliases: str) -> tuple[tuple[str, str], ...]:
+    parts = aliases.split()
+    return tuple((parts[i], parts[i + 1].lower()) for i in range(0, len(parts) - 1, 2))
 
 
 def _heading(chunk: Chunk, across: bool) -> str:

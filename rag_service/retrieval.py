@@ -176,4 +176,5 @@ def _to_chunk(hit: ScoredChunk) -> Chunk:
         section=str(p.get("section", "")),
         lang=str(p.get("lang", "")),
         index=int(p.get("chunk_index", 0)),
+        aliases=str(p.get("aliases", "")),
     )

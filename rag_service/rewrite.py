@@ -48,6 +48,7 @@ from rag_service.domain import MemoryView, RewriteResult, Round
 from rag_service.glossary import concepts
 from rag_service.intents.slots import ProductCatalog
 from rag_service.llm import ChatClient, ChatMessages, UpstreamError
+from rag_service.recall import is_recall
 from rag_service.rewrite_rules import (
     Contrast,
     Entity,
@@ -81,6 +82,9 @@ from rag_service.rewrite_rules import (
     strip_framing,
     substitute,
     text_topic_words,
+    variant_only,
+    with_family,
+    without_preamble,
 )
 
 log = logging.getLogger(__name__)
@@ -177,6 +181,13 @@ class Decision:
     contrast: Contrast | None = None
     product: str | None = None
     pair: tuple[str, str] | None = None
+    # The question names another variant than the conversation's product ("How much is the 45L?" after the
+    # 28L): like a contrast to another model, it leaves the previous question's pages.
+    sibling: bool = False
+    # A standalone follow-up that stays in the conversation (no switch, no other service): "Is the evening
+    # slot available in <city>?" after a question about delivery slots. Its retrieval leans on the previous
+    # question's pages like a dependent one's (its own words still win where they fit another page clearly).
+    carries: bool = False
 
 
 class Gate:
@@ -203,12 +214,25 @@ class Gate:
         history = History(view.summary, rounds, view, known, asked)
         if not rounds and not view.summary:
             return Decision("first", "first turn", history)
+        if is_recall(question):
+            # "What was my order number again?": answered from the conversation itself; a subject added to it
+            # would only pull a page toward a question no page answers.
+            return Decision("standalone", "asks about the conversation", history)
         contrast = contrast_followup(question)
         if contrast is not None:
             return Decision("dependent", f"contrast follow-up ({contrast.kind} {contrast.core!r})", history, contrast)
         if topic is not None and topic.pair is not None and asks_about_pair(question):
             return Decision("dependent", f"compares {' and '.join(topic.pair)!r}", history, pair=topic.pair)
         names = own_names(question)
+        # A standalone question with a customer-service concept of its own is matched to its page by the
+        # reranker's concept bonuses; one with none ("充满电能亮多久") has only the conversation to go on.
+        ideas = concepts(question)
+        if topic is not None and topic.product is not None and variant_only(names) and not old_item(question):
+            # "Which poles does the Pro use?", "How much is the 45L?": a sibling of the conversation's product.
+            sibling = sibling_family(topic.product, question) is not None
+            return Decision(
+                "dependent", f"names a variant of {topic.product!r}", history, product=topic.product, sibling=sibling
+            )
         # (A jieba name tag alone is no new subject: 包邮 and 续航 are tagged as names.)
         new_names = [e for e in names if not history.knows(e) and (not is_chinese(e.text) or place_names(e.text))]
         if topic is not None and not new_names:
@@ -235,8 +259,15 @@ class Gate:
                 sim = self.similarity(question, rounds)
                 if sim is not None and sim < self.settings.topic_similarity:
                     return Decision("switch", f"similarity {sim:.2f} < {self.settings.topic_similarity:.2f}", history)
-            return Decision("standalone", f"names {names[0].text!r}", history)
-        if not shared and has_subject(question) and not definite_without_name(question):
+            # A product of its own is another page; a place or another name only qualifies the conversation's.
+            moves = any(not history.knows(Entity(p, True)) for p in product_names(question))
+            return Decision("standalone", f"names {names[0].text!r}", history, carries=not moves and not ideas)
+        # "背长能调吗" after a product's price: a short question about an attribute the glossary does not know
+        # asks it of the conversation's product; only similarity would call it a switch, and similarity fires on
+        # every short, differently worded follow-up.
+        attribute = topic is not None and topic.product is not None and content_size(question) <= 1
+        attribute = attribute and not ideas and not is_fragment(question)
+        if not shared and has_subject(question) and not definite_without_name(question) and not attribute:
             sim = self.similarity(question, rounds)
             if sim is not None and sim < self.settings.topic_similarity:
                 return Decision("switch", f"similarity {sim:.2f} < {self.settings.topic_similarity:.2f}", history)
@@ -247,7 +278,7 @@ class Gate:
                 # the previous subject would only pull toward the previous page.
                 return Decision("standalone", f"asks about another service ({min(service)})", history)
             return Decision("dependent", "ellipsis: too little of its own", history)
-        return Decision("standalone", "has content of its own", history)
+        return Decision("standalone", "has content of its own", history, carries=not ideas)
 
     def similarity(self, question: str, rounds: Sequence[Round]) -> float | None:
         """Highest cosine between the question and recent user questions.
@@ -319,7 +350,9 @@ class RuleRewriter:
             if d.kind == "dependent":
                 result = dataclasses.replace(result, continues=self.continuity(view, d))
         else:
-            result = RewriteResult(question, "skipped", d.kind == "switch", d.reason)
+            result = RewriteResult(without_preamble(question), "skipped", d.kind == "switch", d.reason)
+            if d.carries:
+                result = dataclasses.replace(result, continues=self.continuity(view, d))
         self._memo.put(key, result)
         return result
 
@@ -336,7 +369,10 @@ class RuleRewriter:
         if not query and decision.product is not None:
             # "2L 保修几年" after "Acme 3L Pro": the family of the sibling it names, not the old model glued on.
             family = sibling_family(decision.product, question)
-            if family is None:
+            completed = with_family(question, decision.product) if variant_only(own_names(question)) else None
+            if completed is not None:
+                query, detail = completed, f"completed the variant with {decision.product!r}"
+            elif family is None:
                 query, detail = resolve(question, Entity(decision.product, True)), f"added {decision.product!r}"
             elif family and not mentions(question, Entity(family, True)):
                 query, detail = resolve(question, Entity(family, True)), f"added family {family!r}"
@@ -353,7 +389,7 @@ class RuleRewriter:
         ones it continued in turn, back to the question that set the topic (at most `_CONTEXT_DEPTH`).
         Nothing when the follow-up moves to another product or name ("What about the Pro?", "悲惨世界呢"):
         it leaves the previous question's pages."""
-        if decision.contrast is not None and decision.contrast.kind in _SUBJECT_CHANGES:
+        if decision.sibling or (decision.contrast is not None and decision.contrast.kind in _SUBJECT_CHANGES):
             return ()
         for i in range(len(view.rounds) - 1, -1, -1):
             previous = self.previous_at(view, i, decision.history.known)
@@ -392,7 +428,8 @@ class RuleRewriter:
             result = self.previous_at(view, i, known)
             if result is not None and result.topic_switch:
                 out = [""] * len(out)  # what came before a change of topic lends nothing
-            out.append(result.query if result is not None else view.rounds[i].user.content)
+            # A question left as it was counts as asked (its search query may have lost an opening identifier).
+            out.append(view.rounds[i].user.content if result is None or result.action == "skipped" else result.query)
         return out
 
     def previous_at(self, view: MemoryView, i: int, known: KnownNames | None = None) -> RewriteResult | None:
@@ -494,9 +531,9 @@ class LLMRewriter:
         known = await self.rules.known(tenant)
         topic, asked = self.rules.topic_product(view, known), self.rules.asked(view, known)
         d = self.rules.gate.decide(question, view, topic, known, asked)
+        continues = self.continuity(view, d, tenant) if d.kind == "dependent" or d.carries else ()
         if d.kind in ("first", "switch") or (d.kind == "standalone" and self.settings.skip_standalone):
-            return RewriteResult(question, "skipped", d.kind == "switch", d.reason)
-        continues = self.continuity(view, d, tenant) if d.kind == "dependent" else ()
+            return RewriteResult(without_preamble(question), "skipped", d.kind == "switch", d.reason, continues)
         messages = rewrite_messages(self.settings.prompt, question, view.summary, self.rules.gate.recent(view))
         try:
             reply = await asyncio.wait_for(

@@ -115,10 +115,12 @@ _ZH_CUE_WORDS = frozenset(["还有", "其他", "其它", "另外", "别的", "�
 _ZH_LEADING = frozenset(["那", "那么", "那要", "还", "再", "也", "而且", "另外", "然后"])
 _ZH_TRAILING = frozenset(["呢"])
 
-# "is it safer to ...", "it is better never ...": a dummy subject, not a reference.
+# "is it safer to ...", "it is better never ...": a dummy subject, not a reference. "What if it's a large item?":
+# the noun says what is meant, a case rather than the thing the conversation is about.
 _EXPLETIVE_IT = re.compile(
     r"\b(?:(?:is|was|isn't|wasn't)\s+it|it\s+(?:is|was|'s))\s+(?:\w+\s+){0,2}?\w+\s+"
-    r"(?:to|that|never|not|if|when|whether)\b",
+    r"(?:to|that|never|not|if|when|whether)\b"
+    r"|\bif\s+it(?:'s|’s|\s+is|\s+was)\s+(?:a|an)\s+\w+",
     re.IGNORECASE,
 )
 
@@ -204,6 +206,16 @@ _MONTH = re.compile(
     r"|nov(?:ember)?|dec(?:ember)?)\b",
     re.IGNORECASE,
 )
+# What the privacy masker leaves of a number: digits (or letters) around a run of asterisks.
+_MASKED = re.compile(r"[A-Za-z0-9]*\*{3,}[A-Za-z0-9]*")
+# The name of an identifier the customer gives (a phone, order, tracking, ID card or member number, an e-mail):
+# what the number is, not a subject to carry into later questions ("手机号 押金多少").
+_ID_LABEL = re.compile(
+    r"(?:我的|my\s+|your\s+)?(?:手机号码?|电话号码?|联系电话|手机|订单号码?|订单编号|单号|运单号|快递单号|物流单号|身份证号?码?"
+    r"|会员号|会员卡号|卡号|邮箱(?:地址)?|(?:mobile|cell|tele)?phone(?:\s+number)?|mobile(?:\s+number)?"
+    r"|order\s+(?:number|no|id)|tracking\s+(?:number|no|id)|e-?mail(?:\s+address)?|id\s+number|member(?:ship)?\s+number)",
+    re.IGNORECASE,
+)
 _PHONE = re.compile(r"^(?:\+?86[- ]?)?1[3-9]\d{9}$|^\+?\d[\d -]{9,}\d$")
 
 
@@ -269,10 +281,14 @@ def entities(text: str) -> list[Entity]:
 def _entities(text: str) -> tuple[Entity, ...]:
     # Cached by text: the same recent rounds and summary are read again on every turn of a session
     # (jieba's part-of-speech tagging is the costliest step of the gate).
+    # A masked number ("138****5678", as memory stores a phone number) is no model: its digits would read as one.
+    text = _MASKED.sub(" ", text)
     out = _latin_entities(text) if not is_chinese(text) else _chinese_entities(text)
     seen: set[str] = set()
     unique: list[Entity] = []
     for e in out:
+        if _ID_LABEL.fullmatch(e.key):
+            continue  # "手机号", "my order number": the customer's identifier, never what a question is about
         if e.key and e.key not in seen:
             seen.add(e.key)
             unique.append(e)
@@ -323,11 +339,17 @@ def _latin_entities(text: str) -> list[Entity]:
             flush()
         run.extend(pending)
         pending = []
-        run.append(word)
+        possessive = _POSSESSIVE.search(word) if len(word) > 2 else None
+        run.append(word[: possessive.start()] if possessive else word)
         kind = word_kind
         named = named or _looks_named(word, bool(_SENT_START.search(text[: m.start()])))
+        if possessive:
+            flush()  # "Dorothy Day's essay": the possessor is one entity, what it owns another
     flush()
     return out
+
+
+_POSSESSIVE = re.compile(r"['’]s\b", re.IGNORECASE)
 
 
 def _looks_named(word: str, sentence_start: bool) -> bool:
@@ -627,6 +649,8 @@ def rule_rewrite(question: str, candidates: Sequence[Entity], names_only: bool =
     number is only put in front of a question about the order that names none itself. A singular "it" never
     stands for a plural noun phrase."""
     singular = _SINGULAR_IT.search(question) is not None and _PLURAL_IT.search(question) is None
+    if concepts(question) & _THING_ASPECTS and not own_names(question):
+        candidates = [e for e in candidates if not place_names(e.text)]
     if _DEVICE.search(question):
         # "那台什么价", "what does that model cost?": a name of the history, or its subject; never a place. "那台三星
         # S9" names its device itself.
@@ -699,8 +723,20 @@ PRODUCT_ASPECTS = frozenset(
         "customized",
         "condition",
         "trade_in",
+        # What a product sheet lists ("What's the inner size?", "噪音多大", "滤网多久换").
+        "dimensions",
+        "occupancy",
+        "waterproof",
+        "material",
+        "noise",
+        "energy",
+        "filter",
+        "motor",
+        "room_size",
     ]
 )
+# What a place does not have: "How much is it?" after "a stove for a trip to <place>" asks about the stove.
+_THING_ASPECTS = frozenset(["price", "warranty", "extended_warranty", "weight", "battery", "charger", "in_box"])
 
 
 def product_names(text: str) -> list[str]:
@@ -708,6 +744,10 @@ def product_names(text: str) -> list[str]:
     out: list[str] = []
     for p in products(text):
         words = p.text.split()
+        at = text.find(p.text)
+        lead = _DIGITS_BEFORE.search(text, 0, at) if at > 0 else None
+        if lead is not None and words:
+            words[0] = lead.group() + words[0]  # "65L Pro": the capacity is part of the model, not "L Pro"
         while len(words) > 1 and words[0].isalpha() and words[0].islower():
             words.pop(0)  # "cracked Pixel 8": an adjective before the name
         # "MacBook Air M3 15 寸": a number before a size unit is the screen size, not part of the name.
@@ -717,6 +757,9 @@ def product_names(text: str) -> list[str]:
         if re.search(r"[^\W\d_]", name) and not _ID_DIGITS.search(name) and name not in out:
             out.append(name)
     return out
+
+
+_DIGITS_BEFORE = re.compile(r"(?<![\w.])\d+$")
 
 
 def _end_of(text: str, name: str) -> int:
@@ -817,6 +860,37 @@ def _variant_tokens(text: str) -> list[str]:
     found += [m.group(0) for m in _VARIANT.finditer(text)]
     found += [m.group(0) for m in _ZH_EDITION.finditer(text)]
     return found
+
+
+def variant_only(names: Sequence[Entity]) -> bool:
+    """Are the question's names only variant words or model tokens ("the Pro", "the 45L", "2L 保修几年")?
+    Such a name is a sibling of the conversation's product, not a subject of its own."""
+    return bool(names) and all(
+        _VARIANT.fullmatch(e.text) is not None
+        or (_MODEL_TOKEN.fullmatch(e.text) is not None and not _SPEC.match(e.text))
+        for e in names
+    )
+
+
+def with_family(question: str, product: str) -> str | None:
+    """The question with its variant word or model token completed by `product`'s family, in place: "Which
+    poles does the Pro use?" after "Acme 2" -> "… the Acme 2 Pro …", "How much is the 45L?" after "Acme 28L"
+    -> "… the Acme 45L?", "Pro 的保修" after "Acme 2 Pro" -> "Acme 2 Pro 的保修". None when it names none."""
+    tokens = [m.group(0) for m in _MODEL_TOKEN.finditer(question) if not _SPEC.match(m.group(0))]
+    tokens += [m.group(0) for m in _VARIANT.finditer(question)]
+    if not tokens:
+        return None
+    token = min(tokens, key=lambda t: question.find(t))
+    family = sibling_family(product, question)
+    if family is None:
+        # The product's own variant ("Pro" of "Acme 2 Pro"), or a product with no variant to swap ("Acme 2").
+        name = product if normalize(token) in normalize(product).split() else f"{product} {token}"
+    else:
+        name = f"{family} {token}".strip()
+    span = _find(question, token)
+    if span is None or normalize(name) == normalize(token):
+        return None
+    return _replace_span(question, *span, name)
 
 
 def sibling_family(product: str, question: str) -> str | None:
@@ -1027,7 +1101,15 @@ def _with_variant(name: str, variant: str | None) -> str:
     if hits:
         first, last = hits[0], hits[-1]
         return " ".join([*words[:first], variant, *words[last + 1 :]])
+    digit_at = next((i for i, w in enumerate(words) if any(ch.isdigit() for ch in w)), None)
+    if digit_at is not None and digit_at + 1 < len(words) and _EDITION_CODE.fullmatch(words[-1]):
+        # "Acme T-5 GTX" + "Lite": an all-caps code after the model number is its edition, the slot the variant
+        # takes ("Acme T-5 Lite"), not a part every sibling shares.
+        return " ".join([*words[:-1], variant])
     return f"{name} {variant}"
+
+
+_EDITION_CODE = re.compile(r"[A-Z]{2,5}")
 
 
 # A place, a product category or a term ("两年", "24 期") replaces the previous question's value of its kind:
@@ -1061,6 +1143,9 @@ def substitute(previous: str, contrast: Contrast, question: str) -> tuple[str, s
     tail = previous.strip()[len(prev) :]  # the previous question's closing punctuation
     value, kind, subj = contrast.core, contrast.kind, subject(prev)
     span = _find(prev, subj.text) if subj is not None else None
+    if span is not None and _POSSESSIVE.match(prev, span[1], span[1] + 2):
+        # "What's Acme R8's noise level?": the name is edited with its possessive, which stays after it.
+        span = (span[0], span[1] + 2)
 
     def put(start: int, end: int, new: str) -> str:
         return _replace_span(prev, start, end, new) + tail
@@ -1094,6 +1179,10 @@ def substitute(previous: str, contrast: Contrast, question: str) -> tuple[str, s
         # "那它的保修期呢" -> "<product> 的保修期"; "What about its warranty?" -> "What about <product>'s warranty?"
         return resolve(contrast.raw if contrast.chinese else question, subj), f"added {subj.text!r} to {contrast.raw!r}"
     if kind == "named":
+        family = sibling_family(name, value) if variant_only([Entity(value, True)]) else None
+        if subj.named and family:
+            # "那 2L 呢" after "Acme 3L Pro …": a sibling of the same family, not a product called "2L".
+            return put(*span, f"{family} {value}"), f"{name!r} -> {family} {value!r}"
         if subj.named:
             return put(*span, value), f"replaced {name!r} with {value!r}"
         return _join(value, previous.strip()), f"added the previous question to {value!r}"
@@ -1244,6 +1333,35 @@ def is_fragment(question: str) -> bool:
         return _ZH_QUESTION.search(question) is None and not any(f.startswith("v") for _, f in _tagged(question))
     words = [w.lower() for w in _EN_WORD.findall(question)]
     return len(words) <= 4 and not any(w in _EN_QUESTION_WORDS for w in words)
+
+
+# What opens a message without asking anything: a greeting, or the customer giving an identifier ("你好，我的订单号是
+# XK2025…，", "Hi, my phone number is …."). It says nothing of the page that answers the question after it.
+_GREETING = re.compile(
+    r"^(?:你好|您好|hi|hello|hey|嗨|哈喽|在吗|打扰了|(?:good\s+)?(?:morning|afternoon|evening))[!！~～\s]*$",
+    re.IGNORECASE,
+)
+_CLAUSE_END = re.compile(r"(?<=[，,。！!；;])\s*|(?<=\.)\s+")
+_ASKING = re.compile(
+    r"[?？吗呢]|多少|什么|怎么|如何|哪|几|是否|能否|可以|^\s*(?:what|how|which|when|where|why|who|can|could|is|are|do|does)\b",
+    re.IGNORECASE,
+)
+
+
+def without_preamble(question: str) -> str:
+    """The question without the clauses that open it without asking (`_GREETING`, an identifier given), when a
+    clause with a question of its own is left; else the question as it is."""
+    parts = [p for p in _CLAUSE_END.split(question.strip()) if p.strip()]
+    start = 0
+    while start < len(parts) - 1:
+        part = parts[start].strip().rstrip("，,。！!；;. ")
+        identifier = bool(_ID_DIGITS.search(part) or _MASKED.search(part)) and _ID_LABEL.search(part) is not None
+        if not (_GREETING.match(part) or (identifier and not _ASKING.search(part))):
+            break
+        start += 1
+    rest = "".join(p if p.endswith(" ") or is_chinese(p) else p + " " for p in parts[start:]).strip()
+    # The rest must say what it asks about ("到哪了？" after an order number is about that order).
+    return rest if start and _ASKING.search(rest) and has_subject(rest) else question
 
 
 def history_texts(summary: str, rounds: Sequence[tuple[str, str]]) -> list[HistoryText]:

@@ -464,5 +464,9 @@ async def test_a_romanised_brand_is_embedded_with_the_chunks_that_use_its_chines
     )
     report = await ingest(page, index, embedder, counter, settings)
     assert embedder.texts and all(t.endswith("星火 Xinghuo") for t in embedder.texts)
+    # The reranker reads them from the payload (an English question naming "Xinghuo" is about this page).
+    ids = sorted(await index.doc_point_ids(report.doc_id))
+    stored = await index.payloads(ids)
+    assert {p.get("aliases") for p in stored.values()} == {"星火 Xinghuo"}
     again = await ingest(page, index, embedder, counter, settings)
     assert again.unchanged and len(embedder.texts) == report.chunks

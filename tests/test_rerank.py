@@ -103,3 +103,18 @@ def test_a_chunk_opening_with_its_heading_gets_the_heading_as_title_only_across_
     inside = chunk("policy", "配送说明", "下单时可以选择到门店自提，不收取运费。", 0.84, section="门店自提")
     lift = {c.text: c.score - 0.84 for c in rerank("快递柜取件码是多少", [inside, pickup])}
     assert lift[inside.text] > lift[pickup.text] > 0
+
+
+def test_an_english_question_naming_a_chinese_pages_romanised_brand_finds_that_page() -> None:
+    # The Chinese page introduces its brand as "岚途（Lantu）"; ingest stores the alias with every chunk of the
+    # page. An English page that mentions the model in passing (a rental list) must not outrank it.
+    page = Chunk(
+        "lantu-0", "lantu", "docs/lantu", "岚途睡袋 商品详情", "岚途 40L：售价 699 元", 0.82, 40,
+        lang="zh", aliases="岚途 Lantu",
+    )  # fmt: skip
+    rental = chunk("rental", "Rental Program", "Lantu 40L bag: 15 yuan per day, deposit 300 yuan.", 0.82, "en")
+    ranked = rerank("How much is the Lantu 40L?", [rental, page])
+    assert ranked[0].doc_id == "lantu"
+    # Without the alias (an older index), nothing changes but the usual signals.
+    plain = Chunk("lantu-0", "lantu", "docs/lantu", "岚途睡袋 商品详情", "岚途 40L：售价 699 元", 0.82, 40, lang="zh")
+    assert rerank("How much is the Lantu 40L?", [rental, plain])[0].doc_id == "rental"

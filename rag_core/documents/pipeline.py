@@ -40,6 +40,7 @@ ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "urn:rag-service:ingest")
 # Part of every point id: a payload that gains fields (2: `section`, `lang`) re-ingests every chunk once,
 # instead of leaving old points without them.
 PAYLOAD_VERSION = 2
+ALIAS_PAYLOAD_VERSION = 1
 
 __all__ = [
     "ID_NAMESPACE",
@@ -128,7 +129,9 @@ def point_id(
     """
     parts: list[object] = [doc_id, chunk_index, content_hash, title, embedder_name, section, PAYLOAD_VERSION]
     if aliases:
-        parts.append(aliases)  # only then: the ids of chunks without aliases stay what they were
+        # Only then: the ids of chunks without aliases stay what they were. ALIAS_PAYLOAD_VERSION: the aliases
+        # went into the payload too (the reranker reads them), so such a chunk is written again on re-ingest.
+        parts.extend([aliases, ALIAS_PAYLOAD_VERSION])
     name = json.dumps(parts, ensure_ascii=False)
     return str(uuid.uuid5(ID_NAMESPACE, name))
 
@@ -425,15 +428,19 @@ class _Writer:
         return vectors
 
     def _payload(self, chunk: _Chunk) -> dict[str, Any]:
-        return {
-            "tenant": self._tenant,
-            "doc_id": self._doc_id,
-            "source": self._source,
-            "title": self._title,
-            "chunk_index": chunk.index,
-            "text": chunk.text,
-            "content_hash": chunk.content_hash,
-            "section": chunk.section,
-            "lang": language(chunk.text),
-            "token_count": self._counter.count(chunk.text),
-        } | ({"kind": chunk.kind} if chunk.kind else {})
+        return (
+            {
+                "tenant": self._tenant,
+                "doc_id": self._doc_id,
+                "source": self._source,
+                "title": self._title,
+                "chunk_index": chunk.index,
+                "text": chunk.text,
+                "content_hash": chunk.content_hash,
+                "section": chunk.section,
+                "lang": language(chunk.text),
+                "token_count": self._counter.count(chunk.text),
+            }
+            | ({"kind": chunk.kind} if chunk.kind else {})
+            | ({"aliases": chunk.aliases} if chunk.aliases else {})
+        )
