@@ -191,19 +191,46 @@ class Glossary:
         self._en = [(key, _en_pattern(en)) for key, (en, _) in concepts.items() if en]
         self._zh = [(key, tuple(z for z in zh.split("|") if z)) for key, (_, zh) in concepts.items() if zh]
 
-    def concepts(self, text: str) -> frozenset[str]:
-        return _concepts(self, text)
+    def concepts(self, text: str, among: frozenset[str] | None = None) -> frozenset[str]:
+        """The concepts `text` mentions; with `among`, only those of them. A caller that compares a text
+        with a question's concepts passes them: on text not read before, only their phrases are looked for
+        (a chunk's every concept is a hundred case-insensitive scans of it)."""
+        if among is None:
+            return _concepts(self, text)
+        return _concepts_among(self, text, among) if among else frozenset()
 
 
 @lru_cache(maxsize=16384)
 def _concepts(glossary: Glossary, text: str) -> frozenset[str]:
-    found = {key for key, pattern in glossary._en if pattern.search(text)}
+    return _find(glossary, text, None)
+
+
+@lru_cache(maxsize=16384)
+def _concepts_among(glossary: Glossary, text: str, among: frozenset[str]) -> frozenset[str]:
+    return _find(glossary, text, among) & among
+
+
+def _find(glossary: Glossary, text: str, among: frozenset[str] | None) -> frozenset[str]:
+    """`text`'s concepts; with `among`, those of them and the parts they are composed of (others may be
+    missing)."""
+    keys = None if among is None else _with_parts(among)
+    found = {key for key, pattern in glossary._en if (keys is None or key in keys) and pattern.search(text)}
     lowered = text.lower()
-    found.update(key for key, terms in glossary._zh if any(t in lowered for t in terms))
+    found.update(
+        key for key, terms in glossary._zh if (keys is None or key in keys) and any(t in lowered for t in terms)
+    )
     for parts, whole in _COMPOSED:
         if parts <= found:
             found.add(whole)
     return frozenset(found)
+
+
+def _with_parts(among: frozenset[str]) -> frozenset[str]:
+    keys = set(among)
+    for parts, whole in reversed(_COMPOSED):  # a whole made of wholes needs their parts too
+        if whole in keys:
+            keys |= parts
+    return frozenset(keys)
 
 
 # A fee on a shipping page is a shipping fee ("the flat fee is ¥60 per order" ~ "运费").
@@ -213,8 +240,8 @@ _COMPOSED = [(frozenset({"shipping", "price"}), "shipping_fee")]
 DEFAULT = Glossary(CONCEPTS)
 
 
-def concepts(text: str) -> frozenset[str]:
-    return DEFAULT.concepts(text)
+def concepts(text: str, among: frozenset[str] | None = None) -> frozenset[str]:
+    return DEFAULT.concepts(text, among)
 
 
 # Concepts that name a sub-topic of a page: a sentence about one of them answers a question about it, not

@@ -6,6 +6,7 @@ import pytest
 
 from rag_service.domain import Chunk
 from rag_service.facts import products, related_product, title_products
+from rag_service.glossary import CONCEPTS, concepts
 from rag_service.rerank import concept_match, rerank
 
 
@@ -103,3 +104,26 @@ def test_a_chunk_opening_with_its_heading_gets_the_heading_as_title_only_across_
     inside = chunk("policy", "配送说明", "下单时可以选择到门店自提，不收取运费。", 0.84, section="门店自提")
     lift = {c.text: c.score - 0.84 for c in rerank("快递柜取件码是多少", [inside, pickup])}
     assert lift[inside.text] > lift[pickup.text] > 0
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Orders over ¥99 ship free; below that the flat fee is ¥12 per parcel.",
+        "满 99 元包邮，不满收取 12 元运费，偏远地区另计。",
+        "Returns within 7 days; the refund reaches your card in 3 working days. 保修一年。",
+        "Our kettles come with a two-year warranty, 电水壶支持以旧换新。",
+        "No concept at all here.",
+    ],
+)
+def test_a_texts_concepts_among_a_questions_are_those_of_all_its_concepts(text: str) -> None:
+    every = concepts(text)
+    for among in [
+        frozenset(),
+        frozenset({"shipping_fee"}),
+        frozenset({"price", "warranty"}),
+        frozenset({"refund", "kettle", "exchange"}),
+        every,
+        frozenset(CONCEPTS),
+    ]:
+        assert concepts(text, among) == every & among
