@@ -188,49 +188,41 @@ def _en_pattern(phrases: str) -> re.Pattern[str]:
 
 class Glossary:
     def __init__(self, concepts: Mapping[str, tuple[str, str]]) -> None:
-        self._en = [(key, _en_pattern(en)) for key, (en, _) in concepts.items() if en]
-        self._zh = [(key, tuple(z for z in zh.split("|") if z)) for key, (_, zh) in concepts.items() if zh]
+        self._terms = {
+            key: (_en_pattern(en) if en else None, tuple(z for z in zh.split("|") if z))
+            for key, (en, zh) in concepts.items()
+        }
 
     def concepts(self, text: str, among: frozenset[str] | None = None) -> frozenset[str]:
         """The concepts `text` mentions; with `among`, only those of them. A caller that compares a text
         with a question's concepts passes them: on text not read before, only their phrases are looked for
-        (a chunk's every concept is a hundred case-insensitive scans of it)."""
+        (all of a chunk's concepts are a hundred case-insensitive scans of it)."""
         if among is None:
             return _concepts(self, text)
-        return _concepts_among(self, text, among) if among else frozenset()
+        return frozenset(key for key in among if _has(self, text, key))
+
+    def _mentions(self, text: str, lowered: str, key: str) -> bool:
+        """Whether the text (and its lower case) has one of the concept's own phrases."""
+        en, zh = self._terms.get(key, (None, ()))
+        return bool(en is not None and en.search(text)) or any(t in lowered for t in zh)
 
 
 @lru_cache(maxsize=16384)
 def _concepts(glossary: Glossary, text: str) -> frozenset[str]:
-    return _find(glossary, text, None)
-
-
-@lru_cache(maxsize=16384)
-def _concepts_among(glossary: Glossary, text: str, among: frozenset[str]) -> frozenset[str]:
-    return _find(glossary, text, among) & among
-
-
-def _find(glossary: Glossary, text: str, among: frozenset[str] | None) -> frozenset[str]:
-    """`text`'s concepts; with `among`, those of them and the parts they are composed of (others may be
-    missing)."""
-    keys = None if among is None else _with_parts(among)
-    found = {key for key, pattern in glossary._en if (keys is None or key in keys) and pattern.search(text)}
     lowered = text.lower()
-    found.update(
-        key for key, terms in glossary._zh if (keys is None or key in keys) and any(t in lowered for t in terms)
-    )
+    found = {key for key in glossary._terms if glossary._mentions(text, lowered, key)}
     for parts, whole in _COMPOSED:
         if parts <= found:
             found.add(whole)
     return frozenset(found)
 
 
-def _with_parts(among: frozenset[str]) -> frozenset[str]:
-    keys = set(among)
-    for parts, whole in reversed(_COMPOSED):  # a whole made of wholes needs their parts too
-        if whole in keys:
-            keys |= parts
-    return frozenset(keys)
+@lru_cache(maxsize=65536)
+def _has(glossary: Glossary, text: str, key: str) -> bool:
+    """Whether `key` is among `_concepts(glossary, text)`, looking for that concept only."""
+    if glossary._mentions(text, text.lower(), key):
+        return True
+    return any(whole == key and all(_has(glossary, text, part) for part in parts) for parts, whole in _COMPOSED)
 
 
 # A fee on a shipping page is a shipping fee ("the flat fee is ¥60 per order" ~ "运费").
