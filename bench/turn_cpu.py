@@ -18,6 +18,17 @@ wrote (local mode, made once per tree in `--qdrant`). Run old and new alternatel
       .venv/bin/python bench/turn_cpu.py --tree /tmp/old --json bench/results/turn_cpu_old_$i.json
       .venv/bin/python bench/turn_cpu.py --json bench/results/turn_cpu_new_$i.json
     done
+
+CPU time still moves by a few ms with the machine's load (caches, frequency, other jobs' interrupts), which
+is the size of the differences that matter. `--instructions` adds a count that does not move at all: the
+same passes run once more under valgrind's callgrind (the machine has no hardware counters for
+`perf stat`), and each turn's instructions are read from a callgrind dump. The turn's span is marked with
+two system calls nothing else in the process makes: `os.getpgid(0)` before (callgrind zeroes its counters
+there, `--zero-before=getpgid`) and `os.getsid(0)` after (it writes a dump, `--dump-before=getsid`), so the
+count covers exactly the span the CPU time covers, every thread included. The setup runs uninstrumented
+until the child switches callgrind on (`callgrind_control`). Python runs about 50x slower under
+callgrind, so use few passes (the first pass is a live conversation's cost, the second the memoised
+steady state) and, while iterating, fewer `--turns`; both trees must run the same turns.
 """
 
 from __future__ import annotations
@@ -27,9 +38,11 @@ import asyncio
 import cProfile
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -72,7 +85,14 @@ def _system_prompt(tree: Path) -> str:
 
 
 async def _passes(
-    tree: Path, qdrant: Path, upstream: str, conv_file: Path, turns: int, passes: int, profile: Path | None
+    tree: Path,
+    qdrant: Path,
+    upstream: str,
+    conv_file: Path,
+    turns: int,
+    passes: int,
+    profile: Path | None,
+    mark: bool = False,
 ) -> tuple[list[list[float]], dict[str, list[float]]]:
     # The tree's modules, not this checkout's: its runner, its rag_service, its rag_core (dropped if this
     # process already imported them from elsewhere, e.g. the tiktoken preparation).
@@ -99,6 +119,10 @@ async def _passes(
     for q in script.warmup:
         await warm(q)
     await pipeline.drain()
+    if mark:
+        # The imports, the model and the warm-up ran uninstrumented (`--instr-atstart=no`, several times
+        # faster under valgrind); the turns are counted from here on.
+        subprocess.run(["callgrind_control", "--instr=on", str(os.getpid())], check=True, stdout=subprocess.DEVNULL)
 
     out: list[list[float]] = []
     # stage -> turn -> wall ms of each pass (the receipt's timings): the minimum per turn is the stage's
@@ -118,9 +142,13 @@ async def _passes(
                 if clear is not None:
                     clear()
                 await bench.services.store.create(SessionMeta(session_id=sessions[n], created_at=time.time()))
+            if mark:
+                os.getpgid(0)  # callgrind: --zero-before=getpgid
             t0 = time.process_time()
             result = await pipeline.answer(sessions[n], q)
             cpu.append((time.process_time() - t0) * 1000)
+            if mark:
+                os.getsid(0)  # callgrind: --dump-before=getsid
             for stage, ms in result.receipt.get("timings_ms", {}).items():
                 stages.setdefault(stage, {}).setdefault(len(cpu) - 1, []).append(float(ms))
         await pipeline.drain()
@@ -130,6 +158,74 @@ async def _passes(
         profiler.dump_stats(profile)
     await bench.close()
     return out, {stage: [min(v) for v in turns.values()] for stage, turns in stages.items()}
+
+
+def _callgrind_passes(
+    tree: Path,
+    qdrant: Path,
+    upstream: str,
+    conv_file: Path,
+    turns: int,
+    passes: int,
+    engine: str,
+    keep: Path | None,
+) -> list[list[int]]:
+    """Instructions of each turn (per pass): the passes again, in a child process under callgrind."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        raise SystemExit("--instructions needs valgrind (Debian: apt-get install valgrind)")
+    with tempfile.TemporaryDirectory(prefix="turn-cpu-callgrind-") as tmp:
+        out = Path(tmp) / "callgrind.out"
+        if keep is not None:
+            keep.mkdir(parents=True, exist_ok=True)
+            for old in keep.glob("callgrind.out*"):
+                old.unlink()
+            out = keep / "callgrind.out"
+        command = [
+            valgrind,
+            "--tool=callgrind",
+            "--instr-atstart=no",
+            f"--callgrind-out-file={out}",
+            "--zero-before=getpgid",
+            "--dump-before=getsid",
+            "--dump-instr=no",
+            "--dump-line=no",
+            # The venv's interpreter (a binary, not a launcher script: valgrind would measure the script's shell).
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--callgrind-child",
+            f"--tree={tree}",
+            f"--qdrant={qdrant}",
+            f"--turns={turns}",
+            f"--passes={passes}",
+            f"--engine={engine}",
+            f"--upstream={upstream}",
+            f"--conversations={conv_file}",
+        ]
+        # A fixed hash seed: set iteration order, and so the instructions, the same in every run.
+        env = os.environ | {"PYTHONHASHSEED": "0"}
+        log = Path(tmp) / "valgrind.log"
+        with log.open("w") as err:
+            done = subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=err)
+        if done.returncode != 0:
+            sys.stderr.write(log.read_text()[-4000:])
+            raise SystemExit(f"the callgrind run failed ({done.returncode})")
+        # One dump per turn, numbered in the order written (the unnumbered file is the exit's remainder).
+        dumps = sorted(out.parent.glob("callgrind.out.*"), key=lambda f: int(f.suffix[1:]))
+        counts = [_summary(f) for f in dumps]
+    if len(counts) % passes or not counts:
+        raise SystemExit(f"callgrind wrote {len(counts)} turn dumps, not a multiple of {passes} passes")
+    per_pass = len(counts) // passes
+    return [counts[i * per_pass : (i + 1) * per_pass] for i in range(passes)]
+
+
+def _summary(dump: Path) -> int:
+    """A callgrind dump's instruction count (its `summary:` line: the only event collected is Ir)."""
+    with dump.open(encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if line.startswith("summary:"):
+                return int(line.split()[1])
+    raise SystemExit(f"{dump}: no summary line")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,8 +243,31 @@ def main(argv: list[str] | None = None) -> int:
     # Qdrant's local mode is what every commit (and the frameworks' runners) can read, so comparisons use it;
     # "edge" is the shipped default, which trees from before it existed cannot run.
     p.add_argument("--engine", choices=["local", "edge"], default="local", help="embedded vector store engine")
+    p.add_argument(
+        "--instructions",
+        type=int,
+        default=0,
+        metavar="PASSES",
+        help="also count each turn's instructions under callgrind, over this many passes (2: first and steady)",
+    )
+    p.add_argument(
+        "--callgrind-dumps",
+        type=Path,
+        default=None,
+        help="keep the per-turn callgrind dumps here (callgrind_annotate DIR/callgrind.out.N: turn N's profile)",
+    )
+    # The child process --instructions runs under valgrind: the passes alone, marked for callgrind.
+    p.add_argument("--callgrind-child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--upstream", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--conversations", type=Path, default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     tree = args.tree.resolve()
+    if args.callgrind_child:
+        os.environ["RAG_BENCH_QDRANT_ENGINE"] = args.engine
+        asyncio.run(
+            _passes(tree, args.qdrant, args.upstream, args.conversations, args.turns, args.passes, None, mark=True)
+        )
+        return 0
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=tree, capture_output=True, text=True
     ).stdout.strip()
@@ -171,12 +290,27 @@ def main(argv: list[str] | None = None) -> int:
         passes, stage_min = asyncio.run(
             _passes(tree, qdrant, upstream.base_url, conv_file, args.turns, args.passes, args.profile)
         )
+        instructions = (
+            _callgrind_passes(
+                tree,
+                qdrant,
+                upstream.base_url,
+                conv_file,
+                args.turns,
+                args.instructions,
+                args.engine,
+                args.callgrind_dumps,
+            )
+            if args.instructions
+            else None
+        )
     finally:
         upstream.stop()
     per_turn = [min(values) for values in zip(*passes, strict=True)]
     report: dict[str, Any] = {
         "tree": str(tree),
         "commit": commit,
+        "engine": args.engine,
         "turns": len(per_turn),
         "passes": len(passes),
         "cpu_ms_median": round(statistics.median(per_turn), 3),
@@ -186,10 +320,21 @@ def main(argv: list[str] | None = None) -> int:
         "stage_wall_ms_median_of_min": {k: round(statistics.median(v), 3) for k, v in stage_min.items()},
     }
     print(
-        f"{commit} ({tree}): {len(per_turn)} turns, min over {len(passes)} passes: "
+        f"{commit} ({tree}, {args.engine}): {len(per_turn)} turns, min over {len(passes)} passes: "
         f"CPU median {report['cpu_ms_median']:.2f} ms, mean {report['cpu_ms_mean']:.2f} ms (load {os.getloadavg()[0]:.1f})"
     )
     print("  stages (receipt wall ms, min over passes, median over turns):", report["stage_wall_ms_median_of_min"])
+    if instructions is not None:
+        first, steady = instructions[0], [min(values) for values in zip(*instructions, strict=True)]
+        report["instructions_per_turn_by_pass"] = instructions
+        for name, counts in (("first_pass", first), ("min", steady)):
+            report[f"minstr_{name}_median"] = round(statistics.median(counts) / 1e6, 3)
+            report[f"minstr_{name}_mean"] = round(statistics.fmean(counts) / 1e6, 3)
+        print(
+            f"  instructions per turn (millions; callgrind, {len(instructions)} passes): first pass median "
+            f"{report['minstr_first_pass_median']:.2f}, mean {report['minstr_first_pass_mean']:.2f}; "
+            f"min over passes median {report['minstr_min_median']:.2f}, mean {report['minstr_min_mean']:.2f}"
+        )
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=1), encoding="utf-8")

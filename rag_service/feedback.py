@@ -95,9 +95,24 @@ class FeedbackStore:
         # One batch at a time, per event loop (the CLIs and tests run one store under several loops).
         self._writing: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
 
-    def _seal(self, text: str) -> str:
-        text = self.masker.mask(text) if self.masker is not None else text
+    def _seal(self, text: str, *, masked: bool = False) -> str:
+        text = self.masker.mask(text) if self.masker is not None and not masked else text
         return self.archive.cipher.encrypt(text) if self.archive.cipher is not None else text
+
+    def _masked(self, value: Any) -> Any:
+        """The sources with each text masked on its own, as a message is, not their JSON: its escapes hid
+        numbers from the masker (the "n" of an escaped line break reads as a letter next to a phone
+        number), and the same chunks' texts come back turn after turn, masked once (the masker remembers
+        them) instead of the whole JSON scanned again."""
+        if self.masker is None:
+            return value
+        if isinstance(value, str):
+            return self.masker.mask(value)
+        if isinstance(value, list):
+            return [self._masked(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self._masked(v) for k, v in value.items()}
+        return value
 
     def _open(self, text: str, encrypted: bool) -> str:
         return self.archive.cipher.decrypt(text) if encrypted and self.archive.cipher is not None else text
@@ -158,7 +173,7 @@ class FeedbackStore:
             "mode": turn.mode[:32],
             "turn_kind": turn.kind,
             "intent": turn.intent,
-            "sources": self._seal(json.dumps(turn.sources, ensure_ascii=False)),
+            "sources": self._seal(json.dumps(self._masked(turn.sources), ensure_ascii=False), masked=True),
             "receipt": json.dumps(turn.receipt, ensure_ascii=False, default=str),
             "encrypted": self.archive.cipher is not None,
             "created_at": turn.created_at,

@@ -188,22 +188,41 @@ def _en_pattern(phrases: str) -> re.Pattern[str]:
 
 class Glossary:
     def __init__(self, concepts: Mapping[str, tuple[str, str]]) -> None:
-        self._en = [(key, _en_pattern(en)) for key, (en, _) in concepts.items() if en]
-        self._zh = [(key, tuple(z for z in zh.split("|") if z)) for key, (_, zh) in concepts.items() if zh]
+        self._terms = {
+            key: (_en_pattern(en) if en else None, tuple(z for z in zh.split("|") if z))
+            for key, (en, zh) in concepts.items()
+        }
 
-    def concepts(self, text: str) -> frozenset[str]:
-        return _concepts(self, text)
+    def concepts(self, text: str, among: frozenset[str] | None = None) -> frozenset[str]:
+        """The concepts `text` mentions; with `among`, only those of them. A caller that compares a text
+        with a question's concepts passes them: on text not read before, only their phrases are looked for
+        (all of a chunk's concepts are a hundred case-insensitive scans of it)."""
+        if among is None:
+            return _concepts(self, text)
+        return frozenset(key for key in among if _has(self, text, key))
+
+    def _mentions(self, text: str, lowered: str, key: str) -> bool:
+        """Whether the text (and its lower case) has one of the concept's own phrases."""
+        en, zh = self._terms.get(key, (None, ()))
+        return bool(en is not None and en.search(text)) or any(t in lowered for t in zh)
 
 
 @lru_cache(maxsize=16384)
 def _concepts(glossary: Glossary, text: str) -> frozenset[str]:
-    found = {key for key, pattern in glossary._en if pattern.search(text)}
     lowered = text.lower()
-    found.update(key for key, terms in glossary._zh if any(t in lowered for t in terms))
+    found = {key for key in glossary._terms if glossary._mentions(text, lowered, key)}
     for parts, whole in _COMPOSED:
         if parts <= found:
             found.add(whole)
     return frozenset(found)
+
+
+@lru_cache(maxsize=65536)
+def _has(glossary: Glossary, text: str, key: str) -> bool:
+    """Whether `key` is among `_concepts(glossary, text)`, looking for that concept only."""
+    if glossary._mentions(text, text.lower(), key):
+        return True
+    return any(whole == key and all(_has(glossary, text, part) for part in parts) for parts, whole in _COMPOSED)
 
 
 # A fee on a shipping page is a shipping fee ("the flat fee is ¥60 per order" ~ "运费").
@@ -213,8 +232,8 @@ _COMPOSED = [(frozenset({"shipping", "price"}), "shipping_fee")]
 DEFAULT = Glossary(CONCEPTS)
 
 
-def concepts(text: str) -> frozenset[str]:
-    return DEFAULT.concepts(text)
+def concepts(text: str, among: frozenset[str] | None = None) -> frozenset[str]:
+    return DEFAULT.concepts(text, among)
 
 
 # Concepts that name a sub-topic of a page: a sentence about one of them answers a question about it, not

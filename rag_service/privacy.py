@@ -131,6 +131,10 @@ class MaskRule:
         return text[:start] + masked + text[end:]
 
 
+# Masked strings remembered (a few thousand chunk texts and messages: a few MB at most).
+MASK_CACHE = 2048
+
+
 class Masker:
     """Masks every non-overlapping match; earlier rules win (e-mail, ID, bank card, phone). Spans of the
     keep patterns and order numbers in their context are never masked."""
@@ -145,10 +149,11 @@ class Masker:
         self.rules = list(rules) if rules is not None else default_rules()
         self.keep = [re.compile(p) for p in (DEFAULT_KEEP_PATTERNS if keep is None else keep)]
         self.keep_order_numbers = keep_order_numbers
-        # The same strings come back within a turn (a message is masked when it is stored and again in
-        # the turn's receipt, the rewritten query is often the question): the last few are remembered.
-        # Thread-safe, as the log filter needs; the rules are fixed once made.
-        self._cached_mask = functools.lru_cache(maxsize=32)(self._mask)
+        # The same strings come back: within a turn (a message is masked when it is stored and again in
+        # the turn's receipt, the rewritten query is often the question) and turn after turn (the texts of
+        # the chunks a receipt's sources quote). Thread-safe, as the log filter needs; the rules are fixed
+        # once made.
+        self._cached_mask = functools.lru_cache(maxsize=MASK_CACHE)(self._mask)
 
     @classmethod
     def from_settings(cls, settings: PrivacySettings) -> Masker | None:

@@ -76,8 +76,9 @@ def bonus(q: Query, chunk: Chunk, own_page: bool = True) -> float:
     family whose chunk names the asked model is the product's page (one page for "X / X Pro / X Max")."""
     title = chunk.title
     across = int((chunk.lang or language(chunk.text)) != q.lang)
-    b = TITLE_CONCEPTS[across] * concept_match(q.ideas, concepts(_heading(chunk, bool(across))))
-    b += TEXT_CONCEPTS[across] * concept_match(q.ideas, concepts(chunk.text))
+    # Only the question's concepts count, so only they are looked for in a chunk not read before.
+    b = TITLE_CONCEPTS[across] * concept_match(q.ideas, concepts(_heading(chunk, bool(across)), q.ideas))
+    b += TEXT_CONCEPTS[across] * concept_match(q.ideas, concepts(chunk.text, q.ideas))
     if q.places and q.places & (places(chunk.text) | places(f"{title} {chunk.section}")):
         # A place is named the same way in any language ("美国" ~ "the United States").
         b += PLACE[across]

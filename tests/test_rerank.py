@@ -6,6 +6,7 @@ import pytest
 
 from rag_service.domain import Chunk
 from rag_service.facts import products, related_product, title_products
+from rag_service.glossary import CONCEPTS, concepts
 from rag_service.rerank import concept_match, rerank
 
 
@@ -118,3 +119,26 @@ def test_an_english_question_naming_a_chinese_pages_romanised_brand_finds_that_p
     # Without the alias (an older index), nothing changes but the usual signals.
     plain = Chunk("lantu-0", "lantu", "docs/lantu", "岚途睡袋 商品详情", "岚途 40L：售价 699 元", 0.82, 40, lang="zh")
     assert rerank("How much is the Lantu 40L?", [rental, plain])[0].doc_id == "rental"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Orders over ¥99 ship free; below that the flat fee is ¥12 per parcel.",
+        "满 99 元包邮，不满收取 12 元运费，偏远地区另计。",
+        "Returns within 7 days; the refund reaches your card in 3 working days. 保修一年。",
+        "Our kettles come with a two-year warranty, 电水壶支持以旧换新。",
+        "No concept at all here.",
+    ],
+)
+def test_a_texts_concepts_among_a_questions_are_those_of_all_its_concepts(text: str) -> None:
+    every = concepts(text)
+    for among in [
+        frozenset(),
+        frozenset({"shipping_fee"}),
+        frozenset({"price", "warranty"}),
+        frozenset({"refund", "kettle", "exchange"}),
+        every,
+        frozenset(CONCEPTS),
+    ]:
+        assert concepts(text, among) == every & among

@@ -11,6 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from rag_service.feedback import FeedbackStore, TurnRecord
+from rag_service.privacy import Masker
 from rag_service.sessions.archive import Archive, migrate_async
 
 
@@ -90,3 +91,23 @@ async def test_a_failed_batch_fails_each_of_its_turns(tmp_path: Path) -> None:
     results = await asyncio.gather(*(store.record_turn(_turn(f"m{i}")) for i in range(3)), return_exceptions=True)
     assert all(isinstance(r, Exception) for r in results)
     await archive.close()
+
+
+async def test_each_text_of_the_sources_is_masked_as_a_message_is(tmp_path: Path) -> None:
+    archive = await _archive(tmp_path)
+    try:
+        store = FeedbackStore(archive, Masker(), batch_window_s=0.01)
+        line = "Bike fitting by appointment:\n13812345678 (weekdays)"
+        source = {"doc_id": "d1", "title": "Workshop", "text": line, "sentences": [line], "chunks": 1, "score": 0.91}
+        turn = _turn("m1")
+        await store.record_turn(TurnRecord(**{**_fields(turn), "sources": [source]}))
+        found = await store.turn("gear", "m1")
+        assert found is not None
+        masked = "Bike fitting by appointment:\n138****5678 (weekdays)"
+        assert found.sources == [{**source, "text": masked, "sentences": [masked]}]
+    finally:
+        await archive.close()
+
+
+def _fields(turn: TurnRecord) -> dict[str, Any]:
+    return {name: getattr(turn, name) for name in TurnRecord.__slots__}

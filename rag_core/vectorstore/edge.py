@@ -113,6 +113,12 @@ class EdgeIndex(VectorIndex):
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.to_thread(fn, *args)
 
+    def _absent(self, tenant: str | None) -> bool:
+        """No shard for the tenant, open or on disk: known without a worker thread (a dictionary look-up
+        and a stat). The FAQ collection of a shop without FAQ entries is searched every turn."""
+        name = collection_for(self.collection, tenant)
+        return name not in self._shards and not (self._root / name / META_FILE).exists()
+
     def _readable(self, tenant: str | None) -> qe.EdgeShard | None:
         return self._shard(collection_for(self.collection, tenant), create=False)
 
@@ -194,6 +200,8 @@ class EdgeIndex(VectorIndex):
         lang: str | None = None,
         payload: bool | list[str] = True,
     ) -> list[ScoredChunk]:
+        if self._absent(tenant):
+            return []
         return await self._run(self._search, dense, sparse, limit, rrf_k, tenant, lang, payload)
 
     def _search(
