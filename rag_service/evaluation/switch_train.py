@@ -124,7 +124,7 @@ class _GoldDetector(SwitchDetector):
             question, previous_questions, previous_answers, vector, task_intent, recent_intents, candidate
         )
         order = new_order(question, [*previous_questions, *previous_answers]) if self.gold else None
-        return SwitchDecision(self.gold, "gold", new_order=order)
+        return SwitchDecision(self.gold, "gold", new_order=order, sure=self.gold)
 
 
 def _round(q: str, a: str, i: int) -> Round:
