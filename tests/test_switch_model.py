@@ -11,7 +11,14 @@ import pytest
 
 from rag_service.evaluation.switch_train import Row, fold_models, threshold_for_precision, train
 from rag_service.intents.recognize import NONE
-from rag_service.intents.switch import FEATURES, MODEL_FILE, ExampleSet, SwitchDetector, SwitchModel
+from rag_service.intents.switch import (
+    FEATURES,
+    MODEL_FILE,
+    SURE_PROBABILITY,
+    ExampleSet,
+    SwitchDetector,
+    SwitchModel,
+)
 
 # A piano shop's configured examples (invented): two intents and plain questions, as 4-d vectors.
 _PIANO_EXAMPLES = {
@@ -132,6 +139,11 @@ def test_the_model_decides_by_its_threshold_after_the_vetoes() -> None:
     assert not vetoed.switch and vetoed.follows
     # A higher threshold calls fewer switches on the same probabilities.
     assert not _toy_model(threshold=0.9999).decide(far).switch
+    # Only a switch at odds of 100 to 1 or more is sure (the tracker then starts a new task of any intent).
+    assert d.sure and d.probability >= SURE_PROBABILITY
+    middling = model.decide({**far, "near_recent": 0.5})
+    assert middling.switch and middling.probability is not None and middling.probability < SURE_PROBABILITY
+    assert not middling.sure
 
 
 def test_the_model_file_round_trips_and_names_only_known_features() -> None:

@@ -879,12 +879,14 @@ class SwitchDetector:
 # it?" asks about the thing discussed); "my husband's glasses" is a thing.
 _PERSON_WORDS = (
     r"husband|wife|partner|spouse|son|daughter|kids?|child(?:ren)?|baby|mum|mom|mother|dad|father|parents?"
-    r"|sisters?|brothers?|siblings?|family|friends?|boyfriend|girlfriend|fianc[ée]e?|grand(?:ma|pa|mother|father|parents?)"
+    r"|sisters?|brothers?|siblings?|family|friends?|boyfriend|girlfriend|fianc[ée]e?"
+    r"|grand(?:ma|pa|mother|father|parents?|sons?|daughters?|child(?:ren)?|kids?)"
     r"|aunt|uncle|cousin|niece|nephew|colleagues?|co-?workers?|boss|flatmates?|room-?mates?|neighbou?rs?"
 )
 _ZH_PERSON_WORDS = (
     r"老公|老婆|丈夫|妻子|爱人|先生|太太|儿子|女儿|孩子|小孩|宝宝|妈妈|爸爸|父母|父亲|母亲|姐姐|妹妹|哥哥|弟弟"
-    r"|家人|朋友|同事|老板|室友|邻居|爷爷|奶奶|外公|外婆|姥姥|姥爷"
+    r"|[表堂][兄弟姐妹哥]|孙子|孙女|外孙|外甥|侄子|侄女|男朋友|女朋友|对象|家人|朋友|同学|同事|老板|室友|舍友|邻居"
+    r"|爷爷|奶奶|外公|外婆|姥姥|姥爷"
 )
 # The customer's own thing named before a pronoun ("Our old kettle leaks, will you replace it?",
 # "我的音箱没声了，它能换吗").
