@@ -305,12 +305,12 @@ def test_the_standalone_rule_is_off_for_a_language_the_embedder_does_not_read() 
 def test_the_detector_calls_a_standalone_question_a_switch_and_will_that_refers_back() -> None:
     examples = _bike_examples()
     emb = TableEmbedder(
-        {"Can you fix my brakes?": [1.0, 0.0, 0.0, 0.0], "Do you rent cargo bikes?": [0.0, 0.0, 1.0, 0.1]}
+        {"Can you fix my brakes?": [1.0, 0.0, 0.0, 0.0], "Do you run group rides?": [0.0, 0.0, 1.0, 0.1]}
     )
     detector = SwitchDetector(emb, threshold=0.5, strict=-1.0, examples=examples)
-    d = detector.decide("Do you rent cargo bikes?", ["Can you fix my brakes?"], task_intent="repair")
+    d = detector.decide("Do you run group rides?", ["Can you fix my brakes?"], task_intent="repair")
     assert d.switch and d.reason.startswith("stands alone")
-    assert not detector.decide("Do you rent cargo bikes?", ["Can you fix my brakes?"], task_intent="delivery").switch
+    assert not detector.decide("Do you run group rides?", ["Can you fix my brakes?"], task_intent="delivery").switch
     assert detector.decide("Could that be done by Friday?", ["Can you fix my brakes?"]).follows
 
 
@@ -396,9 +396,9 @@ def test_a_question_to_the_shop_far_from_the_conversation_is_a_switch() -> None:
 
 def test_the_tasks_business_includes_the_intents_its_turns_were_taken_for() -> None:
     detector = _bike_detector(
-        {"Do you rent cargo bikes?": [0.0, 0.0, 1.0, 0.1], "Can you fix my brakes?": [1.0, 0, 0, 0]}
+        {"Do you run group rides?": [0.0, 0.0, 1.0, 0.1], "Can you fix my brakes?": [1.0, 0, 0, 0]}
     )
-    q, before = "Do you rent cargo bikes?", ["Can you fix my brakes?"]
+    q, before = "Do you run group rides?", ["Can you fix my brakes?"]
     assert detector.decide(q, before, task_intent="repair").switch
     # The task drifted to "repair" on a later turn, but it began as a delivery: its business still.
     assert not detector.decide(q, before, task_intent="repair", recent_intents={"delivery"}).switch

@@ -110,7 +110,7 @@ FEATURES: tuple[str, ...] = (
     "back",  # a place, time or "that" reference
     "contrast",  # a contrast follow-up ("那 256GB 呢")
     "new_order",  # an order number the conversation never named
-    "announce",  # "对了", "by the way"
+    "announce",  # "对了", "by the way", with nothing in the rest of the question referring back
     "shared",  # a topic word of the recent turns
     "new_name",  # a product name the recent turns never named
     "short",  # no subject of its own, or a few words only
@@ -139,7 +139,8 @@ class SwitchModel:
     """A logistic regression over `FEATURES` (standardised), trained on labelled development conversations
     (`rag_service/evaluation/switch_train.py`); a turn is a switch when its probability reaches
     `threshold`, chosen on out-of-fold predictions for precision first. A feature in `vetoes`, when set,
-    decides "not a switch" before the model (a sign no development switch carried)."""
+    decides "not a switch" before the model (a sign no development switch carried); one in `forces`, when
+    set (and no veto), decides a sure switch (a sign every development turn carrying it was a switch)."""
 
     features: tuple[str, ...]
     mean: npt.NDArray[np.float64]
@@ -148,9 +149,10 @@ class SwitchModel:
     bias: float
     threshold: float
     vetoes: tuple[str, ...] = ()
+    forces: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        unknown = [f for f in (*self.features, *self.vetoes) if f not in FEATURES]
+        unknown = [f for f in (*self.features, *self.vetoes, *self.forces) if f not in FEATURES]
         if unknown:
             raise ValueError(f"switch model: unknown features {unknown}")
         n = len(self.features)
@@ -160,7 +162,7 @@ class SwitchModel:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SwitchModel:
         """The model file's form: one entry per feature (name, weight, and the mean and scale it is
-        standardised by), the bias, the threshold and the vetoes (other keys, such as how it was trained,
+        standardised by), the bias, the threshold, the vetoes and the forcing signs (other keys, such as how it was trained,
         are the reader's)."""
         rows = data["features"]
         return cls(
@@ -171,6 +173,7 @@ class SwitchModel:
             float(data["bias"]),
             float(data["threshold"]),
             tuple(data.get("vetoes", ())),
+            tuple(data.get("forces", ())),
         )
 
     @classmethod
@@ -182,6 +185,7 @@ class SwitchModel:
             "threshold": round(self.threshold, 6),
             "bias": round(self.bias, 6),
             "vetoes": list(self.vetoes),
+            "forces": list(self.forces),
             "features": [
                 {"name": name, "weight": round(float(w), 6), "mean": round(float(m), 6), "scale": round(float(sc), 6)}
                 for name, w, m, sc in zip(self.features, self.weights, self.mean, self.scale, strict=True)
@@ -202,6 +206,9 @@ class SwitchModel:
         for name in self.vetoes:
             if values[name]:
                 return SwitchDecision(False, f"refers back ({name})", follows=True, probability=0.0)
+        for name in self.forces:
+            if values[name]:
+                return SwitchDecision(True, f"learned: sure ({name})", probability=1.0, new_order=order, sure=True)
         parts = self.contributions(values)
         p = float(1.0 / (1.0 + np.exp(-(self.bias + float(np.sum(parts))))))
         top = np.argsort(-np.abs(parts))[:3]
@@ -281,7 +288,9 @@ def unrelated_similarities(embedder: Embedder, groups: Sequence[Sequence[str]]) 
 _ANNOUNCE = re.compile(
     # Chinese: "by the way", "besides / another question or matter", "change the subject", "something
     # else", "unrelated to this", "an aside".
-    r"对了|顺便|顺带|另外(?:还|再)?(?:想)?(?:问|请教|咨询)|另外[，,]|另(?:一|外一)?(?:个|件)(?:问题|事)|还有(?:一)?(?:个|件)(?:问题|事)"
+    # ("对了" as "oh, right", not "说对了" / "填对了吗"; "顺便问" as "by the way", not "顺便帮我…": "while you are at
+    # it", about the same thing.)
+    r"(?<![说做填写答选猜算弄搞讲])对了(?=[，,：:！!。\s])|^\W*对了(?![吗吧么没呀啊嘛])|(?:顺便|顺带)(?:问|说|提|请教|咨询)|另外(?:还|再)?(?:想)?(?:问|请教|咨询)|另外[，,]|另(?:一|外一)?(?:个|件)(?:问题|事)|还有(?:一)?(?:个|件)(?:问题|事)"
     r"|[换转]个(?:话题|问题|事)|换(?:一)?下话题|岔开(?:一下|话题)|说(?:点|个)别的|(?:再)?问(?:点|个|一下)?别的|另问"
     r"|(?:跟|和|与)(?:这个|这|此)(?:没关系|没有关系|无关)|无关的问题|题外话|插(?:一句|个问题)"
     # English: "by the way", "separately", "on another note", "a different / separate / unrelated question",
@@ -294,6 +303,16 @@ _ANNOUNCE = re.compile(
     r"|^also[,:]\s|\balso, (?:can|do|is|are|how|what|where|when)\b",
     re.IGNORECASE,
 )
+
+
+def _announcement(question: str) -> re.Match[str] | None:
+    """The words announcing a new subject, when the question goes on to say something of its own ("对了。" alone
+    agrees, "Unrelated." alone comments)."""
+    announced = _ANNOUNCE.search(question)
+    if announced is None:
+        return None
+    rest = question[announced.end() :]
+    return announced if _LATIN_WORD.search(rest) or (_CJK_CHAR.search(rest) and not too_short(rest)) else None
 
 
 _SENTENCE_END = re.compile(r"[.!?。！？；;]")
@@ -323,6 +342,10 @@ _BACK = re.compile(
     # "that" standing for the thing discussed: before a preposition or at the end of the clause ("Could we
     # break that up …", "what does that cost?"); a determiner or complementiser is followed by a noun or verb.
     r"|\bthat(?=\s+(?:into|for|over|with|in|on|by|from|as|up|off)\b|\s*[?？.!,，]|\s*$)"
+    # "one" as the object of getting the thing discussed ("Can I pick one up today?", "Could I order one
+    # online?"); "one of your …", "one more" name something else.
+    r"|\b(?:pick|get|buy|order|take|reserve|book|try|rent|hire|hold|keep|grab|see)\s+one"
+    r"(?=\s*(?:[?？.!,，]|$)|\s+(?:up|in|on|online|today|tomorrow|now|for|from|at|there|here|too|delivered|sent|instead)\b)"
     r"|那里|那边|这边|那儿|这儿|那家|这家|那时|到时",
     re.IGNORECASE,
 )
@@ -336,7 +359,7 @@ _BACK = re.compile(
 _SHOP = re.compile(
     r"你们|贵店|贵公司"
     r"|\b(?:do|does|can|could|will|would)\s+you\s+(?:guys\s+)?(?:sell|have|stock|carry|offer|accept|take|"
-    r"open|provide|issue|support|do|make|repair|fix|buy)\b"
+    r"open|provide|issue|support|do|make|repair|fix|buy|rent|hire|lease)\b"
     r"|\byour\s+(?:stores?|shops?|branch(?:es)?|company|website|app|members?(?:hip)?)\b",
     re.IGNORECASE,
 )
@@ -374,13 +397,14 @@ def new_order(question: str, seen: Sequence[str]) -> str | None:
     return fresh[0] if asks(question) or has_subject(rest) else None
 
 
-# The customer asks whether the shop sells something ("Do you sell …?", "你们有没有卖…"): when the question
-# names a thing the conversation never did (no shared word, no reference), that thing is a new subject,
-# however near its wording is to the recent turns (the similarity of "do you sell X" questions is mostly
-# their shared frame).
+# The customer asks whether the shop sells (or rents out) something ("Do you sell …?", "你们有没有卖…", "Can I
+# hire …?"): when the question names a thing the conversation never did (no shared word, no reference), that
+# thing is a new subject, however near its wording is to the recent turns (the similarity of "do you sell X"
+# questions is mostly their shared frame).
 _SELLS = re.compile(
-    r"\b(?:do|does)\s+you\s+(?:guys\s+)?(?:sell|stock|carry)\b|\byou\s+(?:sell|stock|carry)\s*[?？]?\s*$"
-    r"|有没有(?:在)?卖|有卖|卖不卖|在卖|出售",
+    r"\b(?:do|does)\s+you\s+(?:guys\s+)?(?:sell|stock|carry|rent|hire|lease)\b"
+    r"|\byou\s+(?:sell|stock|carry|rent|hire|lease)\s*(?:out\s*)?[?？]?\s*$|\bcan\s+I\s+(?:rent|hire|lease)\b"
+    r"|有没有(?:在)?[卖租]|有[卖租]|卖不卖|租不租|在卖|出售|出租(?!车)",
     re.IGNORECASE,
 )
 
@@ -389,7 +413,7 @@ _SELLS = re.compile(
 # whether the thing or service under discussion has it. Unless it names its own product or is put to the
 # shop ("你们周末有人值班吗"), it is a follow-up, however far its wording is from the recent turns.
 _EXISTS = re.compile(
-    r"^\W*(?:(?:is|are)\s+there|any)\b|有没有(?!在?卖)|(?<![没还])有[^，,。.？?!！]{1,12}[吗么][？?]?\s*$",
+    r"^\W*(?:(?:is|are)\s+there|any)\b|有没有(?!在?[卖租])|(?<![没还])有[^，,。.？?!！]{1,12}[吗么][？?]?\s*$",
     re.IGNORECASE,
 )
 
@@ -663,7 +687,7 @@ class SwitchDetector:
         recent = [q for q in previous_questions if q.strip()][-self.recent_turns :]
         if not recent:
             return SwitchDecision(False, "no earlier turn")
-        announced = _ANNOUNCE.search(question)
+        announced = _announcement(question)
         answers = [a for a in previous_answers if a.strip()][-self.recent_turns :]
         if not announced and answers and answers[-1].rstrip().endswith(("?", "？")) and not asks(question):
             # The assistant asked, and the turn asks nothing: it is the customer's answer ("In January").
@@ -757,11 +781,12 @@ class SwitchDetector:
         lang = language(question)
         business = {*recent_intents, *([task_intent] if task_intent else [])}
         example_sims = examples.scores(q)
-        announced = _ANNOUNCE.search(question)
+        announced = _announcement(question)
         rest = question
         if announced:
             rest = question[: announced.start()] + " " * len(announced.group()) + question[announced.end() :]
         marker = _marker(question, rest, announced)
+        back, contrast = _back(question, announced), contrast_followup(question)
         answers_the_assistant = bool(
             not announced and answers and answers[-1].rstrip().endswith(("?", "？")) and not asks(question)
         )
@@ -794,10 +819,11 @@ class SwitchDetector:
             "rules": flag[rule.switch],
             "answer": flag[answers_the_assistant],
             "marker": flag[marker is not None],
-            "back": flag[_back(question, announced) is not None],
-            "contrast": flag[contrast_followup(question) is not None],
+            "back": flag[back is not None],
+            "contrast": flag[contrast is not None],
             "new_order": flag[new_order(question, [*previous_questions, *previous_answers]) is not None],
-            "announce": flag[announced is not None],
+            # (An announcement the rest of the question does not take back with a reference.)
+            "announce": flag[announced is not None and marker is None and back is None and contrast is None],
             "shared": flag[bool(shared)],
             "new_name": flag[new_name],
             "short": flag[not has_subject(question) or too_short(question)],
