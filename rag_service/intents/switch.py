@@ -342,6 +342,9 @@ _BACK = re.compile(
     # "that" standing for the thing discussed: before a preposition or at the end of the clause ("Could we
     # break that up …", "what does that cost?"); a determiner or complementiser is followed by a noun or verb.
     r"|\bthat(?=\s+(?:into|for|over|with|in|on|by|from|as|up|off)\b|\s*[?？.!,，]|\s*$)"
+    # An additive "too" / "as well" closing the question ("Can I rent a stove too?"): in addition to what was
+    # discussed, a question about the same business.
+    r"|\b(?:too|as well)\s*[?？.!]*\s*$"
     # "one" as the object of getting the thing discussed ("Can I pick one up today?", "Could I order one
     # online?"); "one of your …", "one more" name something else.
     r"|\b(?:pick|get|buy|order|take|reserve|book|try|rent|hire|hold|keep|grab|see)\s+one"
