@@ -481,8 +481,11 @@ def test_a_purchase_of_the_customers_own_far_from_the_conversation_is_a_switch()
     assert not any(near.decide(q, ["Can you fix my brakes?"]).switch for q in own)
 
 
-def _sure(intent: str | None, slots: dict[str, dict[str, str]], sure: bool = True) -> Recognition:
-    return Recognition(IntentScore(intent, 0.9, {}), slots, "offline", switch=SwitchDecision(True, "test", sure=sure))
+def _sure(
+    intent: str | None, slots: dict[str, dict[str, str]], sure: bool = True, announced: bool = False
+) -> Recognition:
+    decision = SwitchDecision(True, "test", sure=sure, announced=announced)
+    return Recognition(IntentScore(intent, 0.9, {}), slots, "offline", switch=decision)
 
 
 def test_a_sure_switch_starts_a_new_task_of_the_same_intent_unless_it_answers_or_corrects() -> None:
@@ -518,6 +521,12 @@ def test_a_sure_switch_starts_a_new_task_of_the_same_intent_unless_it_answers_or
     assert step.new_task and step.state.slots == {"product": "Cruzo 8"} and step.corrected == []
     step = tracker.step(done, "不对，应该是 Cruzo 8", 6, _sure(None, fixed))
     assert not step.new_task and step.corrected == ["product"]
+    # After the task asked, a value of another slot it misses, given as a statement, is an answer too (the
+    # slot question need not end in a question mark: "请提供订单号。") — unless a new subject was announced.
+    asked = TaskState(intent="warranty_claim", missing=["product", "purchase_date", "fault"], asked="purchase_date")
+    assert not tracker.step(asked, "是一辆 Cruzo 8", 2, _sure(None, fixed)).new_task
+    announced = _sure(None, {"warranty_claim": {"fault": "链条断了"}}, announced=True)
+    assert tracker.step(asked, "另外，我儿子那辆车链条断了", 2, announced).new_task
 
 
 def test_a_person_of_the_customers_is_no_antecedent_of_it() -> None:

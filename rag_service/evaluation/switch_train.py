@@ -130,7 +130,9 @@ class _GoldDetector(SwitchDetector):
             question, previous_questions, previous_answers, vector, task_intent, recent_intents, candidate
         )
         order = new_order(question, [*previous_questions, *previous_answers]) if self.gold else None
-        return SwitchDecision(self.gold, "gold", new_order=order, sure=self.gold)
+        # A perfect detector is sure of its switches, as sure as an announced one: the tracker starts a new task
+        # on each (bar the task's own slot asked for, or a correction).
+        return SwitchDecision(self.gold, "gold", new_order=order, sure=self.gold, announced=self.gold)
 
 
 def _round(q: str, a: str, i: int) -> Round:

@@ -208,7 +208,14 @@ class SwitchModel:
                 return SwitchDecision(False, f"refers back ({name})", follows=True, probability=0.0)
         for name in self.forces:
             if values[name]:
-                return SwitchDecision(True, f"learned: sure ({name})", probability=1.0, new_order=order, sure=True)
+                return SwitchDecision(
+                    True,
+                    f"learned: sure ({name})",
+                    probability=1.0,
+                    new_order=order,
+                    sure=True,
+                    announced=bool(values.get("announce")),
+                )
         parts = self.contributions(values)
         p = float(1.0 / (1.0 + np.exp(-(self.bias + float(np.sum(parts))))))
         top = np.argsort(-np.abs(parts))[:3]
@@ -216,7 +223,10 @@ class SwitchModel:
         switch = p >= self.threshold
         reason = f"learned: p {p:.2f} {'>=' if switch else '<'} {self.threshold:.2f} ({why})"
         sure = switch and p >= SURE_PROBABILITY
-        return SwitchDecision(switch, reason, probability=p, new_order=order if switch else None, sure=sure)
+        announced = switch and bool(values.get("announce"))
+        return SwitchDecision(
+            switch, reason, probability=p, new_order=order if switch else None, sure=sure, announced=announced
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +249,8 @@ class SwitchDecision:
     # new subject): the tracker starts a new task then even when the question keeps the task's intent or
     # names one of its slots, unless it answers the task's question or corrects a slot.
     sure: bool = False
+    # The customer announced the new subject ("对了，…", "Separately, …") and nothing refers back.
+    announced: bool = False
 
 
 def _quantile(ordered: npt.NDArray[np.float32], value: float) -> float:
@@ -712,7 +724,7 @@ class SwitchDetector:
             # Before the shared words: "订单"/"order" in both says nothing when the orders differ.
             return SwitchDecision(True, f"names another order {order!r}", new_order=order)
         if announced:
-            return SwitchDecision(True, "announces a new subject", sure=True)
+            return SwitchDecision(True, "announces a new subject", sure=True, announced=True)
         words = text_topic_words(question)
         shared = words & set().union(*(text_topic_words(t) for t in [*recent, *answers]))
         if shared:

@@ -138,7 +138,12 @@ class TaskTracker:
             # of the same intent.
             return start(candidate, True, "another order")
         sure = switch and rec.switch is not None and rec.switch.sure
-        if active is not None and sure and not self._keeps_task(state, active.name, candidate, active_slots, question):
+        announced = rec.switch is not None and rec.switch.announced
+        if (
+            active is not None
+            and sure
+            and not self._keeps_task(state, active, candidate, active_slots, question, announced)
+        ):
             # A new subject beyond doubt: a new problem with another thing, another person's purchase, is a
             # new task even of the same intent (as another order is), whatever slot it names in passing.
             return start(candidate, True, "sure topic switch")
@@ -173,14 +178,24 @@ class TaskTracker:
             return start(None, True, "topic switch")
         return Step(state, "answer", False, "no intent")
 
-    @staticmethod
     def _keeps_task(
-        state: TaskState, active: str, candidate: str | None, slots: Mapping[str, str], question: str
+        self,
+        state: TaskState,
+        active: IntentSpec,
+        candidate: str | None,
+        slots: Mapping[str, str],
+        question: str,
+        announced: bool,
     ) -> bool:
         """Whether a turn the switch decision is sure of still belongs to the task: it gives the slot the task
-        asked for (with a side question of the task's own, not as part of another intent's request), or it
-        corrects a slot already filled — in correcting words, or as a bare value that asks nothing."""
-        if state.asked is not None and state.asked in slots and candidate in (None, active):
+        asked for (with a side question of the task's own, not as part of another intent's request); it gives
+        a slot the task still misses, asking nothing, after the task asked (the customer's answer, unless they
+        announced a new subject first); or it corrects a slot already filled — in correcting words, or as a
+        bare value that asks nothing."""
+        if state.asked is not None and state.asked in slots and candidate in (None, active.name):
+            return True
+        missing = set(self._missing(active, state.slots))
+        if state.asked is not None and not announced and not asks(question) and missing & set(slots):
             return True
         changed = any(k in state.slots and state.slots[k] != v for k, v in slots.items())
         return changed and (corrects(question) or not asks(question))
