@@ -591,4 +591,4 @@ def test_a_buying_question_after_the_customer_decides_to_buy_is_about_that_purch
     assert detector.decide("How much is shipping?", ["Can you fix my brakes?"]).switch
     assert buys_the_product("信用卡能分期吗", ["这款车灯多少钱", "先拿两盏"]) is None  # 盏: not a counter read
     assert buys_the_product("信用卡能分期吗", ["这款车筐多少钱", "先拿两个"]) == "拿两个"
-    assert buys_the_product("运费怎么算", ["我要退货", "不想要了"]) is None
+    assert buys_the_product("邮费怎么收", ["我要退货", "不想要了"]) is None

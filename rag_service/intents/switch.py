@@ -294,7 +294,7 @@ def unrelated_similarities(embedder: Embedder, groups: Sequence[Sequence[str]]) 
     return cross
 
 
-# Words customers use to announce a new subject ("对了，…", "By the way, …", "换个话题", "Switching topics: …",
+# Words customers use to announce a new subject ("对了，…", "By the way, …", "换个话题", "Switching gears, …",
 # "Unrelated, but …", "Another thing: …"): a switch unless the rest of the question refers back. Phrases
 # that also say "one more thing about this" ("one more thing", "还有", "something else") are left out.
 _ANNOUNCE = re.compile(
@@ -332,7 +332,7 @@ _SENTENCE_END = re.compile(r"[.!?。！？；;]")
 
 def _announced_antecedent(question: str, announced: re.Match[str] | None, at: int) -> bool:
     """Whether a reference at `at`, after an announcement of a new subject, points at what the question
-    says after the announcement ("Another thing: my sister wants contacts. Is that free?") rather than back
+    says after the announcement ("Another thing: my nephew needs a helmet. Is that in stock?") rather than back
     at the conversation: it is in a later sentence than one, after the announcement, with a subject of its
     own (within one clause, "an invoice for it" still refers back)."""
     if announced is None or at < announced.end():
@@ -354,10 +354,10 @@ _BACK = re.compile(
     # "that" standing for the thing discussed: before a preposition or at the end of the clause ("Could we
     # break that up …", "what does that cost?"); a determiner or complementiser is followed by a noun or verb.
     r"|\bthat(?=\s+(?:into|for|over|with|in|on|by|from|as|up|off)\b|\s*[?？.!,，]|\s*$)"
-    # An additive "too" / "as well" closing the question ("Can I rent a stove too?"): in addition to what was
+    # An additive "too" / "as well" closing the question ("Could I borrow a pump too?"): in addition to what was
     # discussed, a question about the same business.
     r"|\b(?:too|as well)\s*[?？.!]*\s*$"
-    # "one" as the object of getting the thing discussed ("Can I pick one up today?", "Could I order one
+    # "one" as the object of getting the thing discussed ("Could I reserve one for Friday?", "Can I order one
     # online?"); "one of your …", "one more" name something else.
     r"|\b(?:pick|get|buy|order|take|reserve|book|try|rent|hire|hold|keep|grab|see)\s+one"
     r"(?=\s*(?:[?？.!,，]|$)|\s+(?:up|in|on|online|today|tomorrow|now|for|from|at|there|here|too|delivered|sent|instead)\b)"
@@ -469,8 +469,8 @@ _PURCHASE_WORD_LIST = """分期 付款 分期付款 优惠 折扣 打折 便宜 
     instalment installment instalments installments monthly payment payments discount discounts cheaper
     price stock finance financing shipping postage credit debit card"""
 _PURCHASE_WORDS = frozenset(_PURCHASE_WORD_LIST.split())
-# The customer deciding to buy the thing discussed, named or not ("先拿两盒", "买两瓶送什么", "I'll take two",
-# "add it to my cart"): what a buying question after it ("运费怎么算", "Can I pay by card?") is about.
+# The customer deciding to buy the thing discussed, named or not ("要三包", "买两件有赠品吗", "I'll take two",
+# "add it to my cart"): what a buying question after it ("邮费多少", "Can I pay by card?") is about.
 _PURCHASE_ACT = re.compile(
     r"(?:买|拿|要|来|订|购)了?\s*[一两二三四五六七八九十几\d]+\s*"
     r"(?:个|瓶|盒|副|件|台|双|套|份|支|只|包|箱|对|条|张|把|顶|桶|罐|袋|本|块)"
@@ -916,8 +916,8 @@ class SwitchDetector:
         return SwitchDecision(False, f"similarity {sim:.3f}", sim, away=margin)
 
 
-# People of the customer's ("my husband", "我的女儿"): not a thing "it"/它 can stand for ("Can my husband share
-# it?" asks about the thing discussed); "my husband's glasses" is a thing.
+# People of the customer's ("my flatmate", "我的外甥"): not a thing "it"/它 can stand for ("Can my flatmate use
+# it too?" asks about the thing discussed); "my flatmate's bike" is a thing.
 _PERSON_WORDS = (
     r"husband|wife|partner|spouse|son|daughter|kids?|child(?:ren)?|baby|mum|mom|mother|dad|father|parents?"
     r"|sisters?|brothers?|siblings?|family|friends?|boyfriend|girlfriend|fianc[ée]e?"
@@ -968,8 +968,8 @@ def _carries_antecedent(question: str, marker: Marker) -> bool:
 
 def buys_the_product(question: str, recent: Sequence[str]) -> str | None:
     """The product of the recent turns the question is about buying, or None: the question names no
-    product and nothing but buying words ("能分期吗", "Any discount?", "运费怎么算"), and a recent turn names a
-    product or says the customer is buying the thing discussed ("先拿两盒") — the thing it would buy is that
+    product and nothing but buying words ("能分期吗", "Any discount?", "邮费多少"), and a recent turn names a
+    product or says the customer is buying the thing discussed ("要三包") — the thing it would buy is that
     one (an ellipsis, however much the question reads like an opening)."""
     if any(not order_numbers(p.text) for p in products(question)):
         return None
