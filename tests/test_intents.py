@@ -18,6 +18,7 @@ from rag_service.intents.switch import (
     ExampleSet,
     SwitchDecision,
     SwitchDetector,
+    buys_the_product,
     calibrate_margin,
     landing_margin,
     unrelated_similarities,
@@ -304,12 +305,12 @@ def test_the_standalone_rule_is_off_for_a_language_the_embedder_does_not_read() 
 def test_the_detector_calls_a_standalone_question_a_switch_and_will_that_refers_back() -> None:
     examples = _bike_examples()
     emb = TableEmbedder(
-        {"Can you fix my brakes?": [1.0, 0.0, 0.0, 0.0], "Do you rent cargo bikes?": [0.0, 0.0, 1.0, 0.1]}
+        {"Can you fix my brakes?": [1.0, 0.0, 0.0, 0.0], "Do you run group rides?": [0.0, 0.0, 1.0, 0.1]}
     )
     detector = SwitchDetector(emb, threshold=0.5, strict=-1.0, examples=examples)
-    d = detector.decide("Do you rent cargo bikes?", ["Can you fix my brakes?"], task_intent="repair")
+    d = detector.decide("Do you run group rides?", ["Can you fix my brakes?"], task_intent="repair")
     assert d.switch and d.reason.startswith("stands alone")
-    assert not detector.decide("Do you rent cargo bikes?", ["Can you fix my brakes?"], task_intent="delivery").switch
+    assert not detector.decide("Do you run group rides?", ["Can you fix my brakes?"], task_intent="delivery").switch
     assert detector.decide("Could that be done by Friday?", ["Can you fix my brakes?"]).follows
 
 
@@ -395,9 +396,9 @@ def test_a_question_to_the_shop_far_from_the_conversation_is_a_switch() -> None:
 
 def test_the_tasks_business_includes_the_intents_its_turns_were_taken_for() -> None:
     detector = _bike_detector(
-        {"Do you rent cargo bikes?": [0.0, 0.0, 1.0, 0.1], "Can you fix my brakes?": [1.0, 0, 0, 0]}
+        {"Do you run group rides?": [0.0, 0.0, 1.0, 0.1], "Can you fix my brakes?": [1.0, 0, 0, 0]}
     )
-    q, before = "Do you rent cargo bikes?", ["Can you fix my brakes?"]
+    q, before = "Do you run group rides?", ["Can you fix my brakes?"]
     assert detector.decide(q, before, task_intent="repair").switch
     # The task drifted to "repair" on a later turn, but it began as a delivery: its business still.
     assert not detector.decide(q, before, task_intent="repair", recent_intents={"delivery"}).switch
@@ -478,3 +479,116 @@ def test_a_purchase_of_the_customers_own_far_from_the_conversation_is_a_switch()
     # The same words near the conversation: no switch by this rule.
     near = _bike_detector({"Can you fix my brakes?": [1.0, 0.0, 0.0, 0.0], **{q: [1.0, 0.0, 0.0, 0.0] for q in own}})
     assert not any(near.decide(q, ["Can you fix my brakes?"]).switch for q in own)
+
+
+def _sure(
+    intent: str | None, slots: dict[str, dict[str, str]], sure: bool = True, announced: bool = False
+) -> Recognition:
+    decision = SwitchDecision(True, "test", sure=sure, announced=announced)
+    return Recognition(IntentScore(intent, 0.9, {}), slots, "offline", switch=decision)
+
+
+def test_a_sure_switch_starts_a_new_task_of_the_same_intent_unless_it_answers_or_corrects() -> None:
+    catalog = load_catalog([ECOMMERCE])
+    tracker = TaskTracker(catalog)
+    claim = TaskState(
+        intent="warranty_claim", slots={"product": "Cruzo 7"}, missing=["purchase_date", "fault"], asked="purchase_date"
+    )
+    # "Oh, and my daughter's scooter is broken as well": the same kind of request about another thing.
+    other = {"warranty_claim": {"product": "Zippa 2"}}
+    step = tracker.step(claim, "对了，我女儿的 Zippa 2 滑板车也坏了，能保修吗", 5, _sure("warranty_claim", other))
+    assert step.new_task and step.reason == "sure topic switch"
+    assert step.state.intent == "warranty_claim" and step.state.slots == {"product": "Zippa 2"}
+    assert step.state.task_started_at_round == 5 and "Cruzo 7" in step.state.previous
+    # The same turn with a switch the decision is not sure of: the task goes on, as before.
+    assert not tracker.step(
+        claim, "对了，我女儿的 Zippa 2 滑板车也坏了", 5, _sure("warranty_claim", other, False)
+    ).new_task
+    # Nothing of the task read, the intent kept: still a new task when sure.
+    step = tracker.step(claim, "Separately, my nephew's helmet strap snapped", 5, _sure("warranty_claim", {}))
+    assert step.new_task and step.state.intent == "warranty_claim" and step.state.slots == {}
+    # The slot the task asked for, given with a side question of its own: an answer.
+    dated = {"warranty_claim": {"purchase_date": "2025-01-10"}}
+    assert not tracker.step(claim, "2025年1月10日买的，要带发票吗", 5, _sure(None, dated)).new_task
+    # A filled slot corrected, in correcting words or as a bare value: the same task.
+    fixed = {"warranty_claim": {"product": "Cruzo 8"}}
+    step = tracker.step(claim, "Sorry, I meant the Cruzo 8, can you check?", 5, _sure("warranty_claim", fixed))
+    assert not step.new_task and step.corrected == ["product"]
+    assert not tracker.step(claim, "Cruzo 8", 5, _sure(None, fixed)).new_task
+    # A finished task, another thing of the same kind asked about: a new task, not an overwrite.
+    done = claim.model_copy(update={"done": True, "missing": [], "asked": None})
+    step = tracker.step(done, "By the way, my Cruzo 8 squeaks too, is it covered?", 6, _sure("warranty_claim", fixed))
+    assert step.new_task and step.state.slots == {"product": "Cruzo 8"} and step.corrected == []
+    step = tracker.step(done, "不对，应该是 Cruzo 8", 6, _sure(None, fixed))
+    assert not step.new_task and step.corrected == ["product"]
+    # After the task asked, a value of another slot it misses, given as a statement, is an answer too (the
+    # slot question need not end in a question mark: "请提供订单号。") — unless a new subject was announced.
+    asked = TaskState(intent="warranty_claim", missing=["product", "purchase_date", "fault"], asked="purchase_date")
+    assert not tracker.step(asked, "是一辆 Cruzo 8", 2, _sure(None, fixed)).new_task
+    announced = _sure(None, {"warranty_claim": {"fault": "链条断了"}}, announced=True)
+    assert tracker.step(asked, "另外，我儿子那辆车链条断了", 2, announced).new_task
+
+
+def test_a_person_of_the_customers_is_no_antecedent_of_it() -> None:
+    # Far from the earlier turn (unknown texts lie on the last axis): only a reference can hold it back.
+    detector = SwitchDetector(TableEmbedder({"What does the gold service plan cover?": [1, 0, 0, 0]}), 0.5, strict=0.5)
+    earlier = ["What does the gold service plan cover?"]
+    for q in ("Can my grandson use it as well?", "Could our neighbours join it too?", "我的表弟能用它吗"):
+        d = detector.decide(q, earlier)
+        assert d.follows and not d.switch, (q, d.reason)
+    # A thing of that person's is what the pronoun stands for.
+    assert not detector.decide("My grandson's scooter rattles, can you look at it?", earlier).follows
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Switching gears: do you run repair workshops?",
+        "On a different note, where can I park?",
+        "Unrelated, but do you repair scooters?",
+        "Totally separate question: gift cards?",
+        "While I have you, can I get a receipt for last month?",
+        "Another thing: can I book a fitting?",
+        "Changing the subject, are you open on holidays?",
+        "换个话题，周末有活动吗",
+        "跟这个没关系，积分怎么查",
+        "还有件事，发票能寄吗",
+        "问点别的，门店能停车吗",
+        "顺便问下，会员怎么办",
+    ],
+)
+def test_ways_of_announcing_a_new_subject(question: str) -> None:
+    detector = SwitchDetector(TableEmbedder({}), threshold=0.5)
+    d = detector.decide(question, ["How heavy is the Cruzo 7?"])
+    assert d.switch and d.sure and d.reason == "announces a new subject", d.reason
+
+
+def test_phrases_that_do_not_announce_a_new_subject() -> None:
+    detector = SwitchDetector(TableEmbedder({}), threshold=-1.0, strict=-1.0)
+    for q in ("我没有别的问题了", "One more thing, does it fold?", "Do you have another colour of it?"):
+        assert detector.decide(q, ["How heavy is the Cruzo 7?"]).reason != "announces a new subject", q
+
+
+def test_a_reference_after_an_announced_subject_points_inside_the_question() -> None:
+    detector = SwitchDetector(TableEmbedder({}), threshold=0.5)
+    earlier = ["How heavy is the Cruzo 7?"]
+    d = detector.decide("Switching gears: my nephew wants a helmet. Is that in stock?", earlier)
+    assert d.switch and d.reason == "announces a new subject"
+    d = detector.decide("顺便问一下，我想给我妈买个车筐。那个能装吗", earlier)
+    assert d.switch, d.reason
+    # Right after the announcement, or within the clause, it points back.
+    assert detector.decide("By the way, is that still on sale?", earlier).follows
+    assert detector.decide("Also, can I get an invoice for it?", earlier).follows
+
+
+def test_a_buying_question_after_the_customer_decides_to_buy_is_about_that_purchase() -> None:
+    # Phrased exactly like an opening (the plain "Do you rent tandem bikes?" example) and far from the turns.
+    table = {"How much are the clip-on lights?": [1.0, 0.0, 0.0, 0.0], "How much is shipping?": [0.0, 0.0, 1.0, 0.0]}
+    detector = _bike_detector(table)
+    d = detector.decide("How much is shipping?", ["How much are the clip-on lights?", "OK, I'll take two"])
+    assert not d.switch and d.follows and "take two" in d.reason
+    # Nothing being bought: the same question may open a subject of its own.
+    assert detector.decide("How much is shipping?", ["Can you fix my brakes?"]).switch
+    assert buys_the_product("信用卡能分期吗", ["这款车灯多少钱", "先拿两盏"]) is None  # 盏: not a counter read
+    assert buys_the_product("信用卡能分期吗", ["这款车筐多少钱", "先拿两个"]) == "拿两个"
+    assert buys_the_product("邮费怎么收", ["我要退货", "不想要了"]) is None

@@ -11,7 +11,14 @@ import pytest
 
 from rag_service.evaluation.switch_train import Row, fold_models, threshold_for_precision, train
 from rag_service.intents.recognize import NONE
-from rag_service.intents.switch import FEATURES, MODEL_FILE, ExampleSet, SwitchDetector, SwitchModel
+from rag_service.intents.switch import (
+    FEATURES,
+    MODEL_FILE,
+    SURE_PROBABILITY,
+    ExampleSet,
+    SwitchDetector,
+    SwitchModel,
+)
 
 # A piano shop's configured examples (invented): two intents and plain questions, as 4-d vectors.
 _PIANO_EXAMPLES = {
@@ -132,6 +139,11 @@ def test_the_model_decides_by_its_threshold_after_the_vetoes() -> None:
     assert not vetoed.switch and vetoed.follows
     # A higher threshold calls fewer switches on the same probabilities.
     assert not _toy_model(threshold=0.9999).decide(far).switch
+    # Only a switch at odds of 100 to 1 or more is sure (the tracker then starts a new task of any intent).
+    assert d.sure and d.probability >= SURE_PROBABILITY
+    middling = model.decide({**far, "near_recent": 0.5})
+    assert middling.switch and middling.probability is not None and middling.probability < SURE_PROBABILITY
+    assert not middling.sure
 
 
 def test_the_model_file_round_trips_and_names_only_known_features() -> None:
@@ -214,3 +226,32 @@ def test_training_keeps_conversations_whole_and_makes_a_never_switching_sign_a_v
     called = training.oof >= training.model.threshold
     assert called.sum() > 0 and (called & gold).sum() / called.sum() >= 0.9
     assert len(fold_models(training)) == 4
+
+
+def test_a_sign_every_development_turn_of_which_is_a_switch_forces_a_sure_one() -> None:
+    rng = np.random.default_rng(11)
+    rows: list[Row] = []
+    for c in range(40):
+        for t in range(1, 7):
+            gold = t in (3, 5)
+            near = float(np.clip((0.2 if gold else 0.7) + rng.normal(0, 0.15), 0, 1))
+            row = _row(f"c{c}", gold, near, turn=t)
+            # Every announced turn is a switch, however near its wording is to the conversation.
+            row.values["announce"] = 1.0 if t == 5 else 0.0
+            rows.append(row)
+    training = train(rows, precision=0.9, folds=4)
+    assert training.model.forces == ("announce",)
+    announced = np.array([r.values["announce"] == 1.0 for r in rows])
+    assert np.all(training.oof[announced] == 1.0)
+    d = training.model.decide(_values(announce=1.0, near_recent=0.95, near_previous=0.95, near_task=0.95))
+    assert d.switch and d.sure and d.probability == 1.0
+    # The file keeps it; a veto still wins over it.
+    again = SwitchModel.from_dict(training.model.to_dict())
+    assert again.forces == ("announce",)
+    vetoing = SwitchModel(
+        again.features, again.mean, again.scale, again.weights, again.bias, 0.5, ("answer",), ("announce",)
+    )
+    assert not vetoing.decide(_values(announce=1.0, answer=1.0)).switch
+    # One announced turn (the first turn of a conversation, t = 1) that was no switch: no forcing sign then.
+    rows[0].values["announce"] = 1.0
+    assert train(rows, precision=0.9, folds=4).model.forces == ()

@@ -110,7 +110,7 @@ FEATURES: tuple[str, ...] = (
     "back",  # a place, time or "that" reference
     "contrast",  # a contrast follow-up ("那 256GB 呢")
     "new_order",  # an order number the conversation never named
-    "announce",  # "对了", "by the way"
+    "announce",  # "对了", "by the way", with nothing in the rest of the question referring back
     "shared",  # a topic word of the recent turns
     "new_name",  # a product name the recent turns never named
     "short",  # no subject of its own, or a few words only
@@ -125,6 +125,11 @@ FEATURES: tuple[str, ...] = (
     "length",  # log(1 + words), a Chinese character counting half a word
 )
 
+# A learned switch this probable (odds of 100 to 1) is beyond doubt: it starts a new task even when the
+# question keeps the task's intent or names one of its slots (another product's fault in a warranty claim,
+# another person's purchase), unless it answers the task's question or corrects a slot (`TaskTracker`).
+SURE_PROBABILITY = 0.99
+
 # The trained model shipped with the service (`rag-eval switches --train` writes it).
 MODEL_FILE = Path(__file__).with_name("switch_model.json")
 
@@ -134,7 +139,8 @@ class SwitchModel:
     """A logistic regression over `FEATURES` (standardised), trained on labelled development conversations
     (`rag_service/evaluation/switch_train.py`); a turn is a switch when its probability reaches
     `threshold`, chosen on out-of-fold predictions for precision first. A feature in `vetoes`, when set,
-    decides "not a switch" before the model (a sign no development switch carried)."""
+    decides "not a switch" before the model (a sign no development switch carried); one in `forces`, when
+    set (and no veto), decides a sure switch (a sign every development turn carrying it was a switch)."""
 
     features: tuple[str, ...]
     mean: npt.NDArray[np.float64]
@@ -143,9 +149,10 @@ class SwitchModel:
     bias: float
     threshold: float
     vetoes: tuple[str, ...] = ()
+    forces: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        unknown = [f for f in (*self.features, *self.vetoes) if f not in FEATURES]
+        unknown = [f for f in (*self.features, *self.vetoes, *self.forces) if f not in FEATURES]
         if unknown:
             raise ValueError(f"switch model: unknown features {unknown}")
         n = len(self.features)
@@ -155,7 +162,7 @@ class SwitchModel:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SwitchModel:
         """The model file's form: one entry per feature (name, weight, and the mean and scale it is
-        standardised by), the bias, the threshold and the vetoes (other keys, such as how it was trained,
+        standardised by), the bias, the threshold, the vetoes and the forcing signs (other keys, such as how it was trained,
         are the reader's)."""
         rows = data["features"]
         return cls(
@@ -166,6 +173,7 @@ class SwitchModel:
             float(data["bias"]),
             float(data["threshold"]),
             tuple(data.get("vetoes", ())),
+            tuple(data.get("forces", ())),
         )
 
     @classmethod
@@ -177,6 +185,7 @@ class SwitchModel:
             "threshold": round(self.threshold, 6),
             "bias": round(self.bias, 6),
             "vetoes": list(self.vetoes),
+            "forces": list(self.forces),
             "features": [
                 {"name": name, "weight": round(float(w), 6), "mean": round(float(m), 6), "scale": round(float(sc), 6)}
                 for name, w, m, sc in zip(self.features, self.weights, self.mean, self.scale, strict=True)
@@ -197,13 +206,27 @@ class SwitchModel:
         for name in self.vetoes:
             if values[name]:
                 return SwitchDecision(False, f"refers back ({name})", follows=True, probability=0.0)
+        for name in self.forces:
+            if values[name]:
+                return SwitchDecision(
+                    True,
+                    f"learned: sure ({name})",
+                    probability=1.0,
+                    new_order=order,
+                    sure=True,
+                    announced=bool(values.get("announce")),
+                )
         parts = self.contributions(values)
         p = float(1.0 / (1.0 + np.exp(-(self.bias + float(np.sum(parts))))))
         top = np.argsort(-np.abs(parts))[:3]
         why = ", ".join(f"{self.features[i]} {float(parts[i]):+.1f}" for i in top)
         switch = p >= self.threshold
         reason = f"learned: p {p:.2f} {'>=' if switch else '<'} {self.threshold:.2f} ({why})"
-        return SwitchDecision(switch, reason, probability=p, new_order=order if switch else None)
+        sure = switch and p >= SURE_PROBABILITY
+        announced = switch and bool(values.get("announce"))
+        return SwitchDecision(
+            switch, reason, probability=p, new_order=order if switch else None, sure=sure, announced=announced
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +245,12 @@ class SwitchDecision:
     new_order: str | None = None
     # The learned decision's probability of a switch (None: the hand-written rules decided).
     probability: float | None = None
+    # The switch is beyond doubt (the learned decision at `SURE_PROBABILITY` or more; the rules: an announced
+    # new subject): the tracker starts a new task then even when the question keeps the task's intent or
+    # names one of its slots, unless it answers the task's question or corrects a slot.
+    sure: bool = False
+    # The customer announced the new subject ("对了，…", "Separately, …") and nothing refers back.
+    announced: bool = False
 
 
 def _quantile(ordered: npt.NDArray[np.float32], value: float) -> float:
@@ -265,14 +294,54 @@ def unrelated_similarities(embedder: Embedder, groups: Sequence[Sequence[str]]) 
     return cross
 
 
-# Words customers use to announce a new subject ("对了，…", "By the way, …"): a switch unless the rest
-# of the question refers back.
+# Words customers use to announce a new subject ("对了，…", "By the way, …", "换个话题", "Switching gears, …",
+# "Unrelated, but …", "Another thing: …"): a switch unless the rest of the question refers back. Phrases
+# that also say "one more thing about this" ("one more thing", "还有", "something else") are left out.
 _ANNOUNCE = re.compile(
-    r"对了|顺便问|顺便说|另外问|另外[，,]|还有个问题|还有一个问题|换个话题|再问一下别的|题外话"
-    r"|\bby the way\b|\bbtw\b|\bseparately\b|\bon another note\b|\bdifferent question\b|\bunrelated\b"
-    r"|\banother question\b|^also[,:]\s|\balso, (?:can|do|is|are|how|what|where|when)\b",
+    # Chinese: "by the way", "besides / another question or matter", "change the subject", "something
+    # else", "unrelated to this", "an aside".
+    # ("对了" as "oh, right", not "说对了" / "填对了吗"; "顺便问" as "by the way", not "顺便帮我…": "while you are at
+    # it", about the same thing.)
+    r"(?<![说做填写答选猜算弄搞讲])对了(?=[，,：:！!。\s])|^\W*对了(?![吗吧么没呀啊嘛])|(?:顺便|顺带)(?:问|说|提|请教|咨询)|另外(?:还|再)?(?:想)?(?:问|请教|咨询)|另外[，,]|另(?:一|外一)?(?:个|件)(?:问题|事)|还有(?:一)?(?:个|件)(?:问题|事)"
+    r"|[换转]个(?:话题|问题|事)|换(?:一)?下话题|岔开(?:一下|话题)|说(?:点|个)别的|(?:再)?问(?:点|个|一下)?别的|另问"
+    r"|(?:跟|和|与)(?:这个|这|此)(?:没关系|没有关系|无关)|无关的问题|题外话|插(?:一句|个问题)"
+    # English: "by the way", "separately", "on another note", "a different / separate / unrelated question",
+    # "another question / topic", "switching topics", "changing the subject", "while I have you".
+    r"|\bby the way\b|\bbtw\b|\bseparately\b|\bon (?:another|a different|a separate|an unrelated) note\b"
+    r"|\b(?:different|separate|unrelated|another|other) (?:question|topic|subject|issue|matter)\b|\bnew (?:question|topic)\b"
+    r"|\bunrelated\b|\bnot related\b|\bswitch(?:ing)? (?:topics?|gears|subjects?)\b"
+    r"|\bchang(?:e|ing) (?:of |the )?(?:topic|subject)\b|\bwhile I (?:have you|'m here|am here)\b"
+    r"|(?:^|[.!?]\s*)(?:oh,?\s+)?(?:and\s+)?another thing\b"
+    r"|^also[,:]\s|\balso, (?:can|do|is|are|how|what|where|when)\b",
     re.IGNORECASE,
 )
+
+
+def _announcement(question: str) -> re.Match[str] | None:
+    """The words announcing a new subject, when the question goes on to say something of its own ("对了。" alone
+    agrees, "Unrelated." alone comments)."""
+    announced = _ANNOUNCE.search(question)
+    if announced is None:
+        return None
+    rest = question[announced.end() :]
+    return announced if _LATIN_WORD.search(rest) or (_CJK_CHAR.search(rest) and not too_short(rest)) else None
+
+
+_SENTENCE_END = re.compile(r"[.!?。！？；;]")
+
+
+def _announced_antecedent(question: str, announced: re.Match[str] | None, at: int) -> bool:
+    """Whether a reference at `at`, after an announcement of a new subject, points at what the question
+    says after the announcement ("Another thing: my nephew needs a helmet. Is that in stock?") rather than back
+    at the conversation: it is in a later sentence than one, after the announcement, with a subject of its
+    own (within one clause, "an invoice for it" still refers back)."""
+    if announced is None or at < announced.end():
+        return False
+    ends = [m.start() for m in _SENTENCE_END.finditer(question, announced.end(), at)]
+    if not ends:
+        return False
+    stated = question[announced.end() : ends[-1]].strip(" ,，:：;；.。!！?？-—")
+    return bool(stated) and has_subject(stated)
 
 
 # Place and time references the rewriter's markers leave out ("Can I try it there?", "那边能自提吗"); the
@@ -285,6 +354,13 @@ _BACK = re.compile(
     # "that" standing for the thing discussed: before a preposition or at the end of the clause ("Could we
     # break that up …", "what does that cost?"); a determiner or complementiser is followed by a noun or verb.
     r"|\bthat(?=\s+(?:into|for|over|with|in|on|by|from|as|up|off)\b|\s*[?？.!,，]|\s*$)"
+    # An additive "too" / "as well" closing the question ("Could I borrow a pump too?"): in addition to what was
+    # discussed, a question about the same business.
+    r"|\b(?:too|as well)\s*[?？.!]*\s*$"
+    # "one" as the object of getting the thing discussed ("Could I reserve one for Friday?", "Can I order one
+    # online?"); "one of your …", "one more" name something else.
+    r"|\b(?:pick|get|buy|order|take|reserve|book|try|rent|hire|hold|keep|grab|see)\s+one"
+    r"(?=\s*(?:[?？.!,，]|$)|\s+(?:up|in|on|online|today|tomorrow|now|for|from|at|there|here|too|delivered|sent|instead)\b)"
     r"|那里|那边|这边|那儿|这儿|那家|这家|那时|到时",
     re.IGNORECASE,
 )
@@ -298,7 +374,7 @@ _BACK = re.compile(
 _SHOP = re.compile(
     r"你们|贵店|贵公司"
     r"|\b(?:do|does|can|could|will|would)\s+you\s+(?:guys\s+)?(?:sell|have|stock|carry|offer|accept|take|"
-    r"open|provide|issue|support|do|make|repair|fix|buy)\b"
+    r"open|provide|issue|support|do|make|repair|fix|buy|rent|hire|lease)\b"
     r"|\byour\s+(?:stores?|shops?|branch(?:es)?|company|website|app|members?(?:hip)?)\b",
     re.IGNORECASE,
 )
@@ -309,6 +385,12 @@ _CORRECTION = re.compile(
     r"|\bsorry\b|\bI mean\b|\bI meant\b|\bwrong\b|\btypo\b|\bactually\b|\bcorrection\b|\binstead\b",
     re.IGNORECASE,
 )
+
+
+def corrects(question: str) -> bool:
+    """Whether the customer says they are correcting something they said ("不对，…", "Sorry, I meant …")."""
+    return _CORRECTION.search(question) is not None
+
 
 # The words that label an order number (what is left of "订单号 XC…" without the number is no subject).
 _ORDER_LABEL = re.compile(r"订单(?:编号|号码|号)?|单号|\border(?:\s*(?:no\.?|number|num\.?|id|#))?", re.IGNORECASE)
@@ -330,13 +412,14 @@ def new_order(question: str, seen: Sequence[str]) -> str | None:
     return fresh[0] if asks(question) or has_subject(rest) else None
 
 
-# The customer asks whether the shop sells something ("Do you sell …?", "你们有没有卖…"): when the question
-# names a thing the conversation never did (no shared word, no reference), that thing is a new subject,
-# however near its wording is to the recent turns (the similarity of "do you sell X" questions is mostly
-# their shared frame).
+# The customer asks whether the shop sells (or rents out) something ("Do you sell …?", "你们有没有卖…", "Can I
+# hire …?"): when the question names a thing the conversation never did (no shared word, no reference), that
+# thing is a new subject, however near its wording is to the recent turns (the similarity of "do you sell X"
+# questions is mostly their shared frame).
 _SELLS = re.compile(
-    r"\b(?:do|does)\s+you\s+(?:guys\s+)?(?:sell|stock|carry)\b|\byou\s+(?:sell|stock|carry)\s*[?？]?\s*$"
-    r"|有没有(?:在)?卖|有卖|卖不卖|在卖|出售",
+    r"\b(?:do|does)\s+you\s+(?:guys\s+)?(?:sell|stock|carry|rent|hire|lease)\b"
+    r"|\byou\s+(?:sell|stock|carry|rent|hire|lease)\s*(?:out\s*)?[?？]?\s*$|\bcan\s+I\s+(?:rent|hire|lease)\b"
+    r"|有没有(?:在)?[卖租]|有[卖租]|卖不卖|租不租|在卖|出售|出租(?!车)",
     re.IGNORECASE,
 )
 
@@ -345,7 +428,7 @@ _SELLS = re.compile(
 # whether the thing or service under discussion has it. Unless it names its own product or is put to the
 # shop ("你们周末有人值班吗"), it is a follow-up, however far its wording is from the recent turns.
 _EXISTS = re.compile(
-    r"^\W*(?:(?:is|are)\s+there|any)\b|有没有(?!在?卖)|(?<![没还])有[^，,。.？?!！]{1,12}[吗么][？?]?\s*$",
+    r"^\W*(?:(?:is|are)\s+there|any)\b|有没有(?!在?[卖租])|(?<![没还])有[^，,。.？?!！]{1,12}[吗么][？?]?\s*$",
     re.IGNORECASE,
 )
 
@@ -380,10 +463,22 @@ def too_short(question: str) -> bool:
 # Words of buying the thing under discussion (paying in instalments, a discount on it): a question made
 # only of them, naming nothing else, after turns about a product, is about buying that product
 # ("能分期吗" after its price), however much it reads like an opening.
+# Paying for it (by card, 花呗) and getting it sent (postage) are part of buying it too.
 _PURCHASE_WORD_LIST = """分期 付款 分期付款 优惠 折扣 打折 便宜 价格 现货 库存 免息 首付 月供
+    运费 邮费 快递费 信用卡 储蓄卡 花呗 支付宝
     instalment installment instalments installments monthly payment payments discount discounts cheaper
-    price stock finance financing"""
+    price stock finance financing shipping postage credit debit card"""
 _PURCHASE_WORDS = frozenset(_PURCHASE_WORD_LIST.split())
+# The customer deciding to buy the thing discussed, named or not ("要三包", "买两件有赠品吗", "I'll take two",
+# "add it to my cart"): what a buying question after it ("邮费多少", "Can I pay by card?") is about.
+_PURCHASE_ACT = re.compile(
+    r"(?:买|拿|要|来|订|购)了?\s*[一两二三四五六七八九十几\d]+\s*"
+    r"(?:个|瓶|盒|副|件|台|双|套|份|支|只|包|箱|对|条|张|把|顶|桶|罐|袋|本|块)"
+    r"|就(?:要|买|拿|订)(?:这|那|它)|加(?:入|到)?购物车|(?:我|先)下单"
+    r"|\bI(?:'ll| will| would| want to|'d like to| would like to)\s+(?:take|buy|order|get)\s+(?:it|them|this|that|one|two|three|\d+|a\s+(?:pair|box|bottle|pack|couple))\b"
+    r"|\b(?:add|put)\s+(?:it|them|this|that|one|two|\d+)\b[^.?!]{0,20}\b(?:cart|basket)\b",
+    re.IGNORECASE,
+)
 # A buying verb with no object after it ("老人买能打折吗", "今天下单值不值"): the object is the thing discussed
 # ("买的耳机", "买错了" have one, or say what went wrong).
 _BUY_ELLIPSIS = re.compile(r"(?:购买|买|入手)(?=[有能可会要划便送还就是吗呢，,？?]|$)")
@@ -607,7 +702,7 @@ class SwitchDetector:
         recent = [q for q in previous_questions if q.strip()][-self.recent_turns :]
         if not recent:
             return SwitchDecision(False, "no earlier turn")
-        announced = _ANNOUNCE.search(question)
+        announced = _announcement(question)
         answers = [a for a in previous_answers if a.strip()][-self.recent_turns :]
         if not announced and answers and answers[-1].rstrip().endswith(("?", "？")) and not asks(question):
             # The assistant asked, and the turn asks nothing: it is the customer's answer ("In January").
@@ -616,13 +711,10 @@ class SwitchDetector:
         rest = question
         if announced:
             rest = question[: announced.start()] + " " * len(announced.group()) + question[announced.end() :]
-        marker = find_marker(rest)
-        if marker is not None and _carries_antecedent(rest, marker):
-            # "My Zephyr 9 tablet flickers, could you look at it?": the pronoun points inside the question.
-            marker = None
+        marker = _marker(question, rest, announced)
         if marker is not None:
             return SwitchDecision(False, f"reference marker {marker.text!r}", follows=True)
-        back = _BACK.search(question)
+        back = _back(question, announced)
         if back is not None:
             return SwitchDecision(False, f"refers back with {back.group()!r}", follows=True)
         if contrast_followup(question) is not None:
@@ -632,7 +724,7 @@ class SwitchDetector:
             # Before the shared words: "订单"/"order" in both says nothing when the orders differ.
             return SwitchDecision(True, f"names another order {order!r}", new_order=order)
         if announced:
-            return SwitchDecision(True, "announces a new subject")
+            return SwitchDecision(True, "announces a new subject", sure=True, announced=True)
         words = text_topic_words(question)
         shared = words & set().union(*(text_topic_words(t) for t in [*recent, *answers]))
         if shared:
@@ -704,13 +796,12 @@ class SwitchDetector:
         lang = language(question)
         business = {*recent_intents, *([task_intent] if task_intent else [])}
         example_sims = examples.scores(q)
-        announced = _ANNOUNCE.search(question)
+        announced = _announcement(question)
         rest = question
         if announced:
             rest = question[: announced.start()] + " " * len(announced.group()) + question[announced.end() :]
-        marker = find_marker(rest)
-        if marker is not None and _carries_antecedent(rest, marker):
-            marker = None
+        marker = _marker(question, rest, announced)
+        back, contrast = _back(question, announced), contrast_followup(question)
         answers_the_assistant = bool(
             not announced and answers and answers[-1].rstrip().endswith(("?", "？")) and not asks(question)
         )
@@ -743,10 +834,11 @@ class SwitchDetector:
             "rules": flag[rule.switch],
             "answer": flag[answers_the_assistant],
             "marker": flag[marker is not None],
-            "back": flag[_BACK.search(question) is not None],
-            "contrast": flag[contrast_followup(question) is not None],
+            "back": flag[back is not None],
+            "contrast": flag[contrast is not None],
             "new_order": flag[new_order(question, [*previous_questions, *previous_answers]) is not None],
-            "announce": flag[announced is not None],
+            # (An announcement the rest of the question does not take back with a reference.)
+            "announce": flag[announced is not None and marker is None and back is None and contrast is None],
             "shared": flag[bool(shared)],
             "new_name": flag[new_name],
             "short": flag[not has_subject(question) or too_short(question)],
@@ -824,9 +916,47 @@ class SwitchDetector:
         return SwitchDecision(False, f"similarity {sim:.3f}", sim, away=margin)
 
 
+# People of the customer's ("my flatmate", "我的外甥"): not a thing "it"/它 can stand for ("Can my flatmate use
+# it too?" asks about the thing discussed); "my flatmate's bike" is a thing.
+_PERSON_WORDS = (
+    r"husband|wife|partner|spouse|son|daughter|kids?|child(?:ren)?|baby|mum|mom|mother|dad|father|parents?"
+    r"|sisters?|brothers?|siblings?|family|friends?|boyfriend|girlfriend|fianc[ée]e?"
+    r"|grand(?:ma|pa|mother|father|parents?|sons?|daughters?|child(?:ren)?|kids?)"
+    r"|aunt|uncle|cousin|niece|nephew|colleagues?|co-?workers?|boss|flatmates?|room-?mates?|neighbou?rs?"
+)
+_ZH_PERSON_WORDS = (
+    r"老公|老婆|丈夫|妻子|爱人|先生|太太|儿子|女儿|孩子|小孩|宝宝|妈妈|爸爸|父母|父亲|母亲|姐姐|妹妹|哥哥|弟弟"
+    r"|[表堂][兄弟姐妹哥]|孙子|孙女|外孙|外甥|侄子|侄女|男朋友|女朋友|对象|家人|朋友|同学|同事|老板|室友|舍友|邻居"
+    r"|爷爷|奶奶|外公|外婆|姥姥|姥爷"
+)
 # The customer's own thing named before a pronoun ("Our old kettle leaks, will you replace it?",
 # "我的音箱没声了，它能换吗").
-_OWN_THING = re.compile(r"\b(?:my|our)\s+(?:[\w-]+\s+){0,3}?[a-z]{3,}\b|我的\S{2,}", re.IGNORECASE)
+_OWN_THING = re.compile(
+    rf"\b(?:my|our)\s+(?!(?:{_PERSON_WORDS})\b(?!'s))(?:[\w-]+\s+){{0,3}}?[a-z]{{3,}}\b"
+    rf"|我的(?!(?:{_ZH_PERSON_WORDS})(?!的))\S{{2,}}",
+    re.IGNORECASE,
+)
+
+
+def _marker(question: str, rest: str, announced: re.Match[str] | None) -> Marker | None:
+    """The reference marker that points back at the conversation (`rest`: the question without its
+    announcement), or None: none, or it points at something the question itself names."""
+    marker = find_marker(rest)
+    if marker is None:
+        return None
+    if _carries_antecedent(rest, marker) or (
+        marker.start >= 0 and _announced_antecedent(question, announced, marker.start)
+    ):
+        # "My Zephyr 9 tablet flickers, could you look at it?": the pronoun points inside the question.
+        return None
+    return marker
+
+
+def _back(question: str, announced: re.Match[str] | None) -> re.Match[str] | None:
+    """The place, time or "that" reference back at the conversation, or None (also when it follows an
+    announced new subject the question states)."""
+    back = _BACK.search(question)
+    return None if back is None or _announced_antecedent(question, announced, back.start()) else back
 
 
 def _carries_antecedent(question: str, marker: Marker) -> bool:
@@ -838,8 +968,9 @@ def _carries_antecedent(question: str, marker: Marker) -> bool:
 
 def buys_the_product(question: str, recent: Sequence[str]) -> str | None:
     """The product of the recent turns the question is about buying, or None: the question names no
-    product and nothing but buying words ("能分期吗", "Any discount?"), and a recent turn names a product —
-    the thing it would buy is that one (an ellipsis, however much the question reads like an opening)."""
+    product and nothing but buying words ("能分期吗", "Any discount?", "邮费多少"), and a recent turn names a
+    product or says the customer is buying the thing discussed ("要三包") — the thing it would buy is that
+    one (an ellipsis, however much the question reads like an opening)."""
     if any(not order_numbers(p.text) for p in products(question)):
         return None
     words = text_topic_words(question)
@@ -849,6 +980,10 @@ def buys_the_product(question: str, recent: Sequence[str]) -> str | None:
         named = [p.text for p in products(text) if not order_numbers(p.text)]
         if named:
             return named[0]
+        act = _PURCHASE_ACT.search(text)
+        if act is not None:
+            # A thing with no name the catalogue knows ("护理液", "daily lenses"), being bought.
+            return act.group()
     return None
 
 

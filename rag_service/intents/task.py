@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from rag_service.intents.config import IntentCatalog, IntentSpec
 from rag_service.intents.recognize import IntentScore
-from rag_service.intents.switch import SwitchDecision, asks
+from rag_service.intents.switch import SwitchDecision, asks, corrects
 
 Action = Literal["ask", "act", "answer"]
 
@@ -137,6 +137,16 @@ class TaskTracker:
             # Another order than the task's (not the one it asked for, not a correction): another task, even
             # of the same intent.
             return start(candidate, True, "another order")
+        sure = switch and rec.switch is not None and rec.switch.sure
+        announced = rec.switch is not None and rec.switch.announced
+        if (
+            active is not None
+            and sure
+            and not self._keeps_task(state, active, candidate, active_slots, question, announced)
+        ):
+            # A new subject beyond doubt: a new problem with another thing, another person's purchase, is a
+            # new task even of the same intent (as another order is), whatever slot it names in passing.
+            return start(candidate, True, "sure topic switch")
         if active is not None and not state.done:
             if candidate is not None and candidate != active.name and not active_slots:
                 # Another intent replaces the task; its rounds stop being sent only on a real switch.
@@ -159,13 +169,36 @@ class TaskTracker:
             if changed and candidate in (None, active.name):
                 return self._continue(state.model_copy(update={"done": False}), active, active_slots, "correction")
             if switch:
-                return start(None, True, "topic switch")
+                # (The candidate is the finished task's intent or none: a new request of the same kind.)
+                return start(candidate, True, "topic switch")
             return Step(state, "answer", False, "follow-up of the finished task")
         if candidate is not None:
             return start(candidate, switch, f"intent {candidate}")
         if switch:
             return start(None, True, "topic switch")
         return Step(state, "answer", False, "no intent")
+
+    def _keeps_task(
+        self,
+        state: TaskState,
+        active: IntentSpec,
+        candidate: str | None,
+        slots: Mapping[str, str],
+        question: str,
+        announced: bool,
+    ) -> bool:
+        """Whether a turn the switch decision is sure of still belongs to the task: it gives the slot the task
+        asked for (with a side question of the task's own, not as part of another intent's request); it gives
+        a slot the task still misses, asking nothing, after the task asked (the customer's answer, unless they
+        announced a new subject first); or it corrects a slot already filled — in correcting words, or as a
+        bare value that asks nothing."""
+        if state.asked is not None and state.asked in slots and candidate in (None, active.name):
+            return True
+        missing = set(self._missing(active, state.slots))
+        if state.asked is not None and not announced and not asks(question) and missing & set(slots):
+            return True
+        changed = any(k in state.slots and state.slots[k] != v for k, v in slots.items())
+        return changed and (corrects(question) or not asks(question))
 
     def _continue(self, state: TaskState, spec: IntentSpec, slots: Mapping[str, str], why: str) -> Step:
         merged = dict(state.slots)
