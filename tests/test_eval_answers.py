@@ -62,6 +62,9 @@ OPTICALSHOP = ROOT / "eval" / "answers" / "opticalshop.jsonl"
 # A fifth, written blind over a bicycle and e-bike shop, likewise without seeing how the service answers.
 BIKESHOP_KB = ROOT / "eval" / "answers" / "bikeshop" / "kb"
 BIKESHOP = ROOT / "eval" / "answers" / "bikeshop.jsonl"
+# A sixth, written blind over a pet-supplies shop (food, litter, carriers, grooming, boarding, insurance).
+PETSHOP_KB = ROOT / "eval" / "answers" / "petshop" / "kb"
+PETSHOP = ROOT / "eval" / "answers" / "petshop.jsonl"
 # Each answer set with the knowledge base it is written over.
 DATA_SETS = {
     "dev": (KB, DEV),
@@ -70,9 +73,10 @@ DATA_SETS = {
     "outdoorshop": (OUTDOORSHOP_KB, OUTDOORSHOP),
     "opticalshop": (OPTICALSHOP_KB, OPTICALSHOP),
     "bikeshop": (BIKESHOP_KB, BIKESHOP),
+    "petshop": (PETSHOP_KB, PETSHOP),
 }
 # The sets over other businesses' documents, which must cover what the dev set covers over their own shop.
-OTHER_SHOPS = {shop: DATA_SETS[shop] for shop in ("homeshop", "outdoorshop", "opticalshop", "bikeshop")}
+OTHER_SHOPS = {shop: DATA_SETS[shop] for shop in ("homeshop", "outdoorshop", "opticalshop", "bikeshop", "petshop")}
 PRODUCT_PAGES = {
     "iphone-16-pro.md",
     "iphone-16.html",
