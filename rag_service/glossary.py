@@ -167,7 +167,7 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     ),
     # What a spec sheet lists of any product: its measurements and sizes, how many people it is for, how
     # waterproof it is, what it is made of.
-    "dimensions": ("size|sizes|sizing|dimension*|measure*|how big|how large", "尺寸|尺码|大小|规格尺寸"),
+    "dimensions": ("size|sizes|sizing|dimension*|measure*|how big|how large", "尺寸|尺码|码数|码子|大小|规格尺寸"),
     "occupancy": ("how many people|people|sleeps|seats", "人数|几个人|几人|适用人群"),
     "waterproof": ("waterproof*|water-resistan*|water resistance|rain*", "防水|防泼水|防雨"),
     "material": ("material*|fabric*|made of|made from|filling|fill", "材质|面料|材料|填充"),

@@ -26,6 +26,10 @@ _RECALL_ZH = re.compile(
     r"[^，。？?]{0,10}"
     r"(?:说|提|报|讲|问|给|告诉|发|填|留|聊|推荐|算)"
     r"|刚(?:说|提|报|讲|问|推荐|给)|还记得|记得吗|记不记得|记住了吗|记住没|来着|是多少来着|我(?:报|说|给|留|提供|告诉你)的|再说一遍|再说一次|重复一下"
+    # "我跟你说过…", "你报给我的…": who said it to whom is enough, with no time word.
+    r"|[我你](?:之前|刚才|也)?(?:跟你|和你|对你|跟我|和我|给我|对我)?(?:说|提|讲|报|告诉)过|你(?:报|说|发|给)给我的"
+    # "刚才我那个单号": a time word and something of mine.
+    r"|(?:之前|刚才|刚刚|前面|一开始|最开始|开头)[^，。？?]{0,4}我(?:的|那个|那张|那笔|那单)"
 )
 _RECALL_EN = re.compile(
     r"\bwhat (?:did|was it) (?:you|i) (?:say|said|tell|told|mention|give|quote|recommend|suggest)"
@@ -59,7 +63,11 @@ USER_LINE, ANSWER_LINE = "- The user asked:", "Answer:"
 PINNED_HEADER = "Pinned facts:"
 
 _ORDER = re.compile(r"(?<![A-Za-z0-9])(?=[A-Za-z0-9-]*\d)[A-Za-z]{0,4}-?\d[\dA-Za-z-]{5,}(?![A-Za-z0-9])")
-_PHONE = re.compile(r"(?<!\d)1[3-9]\d{9}(?!\d)|\+?\d{2,4}-\d{3,4}-\d{4}")
+# Mobiles (as stored: masked, "138****5678"), hotlines ("400-820-5177") and landlines with an area code,
+# the last group often set apart by a space as printed ("021-6468 7715").
+_PHONE = re.compile(
+    r"(?<!\d)1[3-9]\d(?:\d{4}|\*{4})\d{4}(?!\d)|\+?\d{2,4}-\d{3,4}-\d{4}|(?<![\d-])0\d{2,3}-\d{3,4}[ -]?\d{4}(?!\d)"
+)
 _AMOUNT = re.compile(
     r"(?:[¥￥$]|\b(?:RMB|CNY|USD)\s?)\d[\d,]*(?:\.\d+)?|\d[\d,]*(?:\.\d+)?\s?(?:万元|元|块|yuan\b|RMB\b|CNY\b)", re.I
 )
@@ -95,6 +103,12 @@ _PRODUCT_CUE = re.compile(
     re.I,
 )
 
+_MODEL_ASKED = re.compile(
+    r"哪一款|哪款|哪台|哪一台|哪部|型号|产品|牌子|\bwhich (?:model|product|laptop|phone|device|tablet|computer|notebook)\b"
+    r"|\bwhat model\b",
+    re.I,
+)
+
 _DISCOUNT_CUE = re.compile(r"几折|折扣|优惠多少|打折|费率|利率|\bdiscount\b|\bpercent|\brate\b|\b% off\b", re.I)
 # A discount is said as a rate ("8 折", "5%") or as money off ("立减 300 元").
 _DISCOUNT = re.compile(f"{VALUE_PATTERNS[Ask.PERCENT].pattern}|{_AMOUNT.pattern}", re.I)
@@ -115,10 +129,11 @@ _KINDS: list[tuple[str, re.Pattern[str], re.Pattern[str]]] = [
     ("amount", _PRICE_CUE, _AMOUNT),
     ("duration", _DURATION_CUE, _DURATION),
     ("discount", _DISCOUNT_CUE, _DISCOUNT),
-    ("amount", re.compile(r"多少|\bminimum\b", re.I), _AMOUNT),
     ("product", _PRODUCT_CUE, _PRODUCT),
     ("phone", re.compile(r"电话|手机号|号码|联系方式|\bphone\b|\bnumber\b", re.I), _PHONE),
     ("date", re.compile(r"日期|哪天|哪一天|几号|几月几|什么时候|\bdate\b|\bwhen\b|\bwhat day\b", re.I), _DATE),
+    # "多少" asks for a number of any kind ("电话是多少"): an amount only when nothing more specific is named.
+    ("amount", re.compile(r"多少|\bminimum\b", re.I), _AMOUNT),
 ]
 
 _NAMES = {
@@ -230,10 +245,22 @@ _OWN_IDENTIFIER = re.compile(
 )
 
 
+# "我的订单号在哪里看" asks the knowledge base how to find it, not what it was.
+_WHERE_TO_FIND = re.compile(
+    r"(?:在)?哪(?:里|儿)?(?:能)?(?:查|看|找)|怎么(?:查|看|找)|如何(?:查|看|找)"
+    r"|\bhow (?:do|can|would) (?:i|we) (?:find|get|check|look up|see|locate)\b|\bwhere (?:do|can) (?:i|we) (?:find|see|get)\b",
+    re.I,
+)
+
+
 def is_recall(question: str) -> bool:
     if _RECALL_ZH.search(question) or _RECALL_EN.search(question):
         return True
-    return bool(_OWN_IDENTIFIER.search(question)) and not (_ORDER.search(question) or _PHONE.search(question))
+    return (
+        bool(_OWN_IDENTIFIER.search(question))
+        and not (_ORDER.search(question) or _PHONE.search(question))
+        and not _WHERE_TO_FIND.search(question)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -462,6 +489,15 @@ def recall_answer(question: str, memory: MemoryView, lang: str) -> str | None:
     if not is_recall(question) or not (memory.rounds or memory.summary):
         return None
     kind = next(((name, value) for name, cue, value in _KINDS if cue.search(question)), None)
+    answer = _recall(question, memory, lang, kind)
+    if answer is None and kind is not None and kind[0] == "product" and not _MODEL_ASKED.search(question):
+        # "Which one" with no product in any line ("你推荐的尺码是哪个": a size is no product name): the line
+        # about what is asked still answers, quoted whole. "哪一款" wants a model, which a quote need not name.
+        answer = _recall(question, memory, lang, None)
+    return answer
+
+
+def _recall(question: str, memory: MemoryView, lang: str, kind: tuple[str, re.Pattern[str]] | None) -> str | None:
     side = "assistant" if _ASSISTANT_SIDE.search(question) else "user" if _USER_SIDE.search(question) else ""
     if not side:
         side = "user" if kind is not None and kind[0] in ("order", "phone") else "assistant"

@@ -261,3 +261,45 @@ async def test_recall_after_the_fact_was_folded_reaches_the_llm_prompt(app_facto
     entries = pinned.removeprefix(PINNED_HEADER).split(";")
     assert any("Zeta 14 Pro" in e and "7499 元" in e for e in entries)
     assert any("Zeta 14" in e and "Pro" not in e and "5999 元" in e for e in entries)
+
+
+def test_a_phone_number_asked_back_is_the_number_not_an_amount() -> None:
+    memory = _memory(
+        ("滨海店电话多少", "- 滨海店电话：0512-6688 4421（门店信息）"),
+        ("营业到几点", "- 每天 9:30–20:30（门店信息）"),
+        ("镜布多少钱", "- 镜布售价 15 元。（配件价格表）"),
+    )
+    text = _recall("你刚才给我的滨海店电话是多少", memory)
+    assert "电话号码是 0512-6688 4421" in text and "15 元" not in text.split("（")[0]
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["我跟你说过我是哪种会员？", "你报给我的安装费是多少？", "前面我那张单子的单号是多少？", "我之前说过我家猫几岁吗"],
+)
+def test_who_said_it_to_whom_is_a_recall_without_a_time_word(question: str) -> None:
+    assert is_recall(question)
+
+
+@pytest.mark.parametrize(
+    "question", ["我的订单号在哪里能查到？", "How do I find my order number?", "Where can I see my tracking number?"]
+)
+def test_how_to_find_my_identifier_is_a_knowledge_question(question: str) -> None:
+    assert not is_recall(question)
+
+
+def test_which_one_with_no_product_in_memory_quotes_the_line_about_it() -> None:
+    memory = _memory(
+        ("狗 22 公斤项圈选多大尺码", "- 体重 18–30 公斤选 XL 码。（项圈尺码表）"),
+        ("多少钱", "- XL 码售价 45 元。（项圈尺码表）"),
+        ("能退吗", "- 未使用可 7 天内退。（退货政策）"),
+    )
+    text = _recall("你刚才推荐的码数是哪个？", memory)
+    assert "XL" in text and "退" not in text
+    # A model asked for is not answered by a line that names none.
+    assert recall_answer("你刚才推荐的是哪一款？", memory, "zh") is None
+
+
+def test_a_mobile_number_asked_back_is_read_as_stored_masked() -> None:
+    memory = _memory(("我手机 139****2231，想约周六试驾", "- 周六 9:00 起可预约。（门店）"), ("要带驾照吗", "- 需要。"))
+    assert "139****2231" in _recall("你还记得我的手机号吗", memory)
