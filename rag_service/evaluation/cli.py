@@ -461,6 +461,13 @@ def train_switches(
     out: Annotated[Path | None, typer.Option(help="where to write the model (default: the shipped file)")] = None,
     cache_dir: Annotated[Path, typer.Option(help="embedding cache (content-addressed)")] = DEFAULT_CACHE,
     json_out: Annotated[Path | None, typer.Option("--json", help="write the report and every row here")] = None,
+    per_embedder: Annotated[
+        bool,
+        typer.Option(
+            "--per-embedder/--one-threshold",
+            help="a decision threshold per embedder, each on its own rows' out-of-fold calls (else one for all)",
+        ),
+    ] = True,
 ) -> None:
     """Train the learned topic-switch decision on the development sets (switch_train.DEV_SETS) and report,
     per embedder and set, what clears context out of fold against the rules."""
@@ -476,6 +483,7 @@ def train_switches(
         precision=precision,
         folds=folds,
         seed=seed,
+        per_embedder=per_embedder,
     )
     target = out or MODEL_FILE
     target.write_text(model_json(report["model"]), encoding="utf-8")

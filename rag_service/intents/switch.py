@@ -44,7 +44,7 @@ import json
 import re
 import statistics
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -138,9 +138,12 @@ MODEL_FILE = Path(__file__).with_name("switch_model.json")
 class SwitchModel:
     """A logistic regression over `FEATURES` (standardised), trained on labelled development conversations
     (`rag_service/evaluation/switch_train.py`); a turn is a switch when its probability reaches
-    `threshold`, chosen on out-of-fold predictions for precision first. A feature in `vetoes`, when set,
-    decides "not a switch" before the model (a sign no development switch carried); one in `forces`, when
-    set (and no veto), decides a sure switch (a sign every development turn carrying it was a switch)."""
+    `threshold`, chosen on out-of-fold predictions for precision first — per embedder (`thresholds`, by
+    `Embedder.name`) where the training had its rows: the features are embedder-neutral, but how sure the
+    model is of one embedder's calls is not (`threshold`, chosen on all rows, serves any other embedder).
+    A feature in `vetoes`, when set, decides "not a switch" before the model (a sign no development switch
+    carried); one in `forces`, when set (and no veto), decides a sure switch (a sign every development turn
+    carrying it was a switch)."""
 
     features: tuple[str, ...]
     mean: npt.NDArray[np.float64]
@@ -150,6 +153,7 @@ class SwitchModel:
     threshold: float
     vetoes: tuple[str, ...] = ()
     forces: tuple[str, ...] = ()
+    thresholds: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         unknown = [f for f in (*self.features, *self.vetoes, *self.forces) if f not in FEATURES]
@@ -174,6 +178,7 @@ class SwitchModel:
             float(data["threshold"]),
             tuple(data.get("vetoes", ())),
             tuple(data.get("forces", ())),
+            {str(k): float(v) for k, v in data.get("thresholds", {}).items()},
         )
 
     @classmethod
@@ -183,6 +188,7 @@ class SwitchModel:
     def to_dict(self) -> dict[str, Any]:
         return {
             "threshold": round(self.threshold, 6),
+            "thresholds": {name: round(t, 6) for name, t in sorted(self.thresholds.items())},
             "bias": round(self.bias, 6),
             "vetoes": list(self.vetoes),
             "forces": list(self.forces),
@@ -200,9 +206,16 @@ class SwitchModel:
     def probability(self, values: Mapping[str, float]) -> float:
         return float(1.0 / (1.0 + np.exp(-(self.bias + float(np.sum(self.contributions(values)))))))
 
-    def decide(self, values: Mapping[str, float], order: str | None = None) -> SwitchDecision:
+    def threshold_for(self, embedder: str | None) -> float:
+        """The decision threshold for the embedder (`Embedder.name`) the features were computed with."""
+        return self.thresholds.get(embedder, self.threshold) if embedder is not None else self.threshold
+
+    def decide(
+        self, values: Mapping[str, float], order: str | None = None, embedder: str | None = None
+    ) -> SwitchDecision:
         """`order`: the order number the question names that the conversation never did (a switch then
-        starts a new task even of the same intent)."""
+        starts a new task even of the same intent); `embedder`: whose similarities `values` holds (its
+        threshold decides)."""
         for name in self.vetoes:
             if values[name]:
                 return SwitchDecision(False, f"refers back ({name})", follows=True, probability=0.0)
@@ -220,8 +233,9 @@ class SwitchModel:
         p = float(1.0 / (1.0 + np.exp(-(self.bias + float(np.sum(parts))))))
         top = np.argsort(-np.abs(parts))[:3]
         why = ", ".join(f"{self.features[i]} {float(parts[i]):+.1f}" for i in top)
-        switch = p >= self.threshold
-        reason = f"learned: p {p:.2f} {'>=' if switch else '<'} {self.threshold:.2f} ({why})"
+        threshold = self.threshold_for(embedder)
+        switch = p >= threshold
+        reason = f"learned: p {p:.2f} {'>=' if switch else '<'} {threshold:.2f} ({why})"
         sure = switch and p >= SURE_PROBABILITY
         announced = switch and bool(values.get("announce"))
         return SwitchDecision(
@@ -766,7 +780,7 @@ class SwitchDetector:
             question, previous_questions, previous_answers, vector, task_intent, recent_intents, candidate
         )
         order = new_order(question, [*previous_questions, *previous_answers]) if values["new_order"] else None
-        return self.model.decide(values, order)
+        return self.model.decide(values, order, self.embedder.name)
 
     def features(
         self,
