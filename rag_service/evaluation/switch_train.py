@@ -126,12 +126,13 @@ class _GoldDetector(SwitchDetector):
         task_intent: str | None = None,
         recent_intents: Collection[str] = (),
         candidate: str | None = None,
+        title_words: Collection[str] = (),
     ) -> SwitchDecision:
         if not [q for q in previous_questions if q.strip()]:
             self.values = None
             return SwitchDecision(False, "no earlier turn")
         self.values = self.features(
-            question, previous_questions, previous_answers, vector, task_intent, recent_intents, candidate
+            question, previous_questions, previous_answers, vector, task_intent, recent_intents, candidate, title_words
         )
         order = new_order(question, [*previous_questions, *previous_answers]) if self.gold else None
         # A perfect detector is sure of its switches, as sure as an announced one: the tracker starts a new task

@@ -113,6 +113,7 @@ FEATURES: tuple[str, ...] = (
     "announce",  # "对了", "by the way", with nothing in the rest of the question referring back
     "shared",  # a topic word of the recent turns
     "new_name",  # a product name the recent turns never named
+    "new_family",  # a word of the knowledge base's titles (a family of products, a service) no turn of the task named
     "short",  # no subject of its own, or a few words only
     "buys",  # buying words only, after turns naming a product
     "exists",  # asks whether something exists
@@ -756,12 +757,14 @@ class SwitchDetector:
         task_intent: str | None = None,
         recent_intents: Collection[str] = (),
         candidate: str | None = None,
+        title_words: Collection[str] = (),
     ) -> SwitchDecision:
         """`landed`: the question's nearest chunks; `task_documents`: the documents the task's recent turns
         were answered from. Without both, the knowledge base has no say. `task_intent`: the task's intent
         (a question about its own business is not a new subject, however it is phrased); `recent_intents`:
         the intents the task's recent turns were recognised as (its business too); `candidate`: the intent
-        the recognizer gives the question (read by the learned decision only). With a model, the model
+        the recognizer gives the question, `title_words`: the knowledge base's title words (`title_words`;
+        both read by the learned decision only). With a model, the model
         decides on the rules' signs (`features`); else the rules do."""
         if self.model is None:
             return self.rules(
@@ -777,7 +780,7 @@ class SwitchDetector:
         if not [q for q in previous_questions if q.strip()]:
             return SwitchDecision(False, "no earlier turn")
         values = self.features(
-            question, previous_questions, previous_answers, vector, task_intent, recent_intents, candidate
+            question, previous_questions, previous_answers, vector, task_intent, recent_intents, candidate, title_words
         )
         order = new_order(question, [*previous_questions, *previous_answers]) if values["new_order"] else None
         return self.model.decide(values, order, self.embedder.name)
@@ -791,6 +794,7 @@ class SwitchDetector:
         task_intent: str | None = None,
         recent_intents: Collection[str] = (),
         candidate: str | None = None,
+        title_words: Collection[str] = (),
     ) -> dict[str, float]:
         """The learned decision's inputs (`FEATURES`): the hand-written rules' verdict and each of their signs
         read on its own, and the question's similarities to the conversation and to the configured examples
@@ -822,6 +826,8 @@ class SwitchDetector:
         words = text_topic_words(question)
         shared = words & set().union(*(text_topic_words(t) for t in [*recent, *answers]))
         seen = normalize(" ".join([*recent, *answers]))
+        # Every turn of the task, not only the recent ones: a family named at its start is still its own.
+        task_words = set().union(*(text_topic_words(t) for t in [*questions, *previous_answers] if t.strip()))
         new_name = any(
             not order_numbers(p.text) and not p.text[:1].islower() and normalize(p.text) not in seen
             for p in products(question)
@@ -855,6 +861,7 @@ class SwitchDetector:
             "announce": flag[announced is not None and marker is None and back is None and contrast is None],
             "shared": flag[bool(shared)],
             "new_name": flag[new_name],
+            "new_family": flag[bool((words & set(title_words)) - task_words)],
             "short": flag[not has_subject(question) or too_short(question)],
             "buys": flag[buys_the_product(question, [*recent, *answers]) is not None],
             "exists": flag[_EXISTS.search(question) is not None],
