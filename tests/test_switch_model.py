@@ -323,3 +323,22 @@ def test_a_family_of_the_knowledge_bases_titles_the_task_never_named_is_a_sign()
     )
     assert named["new_family"] == 0.0
     assert detector.features("Which metronome is the quietest?", _HISTORY, _ANSWERS)["new_family"] == 0.0
+
+
+def test_the_threshold_is_chosen_on_the_calls_of_every_deal_of_conversations_to_folds() -> None:
+    rng = np.random.default_rng(5)
+    rows: list[Row] = []
+    for c in range(30):
+        for t in range(1, 7):
+            gold = t == 4
+            near = float(np.clip((0.3 if gold else 0.7) + rng.normal(0, 0.2), 0, 1))
+            rows.append(_row(f"c{c}", gold, near, turn=t))
+    once = train(rows, precision=0.9, folds=3, seed=4, repeats=1)
+    thrice = train(rows, precision=0.9, folds=3, seed=4, repeats=3)
+    # The first deal is the one reported either way.
+    assert np.array_equal(once.oof, thrice.oof) and once.folds == thrice.folds
+    deals = [train(rows, precision=0.9, folds=3, seed=4 + r, repeats=1).oof for r in range(3)]
+    gold = np.array([r.gold for r in rows])
+    expected = threshold_for_precision(np.concatenate(deals), np.tile(gold, 3), 0.9)
+    assert thrice.model.threshold == pytest.approx(expected)
+    assert thrice.model.threshold_for("table") == pytest.approx(expected)  # one embedder: the same rows

@@ -461,6 +461,9 @@ def train_switches(
     precision: Annotated[float, typer.Option(help="the out-of-fold precision the decision threshold must keep")] = 0.95,
     folds: Annotated[int, typer.Option(help="cross-validation folds (grouped by conversation)")] = 5,
     seed: Annotated[int, typer.Option(help="how conversations are dealt to folds")] = 0,
+    repeats: Annotated[
+        int, typer.Option(help="deals of conversations to folds whose out-of-fold calls choose the threshold")
+    ] = 5,
     out: Annotated[Path | None, typer.Option(help="where to write the model (default: the shipped file)")] = None,
     cache_dir: Annotated[Path, typer.Option(help="embedding cache (content-addressed)")] = DEFAULT_CACHE,
     json_out: Annotated[Path | None, typer.Option("--json", help="write the report and every row here")] = None,
@@ -487,6 +490,7 @@ def train_switches(
         folds=folds,
         seed=seed,
         per_embedder=per_embedder,
+        repeats=repeats,
     )
     target = out or MODEL_FILE
     target.write_text(model_json(report["model"]), encoding="utf-8")
