@@ -342,3 +342,20 @@ def test_the_threshold_is_chosen_on_the_calls_of_every_deal_of_conversations_to_
     expected = threshold_for_precision(np.concatenate(deals), np.tile(gold, 3), 0.9)
     assert thrice.model.threshold == pytest.approx(expected)
     assert thrice.model.threshold_for("table") == pytest.approx(expected)  # one embedder: the same rows
+
+
+def test_the_development_sets_load_and_leave_the_held_out_sets_out() -> None:
+    from rag_service.evaluation.intent_eval import load_switches
+    from rag_service.evaluation.switch_train import DEV_SETS
+
+    held_out = {"switches_check", "switches_bikeshop", "switches_petshop"}
+    ids: set[str] = set()
+    for dataset in DEV_SETS:
+        assert dataset.path.stem not in held_out
+        assert dataset.path.stem != "switches" or dataset.half == "A"  # half B is held out
+        assert dataset.kb is not None and dataset.kb.is_dir()
+        conversations = load_switches(dataset.path)  # raises on a later turn without a label
+        assert conversations and any(t.switch for c in conversations for t in c.turns[1:])
+        names = {f"{dataset.path.stem}/{c.id}" for c in conversations}
+        assert len(names) == len(conversations) and not names & ids
+        ids |= names
