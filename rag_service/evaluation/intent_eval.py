@@ -373,6 +373,7 @@ async def _run_switches(
                     task_intent=state.intent,
                     recent_intents=stage.recent_intents(rounds) if detector.examples is not None else (),
                     candidate=stage.recognizer.score(turn.question).intent,
+                    title_words=(await stage.extractor("")).catalog.words,
                 )
                 scores["detector"].add(d.switch, gold)
             result = await stage.run(turn.question, state, current, 2 * i, "")

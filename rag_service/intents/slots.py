@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from rag_service.facts import products
 from rag_service.intents.config import IntentSpec, SlotSpec
+from rag_service.rewrite_rules import text_topic_words
 
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 
@@ -334,6 +335,7 @@ class ProductCatalog:
                     alias = BRAND_ALIASES[brand] + _key(bare)
                     names.setdefault(alias, ProductName(name, alias))
         self.names = sorted(names.values(), key=lambda p: -len(p.key))
+        self.words = title_words(titles)
 
     def find(self, text: str) -> list[str]:
         key = _key(text)
@@ -360,6 +362,22 @@ class ProductCatalog:
             return found
         # A product the catalog does not list is still a product ("Pixel 9"), an order number is not.
         return [p.text for p in products(text) if not order_numbers(p.text) and not _ORDER_WORD.search(p.text)]
+
+
+# A word in this many of a knowledge base's titles or more is the shop's or a page kind's ("商品", "政策",
+# the shop's name), not a family of products or a service.
+_COMMON_TITLE_WORD = 3
+
+
+def title_words(titles: Iterable[str]) -> frozenset[str]:
+    """The topic words of the knowledge base's titles that name a family of products or a service of the
+    shop ("空调", "睡袋", "rental", "发票"): a question naming one the conversation has not is likely about
+    something new."""
+    counts: dict[str, int] = {}
+    for title in titles:
+        for word in text_topic_words(title):
+            counts[word] = counts.get(word, 0) + 1
+    return frozenset(w for w, n in counts.items() if n < _COMMON_TITLE_WORD)
 
 
 _ORDER_WORD = re.compile(r"^(?:order|no|number)\b", re.IGNORECASE)

@@ -247,6 +247,7 @@ class IntentStage:
             state.intent,
             self.recent_intents(rounds) if self.switch.examples is not None else (),
             candidate.intent,
+            extractor.catalog.words,
         )
         return Recognition(candidate, slots, "offline", switch=switch)
 

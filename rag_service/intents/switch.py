@@ -44,7 +44,7 @@ import json
 import re
 import statistics
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +113,7 @@ FEATURES: tuple[str, ...] = (
     "announce",  # "对了", "by the way", with nothing in the rest of the question referring back
     "shared",  # a topic word of the recent turns
     "new_name",  # a product name the recent turns never named
+    "new_family",  # a word of the knowledge base's titles (a family of products, a service) no turn of the task named
     "short",  # no subject of its own, or a few words only
     "buys",  # buying words only, after turns naming a product
     "exists",  # asks whether something exists
@@ -138,9 +139,12 @@ MODEL_FILE = Path(__file__).with_name("switch_model.json")
 class SwitchModel:
     """A logistic regression over `FEATURES` (standardised), trained on labelled development conversations
     (`rag_service/evaluation/switch_train.py`); a turn is a switch when its probability reaches
-    `threshold`, chosen on out-of-fold predictions for precision first. A feature in `vetoes`, when set,
-    decides "not a switch" before the model (a sign no development switch carried); one in `forces`, when
-    set (and no veto), decides a sure switch (a sign every development turn carrying it was a switch)."""
+    `threshold`, chosen on out-of-fold predictions for precision first — per embedder (`thresholds`, by
+    `Embedder.name`) where the training had its rows: the features are embedder-neutral, but how sure the
+    model is of one embedder's calls is not (`threshold`, chosen on all rows, serves any other embedder).
+    A feature in `vetoes`, when set, decides "not a switch" before the model (a sign no development switch
+    carried); one in `forces`, when set (and no veto), decides a sure switch (a sign every development turn
+    carrying it was a switch)."""
 
     features: tuple[str, ...]
     mean: npt.NDArray[np.float64]
@@ -150,6 +154,7 @@ class SwitchModel:
     threshold: float
     vetoes: tuple[str, ...] = ()
     forces: tuple[str, ...] = ()
+    thresholds: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         unknown = [f for f in (*self.features, *self.vetoes, *self.forces) if f not in FEATURES]
@@ -174,6 +179,7 @@ class SwitchModel:
             float(data["threshold"]),
             tuple(data.get("vetoes", ())),
             tuple(data.get("forces", ())),
+            {str(k): float(v) for k, v in data.get("thresholds", {}).items()},
         )
 
     @classmethod
@@ -183,6 +189,7 @@ class SwitchModel:
     def to_dict(self) -> dict[str, Any]:
         return {
             "threshold": round(self.threshold, 6),
+            "thresholds": {name: round(t, 6) for name, t in sorted(self.thresholds.items())},
             "bias": round(self.bias, 6),
             "vetoes": list(self.vetoes),
             "forces": list(self.forces),
@@ -200,9 +207,16 @@ class SwitchModel:
     def probability(self, values: Mapping[str, float]) -> float:
         return float(1.0 / (1.0 + np.exp(-(self.bias + float(np.sum(self.contributions(values)))))))
 
-    def decide(self, values: Mapping[str, float], order: str | None = None) -> SwitchDecision:
+    def threshold_for(self, embedder: str | None) -> float:
+        """The decision threshold for the embedder (`Embedder.name`) the features were computed with."""
+        return self.thresholds.get(embedder, self.threshold) if embedder is not None else self.threshold
+
+    def decide(
+        self, values: Mapping[str, float], order: str | None = None, embedder: str | None = None
+    ) -> SwitchDecision:
         """`order`: the order number the question names that the conversation never did (a switch then
-        starts a new task even of the same intent)."""
+        starts a new task even of the same intent); `embedder`: whose similarities `values` holds (its
+        threshold decides)."""
         for name in self.vetoes:
             if values[name]:
                 return SwitchDecision(False, f"refers back ({name})", follows=True, probability=0.0)
@@ -220,8 +234,9 @@ class SwitchModel:
         p = float(1.0 / (1.0 + np.exp(-(self.bias + float(np.sum(parts))))))
         top = np.argsort(-np.abs(parts))[:3]
         why = ", ".join(f"{self.features[i]} {float(parts[i]):+.1f}" for i in top)
-        switch = p >= self.threshold
-        reason = f"learned: p {p:.2f} {'>=' if switch else '<'} {self.threshold:.2f} ({why})"
+        threshold = self.threshold_for(embedder)
+        switch = p >= threshold
+        reason = f"learned: p {p:.2f} {'>=' if switch else '<'} {threshold:.2f} ({why})"
         sure = switch and p >= SURE_PROBABILITY
         announced = switch and bool(values.get("announce"))
         return SwitchDecision(
@@ -742,12 +757,14 @@ class SwitchDetector:
         task_intent: str | None = None,
         recent_intents: Collection[str] = (),
         candidate: str | None = None,
+        title_words: Collection[str] = (),
     ) -> SwitchDecision:
         """`landed`: the question's nearest chunks; `task_documents`: the documents the task's recent turns
         were answered from. Without both, the knowledge base has no say. `task_intent`: the task's intent
         (a question about its own business is not a new subject, however it is phrased); `recent_intents`:
         the intents the task's recent turns were recognised as (its business too); `candidate`: the intent
-        the recognizer gives the question (read by the learned decision only). With a model, the model
+        the recognizer gives the question, `title_words`: the knowledge base's title words (`title_words`;
+        both read by the learned decision only). With a model, the model
         decides on the rules' signs (`features`); else the rules do."""
         if self.model is None:
             return self.rules(
@@ -763,10 +780,10 @@ class SwitchDetector:
         if not [q for q in previous_questions if q.strip()]:
             return SwitchDecision(False, "no earlier turn")
         values = self.features(
-            question, previous_questions, previous_answers, vector, task_intent, recent_intents, candidate
+            question, previous_questions, previous_answers, vector, task_intent, recent_intents, candidate, title_words
         )
         order = new_order(question, [*previous_questions, *previous_answers]) if values["new_order"] else None
-        return self.model.decide(values, order)
+        return self.model.decide(values, order, self.embedder.name)
 
     def features(
         self,
@@ -777,6 +794,7 @@ class SwitchDetector:
         task_intent: str | None = None,
         recent_intents: Collection[str] = (),
         candidate: str | None = None,
+        title_words: Collection[str] = (),
     ) -> dict[str, float]:
         """The learned decision's inputs (`FEATURES`): the hand-written rules' verdict and each of their signs
         read on its own, and the question's similarities to the conversation and to the configured examples
@@ -808,6 +826,8 @@ class SwitchDetector:
         words = text_topic_words(question)
         shared = words & set().union(*(text_topic_words(t) for t in [*recent, *answers]))
         seen = normalize(" ".join([*recent, *answers]))
+        # Every turn of the task, not only the recent ones: a family named at its start is still its own.
+        task_words = set().union(*(text_topic_words(t) for t in [*questions, *previous_answers] if t.strip()))
         new_name = any(
             not order_numbers(p.text) and not p.text[:1].islower() and normalize(p.text) not in seen
             for p in products(question)
@@ -841,6 +861,7 @@ class SwitchDetector:
             "announce": flag[announced is not None and marker is None and back is None and contrast is None],
             "shared": flag[bool(shared)],
             "new_name": flag[new_name],
+            "new_family": flag[bool((words & set(title_words)) - task_words)],
             "short": flag[not has_subject(question) or too_short(question)],
             "buys": flag[buys_the_product(question, [*recent, *answers]) is not None],
             "exists": flag[_EXISTS.search(question) is not None],
