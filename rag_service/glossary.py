@@ -220,9 +220,15 @@ def _concepts(glossary: Glossary, text: str) -> frozenset[str]:
 @lru_cache(maxsize=65536)
 def _has(glossary: Glossary, text: str, key: str) -> bool:
     """Whether `key` is among `_concepts(glossary, text)`, looking for that concept only."""
-    if glossary._mentions(text, text.lower(), key):
+    if glossary._mentions(text, _lower(text), key):
         return True
     return any(whole == key and all(_has(glossary, text, part) for part in parts) for parts, whole in _COMPOSED)
+
+
+@lru_cache(maxsize=1024)
+def _lower(text: str) -> str:
+    # A chunk not read before is scanned for each of the question's concepts in turn: lowered once.
+    return text.lower()
 
 
 # A fee on a shipping page is a shipping fee ("the flat fee is ¥60 per order" ~ "运费").

@@ -71,6 +71,8 @@ _CITATION = re.compile(r"[ \t]*[（(][^（）()\n]{1,80}[）)][ \t]*(?=[。.；;
 _BULLET = re.compile(r"^[ \t]*(?:[-*•·>]+|\d{1,2}[.)、])[ \t]+", re.MULTILINE)
 
 
+# Cached: every turn reads the answers of the rounds before it again (history texts, the rewriting prompt).
+@lru_cache(maxsize=2048)
 def strip_framing(text: str) -> str:
     """An answer (or summary) without the service's own framing: bracketed markers with their introduction,
     `<document …>` tags, introduction and source lines, source citations after quoted lines, list bullets.
