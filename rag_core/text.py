@@ -55,7 +55,8 @@ _LATIN_RUN = re.compile(r"[A-Za-z]+")
 
 
 def _read_language(text: str) -> str:
-    cjk = len(HAN.findall(text))
+    # Counted by runs: one string per run, not one per character.
+    cjk = sum(map(len, HAN_RUN.findall(text)))
     latin_words = len(_LATIN_RUN.findall(text))
     return "zh" if cjk and cjk * 2 >= latin_words else "en"
 
