@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Generator, Iterable, Iterator
+from functools import lru_cache
 
 # --- character classes ------------------------------------------------------------------------------
 # Ranges for a regex character class (`f"[{HAN_CHARS}]"`), named for what each rule needs.
@@ -37,8 +38,26 @@ def has_han(text: str) -> bool:
 
 def language(text: str) -> str:
     """ "zh" when Chinese carries the text ("iPhone 16 Pro 256GB 多少钱" is Chinese), else "en"."""
-    cjk = len(HAN.findall(text))
-    latin_words = len(re.findall(r"[A-Za-z]+", text))
+    return _language(text) if len(text) <= CACHED_CHARS else _read_language(text)
+
+
+# Texts up to a chunk's size are remembered by the functions cached here (the same chunks, lines and
+# questions are read again turn after turn); a whole document is not kept alive by a cache.
+CACHED_CHARS = 4096
+
+
+@lru_cache(maxsize=8192)
+def _language(text: str) -> str:
+    return _read_language(text)
+
+
+_LATIN_RUN = re.compile(r"[A-Za-z]+")
+
+
+def _read_language(text: str) -> str:
+    # Counted by runs: one string per run, not one per character.
+    cjk = sum(map(len, HAN_RUN.findall(text)))
+    latin_words = len(_LATIN_RUN.findall(text))
     return "zh" if cjk and cjk * 2 >= latin_words else "en"
 
 
@@ -51,6 +70,7 @@ _HEADING_NUMBER = re.compile(
 _END_PUNCT = re.compile(r"[。！？!?；;：:，,.]\s*$")
 
 
+@lru_cache(maxsize=8192)
 def is_heading(line: str) -> bool:
     """A line that names a section rather than saying something: short, no sentence punctuation, no list
     marker ("价格与存储容量", "一、7 天无理由退货", "Shipping fees and delivery times")."""
@@ -97,7 +117,14 @@ def split_sentences(text: str) -> list[str]:
     """The sentences of `text`, whitespace-normalised, in order: cut at Chinese sentence ends (。！？；),
     at English ones followed by a space (not after "e.g.", "Mr.", "1." or before a lowercase word) and at
     line breaks; closing quotes and brackets stay with their sentence."""
-    return [sentence for sentence, _ in stream_sentences([text])]
+    if len(text) > CACHED_CHARS:
+        return [sentence for sentence, _ in stream_sentences([text])]
+    return list(_sentences(text))
+
+
+@lru_cache(maxsize=8192)
+def _sentences(text: str) -> tuple[str, ...]:
+    return tuple(sentence for sentence, _ in stream_sentences([text]))
 
 
 def stream_sentences(blocks: Iterable[str]) -> Iterator[tuple[str, str]]:

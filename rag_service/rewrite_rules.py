@@ -71,6 +71,8 @@ _CITATION = re.compile(r"[ \t]*[（(][^（）()\n]{1,80}[）)][ \t]*(?=[。.；;
 _BULLET = re.compile(r"^[ \t]*(?:[-*•·>]+|\d{1,2}[.)、])[ \t]+", re.MULTILINE)
 
 
+# Cached: every turn reads the answers of the rounds before it again (history texts, the rewriting prompt).
+@lru_cache(maxsize=2048)
 def strip_framing(text: str) -> str:
     """An answer (or summary) without the service's own framing: bracketed markers with their introduction,
     `<document …>` tags, introduction and source lines, source citations after quoted lines, list bullets.
@@ -808,7 +810,14 @@ def asks_about_shipping(question: str) -> bool:
 
 def place_names(text: str) -> list[str]:
     """Countries, regions and cities named in the text, as written (not "us" the pronoun)."""
-    return [m.group() for m in _PLACE.finditer(text) if not (m.group().isascii() and m.group().islower())]
+    return list(_place_names(text))
+
+
+@lru_cache(maxsize=4096)
+def _place_names(text: str) -> tuple[str, ...]:
+    # Cached: the earlier questions' queries are read for their place on every later turn (`topic_product`),
+    # and one scan for all the places is about as slow as a scan per place.
+    return tuple(m.group() for m in _PLACE.finditer(text) if not (m.group().isascii() and m.group().islower()))
 
 
 # --- contrast follow-ups -----------------------------------------------------------------------------
