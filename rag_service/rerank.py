@@ -51,15 +51,22 @@ class Query:
     places: frozenset[str]
     # The query's Latin words, lowercase (matched against the romanised names a Chinese page introduces).
     words: frozenset[str] = frozenset()
+    # The query's runs of Chinese characters (matched against the Chinese names a page romanises in its title).
+    han: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, query: str) -> Query:
         named = products(query)
         words = frozenset(w.lower() for w in _LATIN_WORD.findall(query))
-        return cls(language(query), concepts(query), named, BASE_WORDS.search(query) is not None, places(query), words)
+        base = BASE_WORDS.search(query) is not None
+        return cls(language(query), concepts(query), named, base, places(query), words, tuple(_HAN_RUN.findall(query)))
 
 
 _LATIN_WORD = re.compile(r"[A-Za-z]{2,}")
+_HAN_RUN = re.compile(r"[\u4e00-\u9fff]+")
+# A Latin word of a Chinese question that names nothing by itself (a unit, an app, a card, a size letter).
+_GENERIC_LATIN_WORDS = "app vip pdf wifi usb id ok pro max plus mini lite air se kg km cm mm ml gb tb"
+_GENERIC_LATIN = frozenset(_GENERIC_LATIN_WORDS.split())
 
 
 def concept_match(wanted: frozenset[str], got: frozenset[str]) -> float:
@@ -89,7 +96,32 @@ def bonus(q: Query, chunk: Chunk, own_page: bool = True) -> float:
         b += SAME_PRODUCT * 0.5
     elif q.named:
         b += _product_bonus(q, chunk, own_page)
+    elif q.lang == "zh" and across:
+        b += SAME_PRODUCT * latin_name_share(q.words, chunk)
     return b
+
+
+def latin_name_share(words: frozenset[str], chunk: Chunk) -> float:
+    """The share of a Chinese question's Latin name words ("曜日 Coast Polar 多少钱": coast, polar) that an
+    English page files the chunk under (its title and section). A Chinese question writes a product's name in
+    Latin letters only when that is its name, and the English page titles that product with the same words; the
+    product parser does not take a name without a digit or a variant word for a product."""
+    named = {w for w in words if len(w) >= 3 and w not in _GENERIC_LATIN}
+    if not named:
+        return 0.0
+    heading = {w.lower() for w in _LATIN_WORD.findall(f"{chunk.title} {chunk.section}")}
+    return len(named & heading) / len(named)
+
+
+def romanised_brand(han: Sequence[str], chunk: Chunk, titled: Sequence[Product]) -> bool:
+    """Are the page title's products the romanisation of a Chinese name the query writes in characters
+    ("岩羚 M3 Plus 多少钱" over "岩羚（Yanling）山地车": the title's product is "Yanling")? Then the page is the
+    family's, not another product's."""
+    pairs = _alias_pairs(chunk.aliases)
+    if not han or not titled or not pairs:
+        return False
+    glossed = {latin for h, latin in pairs if h in chunk.title and any(h in run for run in han)}
+    return all(t.text.lower() in glossed for t in titled)
 
 
 def alias_names_page(words: frozenset[str], chunk: Chunk) -> bool:
@@ -116,6 +148,11 @@ def _heading(chunk: Chunk, across: bool) -> str:
 
 def _product_bonus(q: Query, chunk: Chunk, own_page: bool) -> float:
     asked, titled = list(q.named), list(title_products(chunk.title))
+    if romanised_brand(q.han, chunk, titled):
+        # The title names the brand only ("岩羚（Yanling）"), which the query writes in characters: the family's page,
+        # the asked model's own where the chunk names it.
+        mentioned = product_fit(asked, q.base_model, list(products(f"{chunk.section}\n{chunk.text}")))
+        return SAME_PRODUCT * (1.0 if mentioned is not None and mentioned >= OWN_PAGE_FIT else 0.5)
     fit = product_fit(asked, q.base_model, titled)
     if fit is not None and (own_page or fit >= OWN_PAGE_FIT):
         return OTHER_PRODUCT if fit == 0 else SAME_PRODUCT * fit

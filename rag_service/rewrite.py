@@ -47,6 +47,7 @@ from rag_core.text import has_han as is_chinese
 from rag_service.domain import MemoryView, RewriteResult, Round
 from rag_service.glossary import concepts
 from rag_service.intents.slots import ProductCatalog
+from rag_service.intents.switch import _PERSON_WORDS, _ZH_PERSON_WORDS, _announcement, _back, _marker
 from rag_service.llm import ChatClient, ChatMessages, UpstreamError
 from rag_service.recall import is_recall
 from rag_service.rewrite_rules import (
@@ -66,6 +67,7 @@ from rag_service.rewrite_rules import (
     has_slot,
     has_subject,
     history_texts,
+    identifies_it,
     is_fragment,
     is_noun_slot,
     mentions,
@@ -223,6 +225,11 @@ class Gate:
             return Decision("dependent", f"contrast follow-up ({contrast.kind} {contrast.core!r})", history, contrast)
         if topic is not None and topic.pair is not None and asks_about_pair(question):
             return Decision("dependent", f"compares {' and '.join(topic.pair)!r}", history, pair=topic.pair)
+        if announces_new_subject(question):
+            # "对了，单独验光多少钱", "Unrelated, but how much is the travel kit?": the customer says the subject is a
+            # new one, and nothing in the rest refers back; the conversation's product glued on would keep the
+            # retrieval on the old page.
+            return Decision("switch", "announces a new subject", history)
         names = own_names(question)
         # A standalone question with a customer-service concept of its own is matched to its page by the
         # reranker's concept bonuses; one with none ("充满电能亮多久") has only the conversation to go on.
@@ -252,7 +259,7 @@ class Gate:
             return Decision("dependent", f"reference marker {marker!r}", history)
         shared = history.shares(question)
         if names:
-            if not shared:
+            if not shared and not identifies_it(question):
                 new = [e for e in names if not history.knows(e)]
                 if len(new) == len(names):
                     return Decision("switch", f"new entity {new[0].text!r}", history)
@@ -296,6 +303,21 @@ class Gate:
             return None
         q = self.embedder.embed_query(question)
         return max(_cosine(q, self.embedder.embed_query(p)) for p in plain)
+
+
+# The customer's relatives and friends ("my son", "my flatmate", "我儿子"): whom a later he/she stands for.
+_RELATIVE = re.compile(rf"\b(?:my|our)\s+(?:{_PERSON_WORDS})\b|我(?:的|家)?(?:{_ZH_PERSON_WORDS})", re.IGNORECASE)
+
+
+def announces_new_subject(question: str) -> bool:
+    """Does the question open with the words of a new subject ("对了，…", "By the way, …", "Different thing: …")
+    and refer back nowhere after them (a pronoun pointing at what the question itself states after the
+    announcement does not refer back: "Another thing: I bought a lamp here. Can I return it?")?"""
+    announced = _announcement(question)
+    if announced is None:
+        return False
+    rest = question[: announced.start()] + " " * len(announced.group()) + question[announced.end() :]
+    return _marker(question, rest, announced) is None and _back(question, announced) is None
 
 
 def _cosine(a: Vector, b: Vector) -> float:
@@ -378,8 +400,17 @@ class RuleRewriter:
                 query, detail = resolve(question, Entity(family, True)), f"added family {family!r}"
             else:
                 query, detail = question, f"names a sibling of {decision.product!r}"
+        personal = personal_pronoun(question)
+        if (
+            not query
+            and personal
+            and any(_RELATIVE.search(t.text) for t in decision.history.texts if t.source == "user")
+        ):
+            # "How long will his eyes stay blurry?" after "… for my son": he is the customer's relative, whom no
+            # page is about; a place or a product of the conversation put in his stead would mislead retrieval.
+            query, detail = question, "he/she is the customer's relative"
         if not query:
-            query, detail = rule_rewrite(question, decision.history.candidates, personal_pronoun(question))
+            query, detail = rule_rewrite(question, decision.history.candidates, personal)
         if len(query) > self.settings.max_query_chars:
             query, detail = question, "rewrite would exceed max_query_chars"
         return RewriteResult(query, action, False, f"{why or decision.reason}; {detail}")

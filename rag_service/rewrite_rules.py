@@ -119,12 +119,21 @@ _ZH_TRAILING = frozenset(["呢"])
 
 # "is it safer to ...", "it is better never ...": a dummy subject, not a reference. "What if it's a large item?":
 # the noun says what is meant, a case rather than the thing the conversation is about.
+# "It's a Kestrel K2, bought last May.": a sentence opening by naming what "it" is.
+_IDENTIFIED_IT = r"(?:^|[.!?]\s+)\W*it(?:'s|’s|\s+is|\s+was)\s+(?:a|an|the|my|our)\s+(?-i:[A-Z])\w*"
 _EXPLETIVE_IT = re.compile(
     r"\b(?:(?:is|was|isn't|wasn't)\s+it|it\s+(?:is|was|'s))\s+(?:\w+\s+){0,2}?\w+\s+"
     r"(?:to|that|never|not|if|when|whether)\b"
-    r"|\bif\s+it(?:'s|’s|\s+is|\s+was)\s+(?:a|an)\s+\w+",
+    r"|\bif\s+it(?:'s|’s|\s+is|\s+was)\s+(?:a|an)\s+\w+"
+    rf"|{_IDENTIFIED_IT}",
     re.IGNORECASE,
 )
+
+
+def identifies_it(question: str) -> bool:
+    """Does the question say what the thing discussed is ("It's a Kestrel K2, bought last May.")? Its "it" needs
+    no antecedent, and the name it gives is the conversation's thing, not a new subject."""
+    return re.search(_IDENTIFIED_IT, question, re.IGNORECASE) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +196,25 @@ _EN_BREAK_WORDS = """above below beneath underneath through throughout across be
     against toward towards upon per away inside outside onto amid besides day days week weeks month months year
     years hour hours minute minutes"""
 _EN_BREAKS = frozenset(_EN_BREAK_WORDS.split())
+# Words a question opens a clause or a sentence with that the stop list lacks ("While it's in, …", "Do we come
+# back afterwards?"), and the adjectives of a language ("an English-speaking store"): never a subject, capitalised
+# or not.
+_EN_CLAUSE_WORD_LIST = """while whilst although though because unless whereas afterwards afterward beforehand meanwhile
+    anyway anyhow otherwise later soon"""
+_EN_CLAUSE_WORDS = frozenset(_EN_CLAUSE_WORD_LIST.split())
+_EN_NOT_SUBJECT = re.compile(
+    rf"^(?:{'|'.join(_EN_CLAUSE_WORDS)}|english|chinese|mandarin|cantonese)(?:-[a-z]+)?$", re.IGNORECASE
+)
+# The customer's body ("my two eyes", "his head", "眼睛"): what a question is asked for, not the subject to carry
+# into the next one.
+_BODY_PART = re.compile(
+    r"^(?:(?:my|his|her|our|their|your|two|both|one|left|right)\s+)*"
+    r"(?:eyes?|head|face|hands?|arms?|legs?|feet|foot|ears?|nose|skin|teeth|tooth|hair|knees?|neck|shoulders?|wrists?)$"
+    r"|^(?:眼睛|双眼|眼|头|脸|手|脚|耳朵|鼻子|皮肤|牙齿?|头发|膝盖|腰|脖子|肩膀?|手腕)$",
+    re.IGNORECASE,
+)
+# A Chinese noun phrase holding a question word ("多长时间", "多少钱", "什么时候") asks; it names nothing.
+_ZH_QUESTION_WORD = re.compile(r"多长|多久|多少|多大|多重|什么|怎么|怎样|哪|几")
 # A subject pronoun or "be": the word after it is a verb or a complement ("it turns out", "should I leave",
 # "to be faulty"), not a noun.
 _EN_SUBJECTS = frozenset(["i", "you", "we", "they", "he", "she", "it", "be", "been", "being"])
@@ -291,6 +319,8 @@ def _entities(text: str) -> tuple[Entity, ...]:
     for e in out:
         if _ID_LABEL.fullmatch(e.key):
             continue  # "手机号", "my order number": the customer's identifier, never what a question is about
+        if _EN_NOT_SUBJECT.match(e.text) or _BODY_PART.match(e.text) or _ZH_QUESTION_WORD.search(e.text):
+            continue
         if e.key and e.key not in seen:
             seen.add(e.key)
             unique.append(e)
@@ -333,7 +363,8 @@ def _latin_entities(text: str) -> list[Entity]:
             flush()  # a bare number starts nothing; it only continues a name ("Gen 12")
             continue
         verb = not is_name and (_VERB_LIKE.match(lower) is not None or (after_subject and kind != "name"))
-        if lower in _EN_STOP or (lower in _EN_BREAKS and not is_name) or verb or (_SPEC.match(word) and kind != "name"):
+        stop = lower in _EN_STOP or lower in _EN_CLAUSE_WORDS
+        if stop or (lower in _EN_BREAKS and not is_name) or verb or (_SPEC.match(word) and kind != "name"):
             flush()
             continue
         word_kind = "name" if is_name or word.isdigit() else "plain"
@@ -750,6 +781,11 @@ def product_names(text: str) -> list[str]:
         lead = _DIGITS_BEFORE.search(text, 0, at) if at > 0 else None
         if lead is not None and words:
             words[0] = lead.group() + words[0]  # "65L Pro": the capacity is part of the model, not "L Pro"
+        brand = _brand_before(text[:at]) if at > 0 and lead is None and words else ""
+        if brand and not _NOT_BRAND.search(brand):
+            # "飞燕 R5": the Chinese brand is part of the name (the page titles it "飞燕（Feiyan）…", and another
+            # brand may use the same model number).
+            words.insert(0, brand)
         while len(words) > 1 and words[0].isalpha() and words[0].islower():
             words.pop(0)  # "cracked Pixel 8": an adjective before the name
         # "MacBook Air M3 15 寸": a number before a size unit is the screen size, not part of the name.
@@ -762,6 +798,8 @@ def product_names(text: str) -> list[str]:
 
 
 _DIGITS_BEFORE = re.compile(r"(?<![\w.])\d+$")
+# What a Chinese word before a model number is when it is no brand: a label ("型号", "编号"), an attribute's name.
+_NOT_BRAND = re.compile(r"[号款版型个度量率压重长宽高径积温价格费额]$")
 
 
 def _end_of(text: str, name: str) -> int:
@@ -890,6 +928,11 @@ def with_family(question: str, product: str) -> str | None:
     if not tokens:
         return None
     token = min(tokens, key=lambda t: question.find(t))
+    base = _base_model(product, token)
+    if base is not None:
+        # "M3 呢" after "Acme M3 Plus": the model without the variant, named as the product names it.
+        at = _find(question, token)
+        return question if at is None or normalize(base) == normalize(token) else _replace_span(question, *at, base)
     family = sibling_family(product, question)
     if family is None:
         # The product's own variant ("Pro" of "Acme 2 Pro"), or a product with no variant to swap ("Acme 2").
@@ -900,6 +943,24 @@ def with_family(question: str, product: str) -> str | None:
     if span is None or normalize(name) == normalize(token):
         return None
     return _replace_span(question, *span, name)
+
+
+def _edition(token: str) -> bool:
+    """A variant word ("Pro", "Max") or a Chinese edition ("长续航版"), not a model number or capacity."""
+    return _VARIANT.fullmatch(token) is not None or _ZH_EDITION.fullmatch(token) is not None
+
+
+def _base_model(product: str, token: str) -> str | None:
+    """The product's words up to its model token `token`, when the product goes on with a variant word the token
+    lacks ("Acme M3" for "M3" of "Acme M3 Plus"); else None."""
+    words = product.split()
+    keys = [normalize(w) for w in words]
+    key = normalize(token)
+    if key not in keys or _MODEL_TOKEN.fullmatch(token) is None:
+        return None
+    at = keys.index(key)
+    rest = words[at + 1 :]
+    return " ".join(words[: at + 1]) if rest and any(_VARIANT.fullmatch(w) for w in rest) else None
 
 
 def sibling_family(product: str, question: str) -> str | None:
@@ -913,6 +974,10 @@ def sibling_family(product: str, question: str) -> str | None:
     others = [t for t in _variant_tokens(question) if normalize(t) not in said]
     if not others:
         return None
+    if all(_edition(t) for t in others) and not any(_edition(t) for t in own):
+        # "Pro 版多少钱", "长续航版呢" after "Acme R5": a variant of that model, which names none (its model number is
+        # no variant to swap): the whole product is the family.
+        return product
     words = product.split()
     head: list[str] = []
     for word in words:

@@ -121,6 +121,35 @@ def test_an_english_question_naming_a_chinese_pages_romanised_brand_finds_that_p
     assert rerank("How much is the Lantu 40L?", [rental, plain])[0].doc_id == "rental"
 
 
+def test_a_chinese_question_naming_the_brand_in_characters_finds_the_page_titled_by_its_romanisation() -> None:
+    # "溪鹿（Xilu）帐篷" is titled by the romanised brand; the question writes the brand in characters and a model.
+    # The page is the family's (not another product's), and the chunk naming the model is its own.
+    family = Chunk(
+        "xilu-1", "xilu", "docs/xilu", "溪鹿（Xilu）帐篷 商品详情", "溪鹿 T2 Plus：三人帐，售价 1299 元", 0.80, 40,
+        section="溪鹿 T2 Plus", lang="zh", aliases="溪鹿 Xilu",
+    )  # fmt: skip
+    other = Chunk(
+        "kite-1", "kite", "docs/kite", "飞鸢（Feiyuan）K7 炉具 商品详情", "K7 售价 359 元", 0.86, 40,
+        lang="zh", aliases="飞鸢 Feiyuan",
+    )  # fmt: skip
+    ranked = rerank("溪鹿 T2 Plus 什么价", [other, family])
+    assert ranked[0].doc_id == "xilu" and ranked[0].score > family.score
+    # Another brand's page titled the same way is still another product's.
+    assert rerank("溪鹿 T2 Plus 什么价", [other])[0].score < other.score
+
+
+def test_a_chinese_questions_latin_name_lifts_the_english_page_filed_under_it() -> None:
+    # A product line with no digit ("Dune Breeze"): the English page files the model under its name.
+    english = chunk("dune", "Dune Sandals - Product Details", "Price: 289 yuan.", 0.84, "en", section="Dune Breeze")
+    chinese = chunk("socks", "速干袜 商品详情", "速干袜 售价 39 元。", 0.88)
+    ranked = rerank("Dune Breeze 凉鞋多少钱", [chinese, english])
+    assert ranked[0].doc_id == "dune"
+    # Generic Latin words (an app, a size) name no page; an English question gets no such lift.
+    assert rerank("会员 App 多少钱", [chinese, english])[0].doc_id == "socks"
+    lifted = {c.doc_id: c.score for c in rerank("How much are the Dune Breeze sandals?", [english])}
+    assert lifted["dune"] < 0.84 + 0.04
+
+
 @pytest.mark.parametrize(
     "text",
     [

@@ -416,7 +416,6 @@ DEPENDENT = [
     "这个多少钱？",
     "那保修呢？",
     "还有其他颜色吗？",
-    "另外，发票怎么开？",
     "那个能分期吗",
     "What about its warranty?",
     "How much would that cost?",
