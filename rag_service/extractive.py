@@ -995,6 +995,7 @@ def _extreme(q: Question, ranked: list[Candidate], direction: int) -> list[Candi
         for c in ranked
         if c.chunk.doc_id == best.chunk.doc_id
         and c.score >= floor
+        and (c.row.header if c.row else None) == (best.row.header if best.row else None)
         and shows(c.text, ask)
         and (figure := _figure(c, q, ask)) is not None
     ]
@@ -1004,7 +1005,7 @@ def _extreme(q: Question, ranked: list[Candidate], direction: int) -> list[Candi
     return [top, *(c for c in ranked if c is not top)]
 
 
-_SUPERLATIVE_FLOOR = 0.3
+_SUPERLATIVE_FLOOR = 0.75
 
 
 def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:

@@ -204,3 +204,22 @@ def test_model_numbers_dates_and_clock_times_are_no_stated_figures() -> None:
     assert stated_figures("I ordered on 12 November, I'm 183 cm", frozenset({"12", "183"})) == {"183"}
     assert spans("上午 9:00–12:00") == []
     assert Ask.SPEC not in question_asks("How far ahead must I book?")
+
+
+def test_the_lowest_price_of_one_model_is_not_a_repair_price() -> None:
+    page = chunk(
+        "board-page",
+        "浪花 7.2 商品详情",
+        "\n".join(
+            [
+                "浪花 7.2 商品详情",
+                "价格",
+                "浪花 7.2 标准涂装售价 1280 元。",
+                "浪花 7.2 手绘涂装售价 1580 元。",
+                "售后",
+                "浪花 7.2 板尾修补价格为 199 元。",
+            ]
+        ),
+    )
+    out = answer("浪花 7.2 最便宜多少钱", [page])
+    assert "1280 元" in out and "199 元" not in out
