@@ -88,7 +88,7 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "condition": ("condition|scratch*|wear|intact|undamaged", "成色|划痕|磨损|完好"),
     "color": ("colou?r*|finish", "颜色|配色"),
     "weight": ("weigh*|heavy|light|load capacity|max* load", "重量|多重|克|千克|载重|承重"),
-    "distance": ("how far|distance*|kilomet*|km|mileage", "多远|距离|公里|千米|里程"),
+    "distance": ("distance*|kilomet*|km|mileage|range per charge", "多远|距离|公里|千米|里程"),
     "storage": ("storage|capacity|gb|tb|ssd", "存储|容量|硬盘|固态"),
     "memory": ("memory|ram", "内存|运行内存"),
     "release": ("release*|launch*|available since|came out", "发售|上市|发布"),
