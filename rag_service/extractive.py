@@ -51,6 +51,8 @@ from rag_service.table_rows import (
     asked_numbers,
     headers_of,
     reached_tier,
+    span_fit,
+    stated_figures,
     stated_spend,
     states_threshold,
     variant_clauses,
@@ -137,7 +139,7 @@ def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
                 continue
             intro = None
             if is_heading(line) or _asks_question(line, lines[i + 1] if i + 1 < len(lines) else None):
-                section = line
+                section = line.strip("*_ ") or line  # "**Q: ...?**" is read as the question it sets in bold
                 continue
             body = LIST_MARK.sub("", line).strip(" #*")
             reply = ""
@@ -172,6 +174,8 @@ _QUESTION_LINE = re.compile(r"[?？]\s*$")
 def _asks_question(line: str, following: str | None) -> bool:
     """A line that is one question with more text after it (a FAQ's "Can I pay by card?" over its answer):
     the heading of what follows, never an answer itself."""
+    # A FAQ may set its questions in bold ("**Q: Can I pay by card?**"): the emphasis is no part of it.
+    line = line.strip().strip("*_ ")
     if following is None or not _QUESTION_LINE.search(line) or len(line) > 160:
         return False
     return len(split_sentences(line)) == 1
@@ -445,6 +449,17 @@ def _context_products(c: Candidate, q: Question) -> list[Product]:
     return []
 
 
+def _on_asked_page(q: Question, c: Candidate) -> bool:
+    """A sentence naming no model, in a chunk that names the asked model (or the picked variant): said of
+    that model or of its whole family, not of another product."""
+    if c.row is not None:
+        return False
+    if q.picked_variants:
+        return q.picked_variants <= variant_marks(c.chunk.text)
+    named = list(products(c.chunk.text))
+    return bool(named) and (product_fit(list(q.named), q.base_model, named) or 0.0) >= 0.8
+
+
 def _family_wide(c: Candidate, q: Question) -> bool:
     """A sentence naming no model nor variant, on a page that names the asked variant by its variant
     word: it is said of the whole family (the page is no sibling's own page)."""
@@ -541,7 +556,9 @@ def _name_tokens(name: str) -> frozenset[str]:
 def _model_heading(section: str) -> bool:
     if not section or len(section) > 40 or _QUESTION_LINE.search(section):
         return False
-    return bool(re.search(r"\d", section) or _EDITION_END.search(section) or products(section))
+    # "晴川 Pro": a family word and a variant word name a model as surely as a model number does.
+    variant = any(w.lower() in VARIANT_WORDS for w in _WORD.findall(section))
+    return bool(re.search(r"\d", section) or _EDITION_END.search(section) or products(section) or variant)
 
 
 def _sibling_name(c: Candidate) -> str:
@@ -579,6 +596,9 @@ class _Siblings:
                 by_doc.setdefault(c.chunk.doc_id, set()).add(name)
         self.hits: dict[tuple[str, str], float] = {}
         self.best: dict[str, float] = {}
+        # The words the page's sibling models are named by ("护童", "pro" of "护童 Pro"): they say which model,
+        # which `fit` weighs, not what about it is asked.
+        self.name_words: set[str] = set()
         # The words of the asked products' line ("Breeze Shell" of "Breeze Shell Lite"): on a page of another
         # line a shared variant word ("晨光 Lite") tells nothing.
         lines = [_name_tokens(p.text) - VARIANT_WORDS for p in q.named]
@@ -586,6 +606,7 @@ class _Siblings:
             if len(names) < 2:
                 continue
             tokens = frozenset().union(*(_name_tokens(n) for n in names))
+            self.name_words |= tokens
             foreign = bool(lines) and not any(line & tokens for line in lines)
             common = frozenset.intersection(*(_name_tokens(n) for n in names))
             for name in names:
@@ -618,7 +639,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     # is the right page is `product_fit`'s and retrieval's call, so they do not count as shared words.
     named_words = {t for p in q.named for t in terms(p.text)}
     numbers = asked_numbers(q.text, [p.text for p in q.named])
-    asked_words = q.words - named_words
+    siblings = _Siblings(q, candidates)
+    asked_words = q.words - named_words - siblings.name_words
     # Numbers the customer (or the rewriter) used for a model the name parser does not see as one.
     model_numbers = {w for w in q.words if w.isdigit() and len(w) >= 2} if not q.named else set()
     if _names_own_subject(q.text):
@@ -663,8 +685,21 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     own_tiers = (q.ideas - q.added_ideas) & _TIERS
     # "洗碗机搬上楼收费吗": the category says which product, the words say what about it.
     category_only = 0.3 if q.ideas and q.ideas <= CATEGORIES else 1.0
-    siblings = _Siblings(q, candidates)
+    # "身高 132 买几寸的", "I'm 183 cm, which size": the row or line whose span holds the figure, on a page
+    # where one does (elsewhere a figure in a span is a coincidence).
+    # Not for "700 度能配吗": a span that does not hold the figure answers a yes-or-no question too ("0–600 度").
+    # A name of one letter and a figure ("m 186" of "I'm 186 cm") is no model's name.
+    names = [p.text for p in q.named if any(len(t) > 1 and not t.isdigit() for t in p.tokens)]
+    figures = stated_figures(q.text, asked_numbers(q.text, names)) if primary is not Ask.YESNO else frozenset()
+    span_fits = {id(c): span_fit(figures, c.text, asked_words) for c in candidates} if figures else {}
+    spanned = {c.chunk.doc_id for c in candidates if span_fits.get(id(c), 1.0) > 1}
     asks_rate = _PER_PERIOD_ASKED.search(q.text) is not None
+    asks_product = primary in (Ask.PRICE, Ask.SPEC) and bool(q.named or q.picked_variants) and not _PART.search(q.text)
+    # "多久回来复查一次": when the question's only concept is its type (a duration, a price), every sentence
+    # of that type covers it; the type is weighed by `shows` below, and what the question says it is about
+    # (its words) tells those sentences apart.
+    type_idea = _ASK_IDEA.get(primary)
+    type_only = 0.5 if type_idea is not None and q.ideas == {type_idea} else 1.0
     for c in candidates:
         # How much of what the question says the sentence covers: its words (rarer ones weigh more) and
         # its concepts. In the question's language they are mostly the same evidence ("warranty" is both),
@@ -673,8 +708,11 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         by_words = sum(idf[t] for t in shared)
         # A Chinese word written another way ("专票" ~ "专用发票", "碎了" ~ "碎裂") shares its characters.
         by_words += 0.5 * sum(idf[t] for t in asked_words - shared if _HAN_WORD.fullmatch(t) and _chars_in(t, c))
+        # A one-character verb or noun of the question inside a word of the sentence ("戴" of "佩戴", "拆" of
+        # "拆卸"): what is done, which tells sentences of the same type apart.
+        by_words += 0.5 * sum(idf[t] for t in asked_words - shared if _HAN_CONTENT_CHAR.fullmatch(t) and t in c.text)
         by_words = by_words / words_total if words_total else 0.0
-        by_ideas = _coverage(q, c.ideas) * category_only
+        by_ideas = _coverage(q, c.ideas) * category_only * type_only
         score = 0.1 + max(by_words, by_ideas) + 0.25 * min(by_words, by_ideas)
         if q.context:
             # What the previous question was about still counts a little ("that service" = its topic).
@@ -728,6 +766,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         sibling = siblings.fit(c) if fit is None and not q.picked_variants else 1.0
         if fit is None and sibling > 1:
             fit = 1.0  # under a heading or in a row naming the asked model in a way no product name reads
+        elif fit is None and sibling == 1 and _on_asked_page(q, c):
+            fit = 0.8  # "每天佩戴不少于 8 小时" on the asked model's page, under no other model's heading
         if q.named or q.picked_variants:
             score *= 0.5 if fit is None else 0.03 if fit == 0 else 2.0 * fit
         score *= sibling
@@ -740,6 +780,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         for kind, found in attributes(c.section).items():
             sentence_attrs.setdefault(kind, found)  # "成都店" heading over "门店电话为 …"
         score *= attribute_fit(q.attrs, sentence_attrs)
+        if c.chunk.doc_id in spanned:
+            score *= span_fits[id(c)]
         if c.row is not None:
             score *= c.row.number_fit(numbers)  # "the 5-litre one": the row holding the figure
             if tier is not None and (own := c.row.threshold()) is not None:
@@ -762,6 +804,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             score *= _SUBJECT_BONUS  # "滤网（2 片装）：49 元" for "滤网什么价", not a spec line naming it in passing
         elif subject_found and (head or under) and not under & own_words:
             score /= _SUBJECT_BONUS  # "S8 Pro：…，自动集尘基站，…" is about the machine, not the bag
+        if asks_product and _PART.search(c.text):
+            score *= _PART_MISS  # "X 备用电池 … 1990 元" is a part for the model asked about, not the model
         if _BOILERPLATE.search(c.text):
             score *= 0.05
         elif _POINTER.search(c.text):
@@ -770,6 +814,16 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             # "What is your return policy?": a page states its main rule first.
             score *= 1 + 0.5 / (1 + c.chunk.index)
         c.score = score / _rank_discount(c)
+
+
+# What marks a part or an add-on sold for a model rather than the model: "备用电池", "仅适配 X", "spare
+# battery", "sold separately".
+_PART = re.compile(
+    r"备用|配件|专用|适配|兼容|选配|另购|单独购买|单独出售|\b(?:spare|replacement|compatible|accessor(?:y|ies))\b"
+    r"|\bsold separately\b",
+    re.I,
+)
+_PART_MISS = 0.5
 
 
 _PHONE_ASKED = re.compile(r"电话|热线|号码|打给|\b(?:phone|call|hotline|telephone|number|helpline)\b", re.I)
@@ -798,7 +852,7 @@ _PAREN = re.compile(r"[(（][^)）]*[)）]")
 
 
 _LABEL_CONCEPTS = frozenset(
-    ["weight", "dimensions", "occupancy", "waterproof", "material", "color", "storage", "memory", "battery",
+    ["weight", "distance", "dimensions", "occupancy", "waterproof", "material", "color", "storage", "memory", "battery",
      "screen", "noise", "temperature", "room_size", "warranty", "specs", "in_box", "altitude"]
 )  # fmt: skip
 
@@ -864,6 +918,12 @@ def _coverage(q: Question, got: frozenset[str]) -> float:
 
 
 _HAN_WORD = re.compile(f"{HAN_CLASS}{{2,4}}")
+# One Chinese character that is a word of its own and says what is done or to what ("戴", "拆", "折"), not a
+# function or question character, whose presence in a sentence says nothing.
+_HAN_CONTENT_CHAR = re.compile(
+    f"(?![要的了是在有能会可就都也还吗呢吧啊多少几个我你他她它这那和与或把被给让到去来上下不没很太最更再又才只用做买卖说看啥咋怎么谁哪呀嘛么之其])"
+    f"{HAN_CLASS}"
+)
 
 
 def _chars_in(word: str, c: Candidate) -> bool:
@@ -877,13 +937,14 @@ def section_asks(section: str) -> frozenset[Ask]:
 
 
 _HOWTO_HEADING = re.compile(
-    r"如何|怎么|怎样|流程|步骤|指南|办理方式|申请方式|\bhow to\b|\bsteps?\b|\bprocess\b|\bprocedure\b", re.I
+    r"如何|怎么|怎样|流程|步骤|指南|方法|办理方式|申请方式|\bhow to\b|\bsteps?\b|\bprocess\b|\bprocedure\b", re.I
 )
 _SPEC_UNITS = {
     "memory": re.compile(r"\d\s?GB", re.I),
     "storage": re.compile(r"\d\s?(?:GB|TB)", re.I),
     "weight": re.compile(r"\d\s?(?:克|千克|公斤|kg|g)\b|\d\s?(?:克|千克|公斤)", re.I),
-    "battery": re.compile(r"\d\s?(?:mAh|小时|hours?|Wh)", re.I),
+    "battery": re.compile(r"\d\s?(?:mAh|小时|hours?|Wh|km|公里)", re.I),
+    "distance": re.compile(r"\d\s?(?:km|公里|千米|kilomet)", re.I),
     "screen": re.compile(r"\d\s?(?:英寸|寸|inch|\"|Hz)", re.I),
     "noise": re.compile(r"\d\s?(?:dB|分贝)", re.I),
     "temperature": re.compile(r"\d\s?(?:℃|°C|度)", re.I),
@@ -892,9 +953,68 @@ _SPEC_UNITS = {
 _ASK_IDEA = {Ask.PRICE: "price", Ask.DURATION: "time_limit"}
 
 
-def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
+# "the cheapest one", "哪款续航最长": the model at one end of the figures asked about (-1: the lowest).
+_LOWEST = re.compile(
+    r"最便宜|最低价|最实惠|最轻|最小|最短|最少|\bcheapest\b|\bleast expensive\b|\blowest price\b|\blightest\b"
+    r"|\bsmallest\b|\bshortest\b|\bfewest\b",
+    re.I,
+)
+_HIGHEST = re.compile(
+    r"最贵|最重|最大|最长|最久|最多|最高|\bmost expensive\b|\bheaviest\b|\bbiggest\b|\blargest\b|\blongest\b"
+    r"|\bhighest\b|\bmost (?:storage|capacity|power|range)\b",
+    re.I,
+)
+
+
+def superlative(question: str) -> int:
+    """-1 for a question after the lowest figure, 1 for the highest, 0 for neither."""
+    low, high = _LOWEST.search(question), _HIGHEST.search(question)
+    return -1 if low and not high else 1 if high and not low else 0
+
+
+def _figure(c: Candidate, q: Question, ask: Ask) -> float | None:
+    """The figure of the kind asked a sentence states first: in the asked concept's unit ("续航" in hours
+    or km) when there is one, else its first value of the asked type."""
+    for unit in (_SPEC_UNITS[i] for i in q.ideas if i in _SPEC_UNITS):
+        for m in unit.finditer(c.text):
+            digits = re.search(r"\d+(?:\.\d+)?$", c.text[: m.start() + 1])
+            if digits:
+                return float(digits.group())
+    figure = _first_number(c.text, ask)
+    return None if figure == math.inf else figure
+
+
+def _extreme(q: Question, ranked: list[Candidate], direction: int) -> list[Candidate]:
+    """`ranked` with the sentence at the asked end of the figures first: among the best sentence's page's
+    sentences of the asked type that compete with it (the siblings' rows or lines)."""
     best = ranked[0]
+    ask = q.asks[0]
+    floor = _SUPERLATIVE_FLOOR * best.score
+    rivals = [
+        (figure, c)
+        for c in ranked
+        if c.chunk.doc_id == best.chunk.doc_id
+        and c.score >= floor
+        and (c.row.header if c.row else None) == (best.row.header if best.row else None)
+        and shows(c.text, ask)
+        and (figure := _figure(c, q, ask)) is not None
+    ]
+    if len(rivals) < 2:
+        return ranked
+    _, top = max(rivals, key=lambda fc: fc[0] * direction)
+    return [top, *(c for c in ranked if c is not top)]
+
+
+_SUPERLATIVE_FLOOR = 0.75
+
+
+def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
     primary = q.asks[0] if q.asks else Ask.GENERAL
+    direction = superlative(q.text) if primary in (Ask.PRICE, Ask.SPEC, Ask.DURATION) else 0
+    if direction:
+        # One answer, the extreme: not the whole price list.
+        return _extreme(q, ranked, direction)[:1]
+    best = ranked[0]
     # A price list under one heading ("128GB 7999 元 / 256GB 8999 元 ...") answers "how much is it" as a
     # whole when no tier was named: the rows of the best sentence's section that carry the value.
     # The list is one whatever chunks the overlap cut it into: its rows compare without their chunks' rank.

@@ -65,8 +65,8 @@ _ASK_PATTERNS: list[tuple[Ask, re.Pattern[str]]] = [
     (
         Ask.PRICE,
         re.compile(
-            r"多少钱|价格|价钱|售价|回收多少|收多少|卖多少钱|报价|多贵|几块|几元|卖多少|卖几|费用|收费|运费|邮费|要钱|花多少|起售价|起价|折多少|回收价|值多少|能换多少|补贴多少|便宜多少"
-            r"|\bprices?\b|\bcosts?\b|\bfees?\b|\bcharges?\b|\bpay\b.*\bhow much|\bhow much\b(?!\s+(?:memory|storage|ram|space|data|time|weight|battery)\b)(?![^?]*\b(?:weigh|weighs|hold|holds|fit|fits)\b)"
+            r"多少钱|啥价|什么价|最便宜|最贵|价格|价钱|售价|回收多少|收多少|卖多少钱|报价|多贵|几块|几元|卖多少|卖几|费用|收费|运费|邮费|要钱|花多少|起售价|起价|折多少|回收价|值多少|能换多少|补贴多少|便宜多少"
+            r"|\bprices?\b|\bcosts?\b|\bfees?\b|(?<!full )(?<!one )(?<!per )(?<!single )(?<!on a )\bcharges?\b|\bpay\b.*\bhow much|\bhow much\b(?!\s+(?:memory|storage|ram|space|data|time|weight|battery)\b)(?![^?]*\b(?:weigh|weighs|hold|holds|fit|fits)\b)"
             r"|\bexpensive\b|\bcheap(?:er|est)?\b|\bworth\b|\bget for\b",
             re.I,
         ),
@@ -118,21 +118,23 @@ _ASK_PATTERNS: list[tuple[Ask, re.Pattern[str]]] = [
         Ask.SPEC,
         re.compile(
             r"多大|多重|多少克|多少瓦|几瓦|瓦数|重量|尺寸|容量|续航|多少毫安|刷新率|分辨率|几核|内存多大|像素|屏幕多大"
-            r"|\bhow (?:big|heavy|large|many)\b|\bweigh|\bwatts?\b|\bwattage\b|\bcapacity\b|\bsize\b|\bbattery life\b|\bhow much (?:memory|storage|ram|space)\b",
+            # How far, tall or long a thing is (not how long it takes): "能跑多远", "多高", "多少公里".
+            r"|多远|多高|多宽|多少(?:公里|千米|米|厘米|毫米)|几(?:公里|米|厘米)|载重"
+            r"|\bhow (?:big|heavy|large|many|far(?! (?:ahead|in advance|back|before))|tall|high|wide)\b|\bweigh|\bwatts?\b|\bwattage\b|\bcapacity\b|\bsize\b|\bbattery life\b|\bhow much (?:memory|storage|ram|space)\b",
             re.I,
         ),
     ),
     (
         Ask.HOWTO,
         re.compile(
-            r"怎么|如何|怎样|步骤|流程|办理|申请|操作|\bhow (?:do|can|should|to)\b|\bsteps?\b|\bprocess\b|\bprocedure\b",
+            r"怎么|如何|怎样|咋(?!回事)|步骤|流程|办理|申请|操作|\bhow (?:do|can|should|to)\b|\bsteps?\b|\bprocess\b|\bprocedure\b",
             re.I,
         ),
     ),
     (
         Ask.YESNO,
         re.compile(
-            r"吗[？?]?$|能不能|可不可以|是否|有没有|是不是|会不会|要不要|支不支持|行不行"
+            r"吗[？?]?$|(?<=[\u4e00-\u9fff])(?:不|没)[？?]?$|能不能|可不可以|是否|有没有|是不是|会不会|要不要|支不支持|行不行"
             r"|^\s*(?:can|could|do|does|did|is|are|will|would|should|may|am)\b",
             re.I,
         ),
@@ -186,7 +188,7 @@ VALUE_PATTERNS: dict[Ask, re.Pattern[str]] = {
     Ask.PERCENT: re.compile(rf"{_NUM}\s?%|百分之[一二三四五六七八九十\d]+|[一二三四五六七八九\d](?:\.\d)?\s?折"),
     Ask.SPEC: re.compile(
         rf"{_NUM}\s?(?:mAh|GB|TB|MB|克|千克|公斤|kg|g\b|英寸|寸|inch(?:es)?|-inch|mm|毫米|Hz|W\b|瓦|核|万像素|像素|小时|hours?|nits|尼特"
-        r"|dB|分贝|℃|°C|m²|㎡|平方米|L\b|升|Pa\b|kWh)",
+        r"|dB|分贝|℃|°C|m²|㎡|平方米|L\b|升|Pa\b|kWh|km\b|公里|千米|cm\b|厘米|m\b|米)",
         re.I,
     ),
 }

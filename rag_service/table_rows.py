@@ -15,6 +15,7 @@ variant asked about is the answer.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -268,3 +269,75 @@ def with_variants(family: list[Product], marks: frozenset[str]) -> list[Product]
             out.append(p)
         out.extend(Product(f"{p.text} {w}", p.tokens | {w}) for w in sorted(words))
     return out
+
+
+# A span of figures a rule or a size applies to: "身高 168–180 cm", "300 到 600 度", "ages 4 to 7", and an open
+# one: "300 度以内", "up to 105 kg", "600 度以上", "over 12". Not a model number ("BCD-468") nor a date.
+_NUMBER = r"(\d+(?:\.\d+)?)"
+_SPAN = re.compile(
+    rf"(?<![A-Za-z\d.\-:：]){_NUMBER}\s?(?:[A-Za-z°℃%]{{0,3}}\s?)?(?:–|—|-|~|～|至|到|\bto\b)\s?{_NUMBER}(?![\d.\-:：])"
+)
+_UP_TO = re.compile(
+    rf"(?:≤|<=|不超过|不高于|最多|最高|\bup to\b|\bunder\b|\bbelow\b|\bmax(?:imum)?\.?\b)\s?{_NUMBER}"
+    rf"|(?<![\d.]){_NUMBER}\s?[^\d\s，,；;。]{{0,3}}\s?(?:以内|以下|之内|or (?:less|under|below))",
+    re.I,
+)
+_FROM = re.compile(
+    rf"(?:≥|>=|不低于|至少|\bover\b|\babove\b|\bat least\b)\s?{_NUMBER}"
+    rf"|(?<![\d.]){_NUMBER}\s?[^\d\s，,；;。]{{0,3}}\s?(?:以上|及以上|or (?:more|over|above))",
+    re.I,
+)
+_CLAUSE_END = re.compile(r"[，,；;。]")
+
+
+def spans(text: str) -> list[tuple[float, float]]:
+    """The spans of figures a text states, closed ("168–180") or open ("600 度以上")."""
+    out: list[tuple[float, float]] = []
+    for m in _SPAN.finditer(text):
+        low, high = float(m.group(1)), float(m.group(2))
+        if low < high:
+            out.append((low, high))
+    for m in _UP_TO.finditer(text):
+        out.append((0.0, float(m.group(1) or m.group(2))))
+    for m in _FROM.finditer(text):
+        out.append((float(m.group(1) or m.group(2)), math.inf))
+    return out
+
+
+def span_fit(numbers: frozenset[str], text: str, asked: frozenset[str]) -> float:
+    """How a sentence's spans fit a figure the question states ("I'm 183 cm", "近视 650 度"): 2 when a clause
+    with a span holding the figure also shares a word with the question (`asked`: its words), 1.3 when only
+    the span holds it, 0.5 when the sentence states spans and none holds it, 1 when it states none."""
+    figures = [float(n) for n in numbers if len(n.split(".")[0]) <= 5]
+    return _span_fit(figures, text, asked)
+
+
+def stated_figures(question: str, numbers: frozenset[str]) -> frozenset[str]:
+    """The figures of `numbers` the question states as amounts, not a model number's ("BCD-468", "E3") nor
+    a date's ("12 November", "3 月 5 日")."""
+    out = set()
+    for n in numbers:
+        glued = re.search(rf"[A-Za-z]-?{re.escape(n)}(?![\d.])|(?<![\d.]){re.escape(n)}\s?(?:月|日|号)", question)
+        date = re.search(
+            rf"(?<![\d.]){re.escape(n)}\s(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)", question, re.I
+        )
+        if not glued and not date:
+            out.add(n)
+    return frozenset(out)
+
+
+def _span_fit(figures: list[float], text: str, asked: frozenset[str]) -> float:
+    if not figures:
+        return 1.0
+    best = 1.0
+    stated = False
+    for clause in _CLAUSE_END.split(text):
+        found = spans(clause)
+        if not found:
+            continue
+        stated = True
+        if any(low <= f <= high for f in figures for low, high in found):
+            lowered = clause.lower()
+            shared = any(len(w) >= 2 and not w.isdigit() and w in lowered for w in asked)
+            best = max(best, 2.0 if shared else 1.3)
+    return best if best > 1 or not stated else 0.5
