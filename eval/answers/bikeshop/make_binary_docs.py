@@ -8,33 +8,19 @@ Latin-1 and the machine that made it had no CJK font.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-from docx import Document
-from fpdf import FPDF
+# Run as a script: the shared writers sit one folder up.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from binary_docs import sections, write_pdf
+from binary_docs import write_docx as _write_docx
 
 KB = Path(__file__).resolve().parent / "kb"
 
-Row = tuple[str, ...]
 
-
-def write_docx(name: str, title: str, parts: list[str | list[Row]]) -> None:
-    """A heading, then paragraphs (str; a leading '## ' makes a level-2 heading) and tables (row lists)."""
-    doc = Document()
-    doc.core_properties.title = title
-    doc.add_heading(title, level=1)
-    for part in parts:
-        if isinstance(part, str):
-            if part.startswith("## "):
-                doc.add_heading(part[3:], level=2)
-            else:
-                doc.add_paragraph(part)
-            continue
-        table = doc.add_table(rows=len(part), cols=len(part[0]))
-        for r, row in enumerate(part):
-            for c, value in enumerate(row):
-                table.cell(r, c).text = value
-    doc.save(str(KB / name))
+def write_docx(name: str, title: str, parts: list[str | list[tuple[str, ...]]]) -> None:
+    _write_docx(KB / name, title, parts)
 
 
 def kids_bikes() -> None:
@@ -132,21 +118,12 @@ def installments() -> None:
 
 
 def trade_in() -> None:
-    pdf = FPDF()
-    pdf.set_title("Qiji Cycles Trade-In Programme")
-    pdf.add_page()
-    pdf.set_font("Helvetica", "B", 16)
-    pdf.multi_cell(0, 10, "Qiji Cycles Trade-In Programme", new_x="LMARGIN", new_y="NEXT")
-    pdf.set_font("Helvetica", "", 11)
     intro = [
         "Effective from 1 August 2026. Bring your old bike to any Qiji Cycles store and get credit towards a new "
         "one. The old bike does not have to be from us, and it does not have to be the same type as the new one.",
         "Who can use it: anyone buying a new complete bike priced at 2000 yuan or more. One trade-in credit per new "
         "bike.",
     ]
-    for text in intro:
-        pdf.multi_cell(0, 6, text, new_x="LMARGIN", new_y="NEXT")
-        pdf.ln(2)
     grades = [
         (
             "Grade A - like new",
@@ -163,12 +140,6 @@ def trade_in() -> None:
             "Any other adult bike that still rolls, whatever its age or brand. Credit: a flat 165 yuan.",
         ),
     ]
-    for heading, text in grades:
-        pdf.set_font("Helvetica", "B", 12)
-        pdf.multi_cell(0, 8, heading, new_x="LMARGIN", new_y="NEXT")
-        pdf.set_font("Helvetica", "", 11)
-        pdf.multi_cell(0, 6, text, new_x="LMARGIN", new_y="NEXT")
-        pdf.ln(2)
     tail = [
         "Kids' bikes: a Xiaodou kids' bike bought from us less than 3 years ago can be traded up to the next size "
         "for 30% of its original price. This also works for a balance bike traded up to a 12-inch bike, and the "
@@ -181,10 +152,7 @@ def trade_in() -> None:
         "this takes about 20 minutes. 3. You get a credit code in the mini program. The credit is valid for 30 "
         "days and cannot be exchanged for cash.",
     ]
-    for text in tail:
-        pdf.multi_cell(0, 6, text, new_x="LMARGIN", new_y="NEXT")
-        pdf.ln(2)
-    pdf.output(str(KB / "trade-in-programme.pdf"))
+    write_pdf(KB / "trade-in-programme.pdf", "Qiji Cycles Trade-In Programme", [*intro, *sections(grades), *tail])
 
 
 if __name__ == "__main__":

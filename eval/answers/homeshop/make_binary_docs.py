@@ -8,33 +8,19 @@ had no CJK font, and fpdf2's core fonts are Latin-1.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-from docx import Document
-from fpdf import FPDF
+# Run as a script: the shared writers sit one folder up.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from binary_docs import write_docx as _write_docx
+from binary_docs import write_pdf
 
 KB = Path(__file__).resolve().parent / "kb"
 
-Row = tuple[str, ...]
 
-
-def write_docx(name: str, title: str, parts: list[str | list[Row]]) -> None:
-    """A heading, then paragraphs (str; a leading '## ' makes a level-2 heading) and tables (row lists)."""
-    doc = Document()
-    doc.core_properties.title = title
-    doc.add_heading(title, level=1)
-    for part in parts:
-        if isinstance(part, str):
-            if part.startswith("## "):
-                doc.add_heading(part[3:], level=2)
-            else:
-                doc.add_paragraph(part)
-            continue
-        table = doc.add_table(rows=len(part), cols=len(part[0]))
-        for r, row in enumerate(part):
-            for c, value in enumerate(row):
-                table.cell(r, c).text = value
-    doc.save(str(KB / name))
+def write_docx(name: str, title: str, parts: list[str | list[tuple[str, ...]]]) -> None:
+    _write_docx(KB / name, title, parts)
 
 
 def washing_machines() -> None:
@@ -115,12 +101,6 @@ def installments() -> None:
 
 
 def extended_warranty() -> None:
-    pdf = FPDF()
-    pdf.set_title("Qinghe Care Extended Warranty Plans")
-    pdf.add_page()
-    pdf.set_font("Helvetica", "B", 16)
-    pdf.multi_cell(0, 10, "Qinghe Care Extended Warranty Plans", new_x="LMARGIN", new_y="NEXT")
-    pdf.set_font("Helvetica", "", 11)
     body = [
         "Last updated: 1 July 2026. Qinghe Care extends the manufacturer's warranty of any appliance bought "
         "from Qinghe Home. A plan starts on the day the standard warranty of the whole unit ends.",
@@ -131,12 +111,6 @@ def extended_warranty() -> None:
         "free labour. If a covered fault cannot be repaired, we replace the appliance with the same or an "
         "equivalent model.",
     ]
-    for text in body:
-        pdf.multi_cell(0, 6, text, new_x="LMARGIN", new_y="NEXT")
-        pdf.ln(2)
-    pdf.set_font("Helvetica", "B", 12)
-    pdf.multi_cell(0, 8, "Plan prices by the appliance's purchase price", new_x="LMARGIN", new_y="NEXT")
-    pdf.set_font("Helvetica", "", 11)
     rows = [
         ("Appliance price", "+1 year", "+3 years"),
         ("below 1,000 yuan", "59 yuan", "149 yuan"),
@@ -144,11 +118,6 @@ def extended_warranty() -> None:
         ("3,000 to 5,999 yuan", "219 yuan", "499 yuan"),
         ("6,000 yuan and above", "329 yuan", "759 yuan"),
     ]
-    for row in rows:
-        for value in row:
-            pdf.cell(60, 7, value, border=1)
-        pdf.ln(7)
-    pdf.ln(3)
     tail = [
         "Care Plus accidental damage cover: for small appliances priced below 1,000 yuan only, one year, "
         "89 yuan. It covers drops and liquid spills, once per plan year.",
@@ -158,10 +127,11 @@ def extended_warranty() -> None:
         "How to claim: call the repair booking line or book a repair in the Qinghe Home app and give your "
         "order number; the plan number is not needed.",
     ]
-    for text in tail:
-        pdf.multi_cell(0, 6, text, new_x="LMARGIN", new_y="NEXT")
-        pdf.ln(2)
-    pdf.output(str(KB / "extended-warranty-plans.pdf"))
+    write_pdf(
+        KB / "extended-warranty-plans.pdf",
+        "Qinghe Care Extended Warranty Plans",
+        [*body, "## Plan prices by the appliance's purchase price", rows, *tail],
+    )
 
 
 if __name__ == "__main__":

@@ -8,33 +8,19 @@ had no CJK font, and fpdf2's core fonts are Latin-1.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-from docx import Document
-from fpdf import FPDF
+# Run as a script: the shared writers sit one folder up.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from binary_docs import sections, write_pdf
+from binary_docs import write_docx as _write_docx
 
 KB = Path(__file__).resolve().parent / "kb"
 
-Row = tuple[str, ...]
 
-
-def write_docx(name: str, title: str, parts: list[str | list[Row]]) -> None:
-    """A heading, then paragraphs (str; a leading '## ' makes a level-2 heading) and tables (row lists)."""
-    doc = Document()
-    doc.core_properties.title = title
-    doc.add_heading(title, level=1)
-    for part in parts:
-        if isinstance(part, str):
-            if part.startswith("## "):
-                doc.add_heading(part[3:], level=2)
-            else:
-                doc.add_paragraph(part)
-            continue
-        table = doc.add_table(rows=len(part), cols=len(part[0]))
-        for r, row in enumerate(part):
-            for c, value in enumerate(row):
-                table.cell(r, c).text = value
-    doc.save(str(KB / name))
+def write_docx(name: str, title: str, parts: list[str | list[tuple[str, ...]]]) -> None:
+    _write_docx(KB / name, title, parts)
 
 
 def contact_lenses() -> None:
@@ -134,21 +120,12 @@ def installments() -> None:
 
 
 def care_plan() -> None:
-    pdf = FPDF()
-    pdf.set_title("Chengming ClearView Care Plan")
-    pdf.add_page()
-    pdf.set_font("Helvetica", "B", 16)
-    pdf.multi_cell(0, 10, "Chengming ClearView Care Plan", new_x="LMARGIN", new_y="NEXT")
-    pdf.set_font("Helvetica", "", 11)
     body = [
         "Last updated: 1 September 2026. ClearView is a yearly eye-care plan from Chengming Optical. It bundles "
         "eye tests with lens replacement and repair benefits, and works at every Chengming store. A plan runs "
         "for 12 months from the day it is bought.",
         "Who can buy it: anyone with a Chengming member account. You do not need to have bought glasses from us.",
     ]
-    for text in body:
-        pdf.multi_cell(0, 6, text, new_x="LMARGIN", new_y="NEXT")
-        pdf.ln(2)
     plans = [
         (
             "ClearView Solo - 268 yuan per year",
@@ -166,12 +143,6 @@ def care_plan() -> None:
             "every three months for children under 16.",
         ),
     ]
-    for heading, text in plans:
-        pdf.set_font("Helvetica", "B", 12)
-        pdf.multi_cell(0, 8, heading, new_x="LMARGIN", new_y="NEXT")
-        pdf.set_font("Helvetica", "", 11)
-        pdf.multi_cell(0, 6, text, new_x="LMARGIN", new_y="NEXT")
-        pdf.ln(2)
     tail = [
         "Waiting period: free or discounted replacement lenses can be claimed from the 31st day of the plan; "
         "eye tests can be used from the first day.",
@@ -181,10 +152,7 @@ def care_plan() -> None:
         "plan can be booked like any other test, online or through the hotline.",
         "Renewal: plans do not renew automatically. Renewing before the old plan ends gives one extra month.",
     ]
-    for text in tail:
-        pdf.multi_cell(0, 6, text, new_x="LMARGIN", new_y="NEXT")
-        pdf.ln(2)
-    pdf.output(str(KB / "vision-care-plan.pdf"))
+    write_pdf(KB / "vision-care-plan.pdf", "Chengming ClearView Care Plan", [*body, *sections(plans), *tail])
 
 
 if __name__ == "__main__":

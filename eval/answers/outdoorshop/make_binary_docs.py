@@ -8,33 +8,19 @@ Latin-1 and the machine that made it had no CJK font.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-from docx import Document
-from fpdf import FPDF
+# Run as a script: the shared writers sit one folder up.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from binary_docs import write_docx as _write_docx
+from binary_docs import write_pdf
 
 KB = Path(__file__).resolve().parent / "kb"
 
-Row = tuple[str, ...]
 
-
-def write_docx(name: str, title: str, parts: list[str | list[Row]]) -> None:
-    """A heading, then paragraphs (str; a leading '## ' makes a level-2 heading) and tables (row lists)."""
-    doc = Document()
-    doc.core_properties.title = title
-    doc.add_heading(title, level=1)
-    for part in parts:
-        if isinstance(part, str):
-            if part.startswith("## "):
-                doc.add_heading(part[3:], level=2)
-            else:
-                doc.add_paragraph(part)
-            continue
-        table = doc.add_table(rows=len(part), cols=len(part[0]))
-        for r, row in enumerate(part):
-            for c, value in enumerate(row):
-                table.cell(r, c).text = value
-    doc.save(str(KB / name))
+def write_docx(name: str, title: str, parts: list[str | list[tuple[str, ...]]]) -> None:
+    _write_docx(KB / name, title, parts)
 
 
 def sleeping_bags() -> None:
@@ -119,12 +105,6 @@ def installment() -> None:
 
 
 def rental_pdf() -> None:
-    pdf = FPDF()
-    pdf.add_page()
-    pdf.set_title("Gear Rental Program")
-    pdf.set_font("Helvetica", "B", 16)
-    pdf.cell(0, 10, "Gear Rental Program", new_x="LMARGIN", new_y="NEXT")
-    pdf.set_font("Helvetica", size=11)
     paragraphs = [
         "Updated 1 October 2026. Beiling Outdoor rents camping gear from its Hangzhou West Lake flagship store "
         "and its Chengdu Chunxi Road store. The Beijing Wangjing store does not offer rentals.",
@@ -145,10 +125,7 @@ def rental_pdf() -> None:
         "The deposit is refunded to the original payment method within 24 hours after the gear is checked.",
         "Members of the Shanyou Club at Gold level or above rent at 20% off.",
     ]
-    for text in paragraphs:
-        pdf.multi_cell(0, 6, text, new_x="LMARGIN", new_y="NEXT")
-        pdf.ln(2)
-    pdf.output(str(KB / "gear-rental.pdf"))
+    write_pdf(KB / "gear-rental.pdf", "Gear Rental Program", paragraphs)
 
 
 if __name__ == "__main__":

@@ -8,33 +8,19 @@ Latin-1 and the machine that made it had no CJK font.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-from docx import Document
-from fpdf import FPDF
+# Run as a script: the shared writers sit one folder up.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from binary_docs import sections, write_pdf
+from binary_docs import write_docx as _write_docx
 
 KB = Path(__file__).resolve().parent / "kb"
 
-Row = tuple[str, ...]
 
-
-def write_docx(name: str, title: str, parts: list[str | list[Row]]) -> None:
-    """A heading, then paragraphs (str; a leading '## ' makes a level-2 heading) and tables (row lists)."""
-    doc = Document()
-    doc.core_properties.title = title
-    doc.add_heading(title, level=1)
-    for part in parts:
-        if isinstance(part, str):
-            if part.startswith("## "):
-                doc.add_heading(part[3:], level=2)
-            else:
-                doc.add_paragraph(part)
-            continue
-        table = doc.add_table(rows=len(part), cols=len(part[0]))
-        for r, row in enumerate(part):
-            for c, value in enumerate(row):
-                table.cell(r, c).text = value
-    doc.save(str(KB / name))
+def write_docx(name: str, title: str, parts: list[str | list[tuple[str, ...]]]) -> None:
+    _write_docx(KB / name, title, parts)
 
 
 def cat_trees() -> None:
@@ -125,12 +111,6 @@ def installments() -> None:
 
 
 def insurance() -> None:
-    pdf = FPDF()
-    pdf.set_title("Yuanzhua Pet Health Cover")
-    pdf.add_page()
-    pdf.set_font("Helvetica", "B", 16)
-    pdf.multi_cell(0, 10, "Yuanzhua Pet Health Cover", new_x="LMARGIN", new_y="NEXT")
-    pdf.set_font("Helvetica", "", 11)
     intro = [
         "Effective from 1 July 2026. Pet Health Cover is a yearly medical insurance plan for cats and dogs, sold "
         "by Yuanzhua Pets and underwritten by Hengyue Property Insurance Co., Ltd. You pay once a year and we "
@@ -138,9 +118,6 @@ def insurance() -> None:
         "Who can join: cats and dogs aged 3 months to 8 years on the day the plan starts. A plan can be renewed "
         "every year until the pet is 12 years old. Each pet needs its own plan.",
     ]
-    for text in intro:
-        pdf.multi_cell(0, 6, text, new_x="LMARGIN", new_y="NEXT")
-        pdf.ln(2)
     plans = [
         (
             "Basic plan",
@@ -158,12 +135,6 @@ def insurance() -> None:
             "Yearly price: 1399 yuan. Pays back 80% of each bill with no deductible, up to 30000 yuan a year.",
         ),
     ]
-    for heading, text in plans:
-        pdf.set_font("Helvetica", "B", 12)
-        pdf.multi_cell(0, 8, heading, new_x="LMARGIN", new_y="NEXT")
-        pdf.set_font("Helvetica", "", 11)
-        pdf.multi_cell(0, 6, text, new_x="LMARGIN", new_y="NEXT")
-        pdf.ln(2)
     tail = [
         "Waiting periods: accidents are covered from the 3rd day after the plan starts. Illness is covered from "
         "the 31st day, after a 30-day waiting period. There is no waiting period when you renew without a break.",
@@ -178,10 +149,7 @@ def insurance() -> None:
         "Questions about a claim: call the Yuanzhua hotline and choose option 3, or call Hengyue directly on "
         "400-611-7320.",
     ]
-    for text in tail:
-        pdf.multi_cell(0, 6, text, new_x="LMARGIN", new_y="NEXT")
-        pdf.ln(2)
-    pdf.output(str(KB / "pet-health-cover.pdf"))
+    write_pdf(KB / "pet-health-cover.pdf", "Yuanzhua Pet Health Cover", [*intro, *sections(plans), *tail])
 
 
 if __name__ == "__main__":
