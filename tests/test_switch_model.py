@@ -18,6 +18,7 @@ from rag_service.intents.switch import (
     SURE_PROBABILITY,
     ExampleSet,
     SwitchDetector,
+    SwitchInput,
     SwitchModel,
 )
 
@@ -79,14 +80,14 @@ def test_similarities_are_quantiles_of_the_embedders_own_scale() -> None:
     same similarity features: what the model learns on one embedder means the same on another."""
     near, far = "How loud are its speakers in a small flat?", "By the way, do you offer lessons for children?"
     for question in (near, far):
-        plain = _detector(0.0).features(question, _HISTORY, _ANSWERS)
-        scaled = _detector(3.0).features(question, _HISTORY, _ANSWERS)
+        plain = _detector(0.0).features(SwitchInput(question, _HISTORY, _ANSWERS))
+        scaled = _detector(3.0).features(SwitchInput(question, _HISTORY, _ANSWERS))
         for name in ("near_recent", "near_previous", "near_task", "opening", "cohesion"):
             assert plain[name] == pytest.approx(scaled[name], abs=1e-6), name
             assert 0.0 <= plain[name] <= 1.0
         assert plain["example_margin"] == pytest.approx(scaled["example_margin"], abs=1e-4)
-    close = _detector().features(near, _HISTORY, _ANSWERS)
-    away = _detector().features(far, _HISTORY, _ANSWERS)
+    close = _detector().features(SwitchInput(near, _HISTORY, _ANSWERS))
+    away = _detector().features(SwitchInput(far, _HISTORY, _ANSWERS))
     assert close["near_recent"] > away["near_recent"]
     # The announced question is its own configured example's twin: nearer to it than to the conversation.
     assert away["example_margin"] > 0 > close["example_margin"] and away["nearest_plain"] == 1.0
@@ -94,22 +95,24 @@ def test_similarities_are_quantiles_of_the_embedders_own_scale() -> None:
 
 def test_every_feature_is_computed_and_the_signs_read_the_wording() -> None:
     detector = _detector()
-    values = detector.features("By the way, do you offer lessons for children?", _HISTORY, _ANSWERS)
+    values = detector.features(SwitchInput("By the way, do you offer lessons for children?", _HISTORY, _ANSWERS))
     assert set(values) == set(FEATURES)
     assert values["announce"] == 1.0 and values["shop"] == 1.0 and values["marker"] == 0.0
     # A reply to the assistant's question, asking nothing.
-    reply = detector.features("The black one, bought in May", _HISTORY, [*_ANSWERS[:1], "Which finish is it?"])
+    reply = detector.features(
+        SwitchInput("The black one, bought in May", _HISTORY, [*_ANSWERS[:1], "Which finish is it?"])
+    )
     assert reply["answer"] == 1.0 and reply["asks"] == 0.0
     # A pronoun pointing back, and a question of a few words.
-    assert detector.features("Does it come in white?", _HISTORY, _ANSWERS)["marker"] == 1.0
-    assert detector.features("Price?", _HISTORY, _ANSWERS)["short"] == 1.0
+    assert detector.features(SwitchInput("Does it come in white?", _HISTORY, _ANSWERS))["marker"] == 1.0
+    assert detector.features(SwitchInput("Price?", _HISTORY, _ANSWERS))["short"] == 1.0
     # An order number the conversation never named.
-    order = detector.features("Order PN20240518007 never arrived", _HISTORY, _ANSWERS)
+    order = detector.features(SwitchInput("Order PN20240518007 never arrived", _HISTORY, _ANSWERS))
     assert order["new_order"] == 1.0
     longer = detector.features(
-        "Could you tell me how long the warranty on the digital models lasts?", _HISTORY, _ANSWERS
+        SwitchInput("Could you tell me how long the warranty on the digital models lasts?", _HISTORY, _ANSWERS)
     )
-    assert longer["length"] > detector.features("Warranty length?", _HISTORY, _ANSWERS)["length"]
+    assert longer["length"] > detector.features(SwitchInput("Warranty length?", _HISTORY, _ANSWERS))["length"]
 
 
 def _toy_model(threshold: float = 0.5) -> SwitchModel:
@@ -159,10 +162,12 @@ def test_the_model_file_round_trips_and_names_only_known_features() -> None:
 
 def test_the_detector_with_a_model_reads_the_examples_and_decides_by_it() -> None:
     detector = _detector(model=_toy_model())
-    assert not detector.decide("Does it come in white?", [], []).switch  # no earlier turn
-    switched = detector.decide("By the way, do you offer lessons for children?", _HISTORY, _ANSWERS)
+    assert not detector.decide(SwitchInput("Does it come in white?", [], [])).switch  # no earlier turn
+    switched = detector.decide(SwitchInput("By the way, do you offer lessons for children?", _HISTORY, _ANSWERS))
     assert switched.switch and switched.probability is not None
-    reply = detector.decide("The black one, bought in May", _HISTORY, [*_ANSWERS[:1], "Which finish is it?"])
+    reply = detector.decide(
+        SwitchInput("The black one, bought in May", _HISTORY, [*_ANSWERS[:1], "Which finish is it?"])
+    )
     assert not reply.switch and reply.follows
     with pytest.raises(ValueError, match="examples"):
         SwitchDetector(ScaledEmbedder({}, 0.0), 0.5, model=_toy_model())
@@ -272,8 +277,12 @@ def test_each_embedder_decides_by_its_own_threshold_and_others_by_the_common_one
     assert again.threshold_for("strict") == pytest.approx(0.95) and again.threshold_for(None) == pytest.approx(0.5)
     # The detector passes its embedder's name: a model strict for it calls no middling switch.
     detector = _detector(model=SwitchModel(*_fields(base), thresholds={ScaledEmbedder.name: 0.9999}))
-    assert not detector.decide("By the way, do you offer lessons for children?", _HISTORY, _ANSWERS).switch
-    assert _detector(model=base).decide("By the way, do you offer lessons for children?", _HISTORY, _ANSWERS).switch
+    assert not detector.decide(SwitchInput("By the way, do you offer lessons for children?", _HISTORY, _ANSWERS)).switch
+    assert (
+        _detector(model=base)
+        .decide(SwitchInput("By the way, do you offer lessons for children?", _HISTORY, _ANSWERS))
+        .switch
+    )
 
 
 def _fields(m: SwitchModel) -> tuple[object, ...]:
@@ -315,14 +324,19 @@ def test_a_family_of_the_knowledge_bases_titles_the_task_never_named_is_a_sign()
     words = title_words(titles)
     assert {"metronome", "lesson"} <= words and "harmonia" not in words and "music" not in words
     detector = _detector()
-    new = detector.features("Which metronome is the quietest?", _HISTORY, _ANSWERS, title_words=words)
+    new = detector.features(SwitchInput("Which metronome is the quietest?", _HISTORY, _ANSWERS, title_words=words))
     assert new["new_family"] == 1.0
     # Named earlier in the task (here in an answer), it is the task's own family; without titles, no sign.
     named = detector.features(
-        "Which metronome is the quietest?", _HISTORY, [_ANSWERS[0], "It comes with a metronome app."], title_words=words
+        SwitchInput(
+            "Which metronome is the quietest?",
+            _HISTORY,
+            [_ANSWERS[0], "It comes with a metronome app."],
+            title_words=words,
+        )
     )
     assert named["new_family"] == 0.0
-    assert detector.features("Which metronome is the quietest?", _HISTORY, _ANSWERS)["new_family"] == 0.0
+    assert detector.features(SwitchInput("Which metronome is the quietest?", _HISTORY, _ANSWERS))["new_family"] == 0.0
 
 
 def test_the_threshold_is_chosen_on_the_calls_of_every_deal_of_conversations_to_folds() -> None:

@@ -39,7 +39,7 @@ from rag_service.evaluation.retrieval_eval import split_half
 from rag_service.intents.config import IntentCatalog
 from rag_service.intents.slots import ProductCatalog, SlotExtractor
 from rag_service.intents.stage import IntentStage, index_probe
-from rag_service.intents.switch import DEFAULT_MARGIN_QUANTILE, SwitchDetector, SwitchModel
+from rag_service.intents.switch import DEFAULT_MARGIN_QUANTILE, SwitchDetector, SwitchInput, SwitchModel
 from rag_service.intents.task import TaskState
 from rag_service.retrieval import Retriever
 from rag_service.rewrite import Gate, RuleRewriter
@@ -365,15 +365,17 @@ async def _run_switches(
                 # The detector alone: every earlier round, where the task's documents say the task is.
                 landed = await stage.landing(turn.question, state, rounds, "")
                 d = detector.decide(
-                    turn.question,
-                    [r.user.content for r in rounds],
-                    [r.assistant.content for r in rounds],
-                    landed=landed,
-                    task_documents={doc for docs in state.documents for doc in docs},
-                    task_intent=state.intent,
-                    recent_intents=stage.recent_intents(rounds) if detector.examples is not None else (),
-                    candidate=stage.recognizer.score(turn.question).intent,
-                    title_words=(await stage.extractor("")).catalog.words,
+                    SwitchInput(
+                        turn.question,
+                        [r.user.content for r in rounds],
+                        [r.assistant.content for r in rounds],
+                        landed=landed,
+                        task_documents={doc for docs in state.documents for doc in docs},
+                        task_intent=state.intent,
+                        recent_intents=stage.recent_intents(rounds) if detector.examples is not None else (),
+                        candidate=stage.recognizer.score(turn.question).intent,
+                        title_words=(await stage.extractor("")).catalog.words,
+                    )
                 )
                 scores["detector"].add(d.switch, gold)
             result = await stage.run(turn.question, state, current, 2 * i, "")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from rag_core.embedding import Embedder, Vector
+from rag_core.embedding import Embedder
 from rag_core.settings import IntentSettings, RewriteSettings
 from rag_core.tokens import TokenCounter
 from rag_service.domain import Round
@@ -38,9 +38,9 @@ from rag_service.intents.stage import IntentStage
 from rag_service.intents.switch import (
     DEFAULT_STANDALONE_QUANTILE,
     FEATURES,
-    Landing,
     SwitchDecision,
     SwitchDetector,
+    SwitchInput,
     SwitchModel,
     new_order,
 )
@@ -116,26 +116,12 @@ class _GoldDetector(SwitchDetector):
     gold: bool = False
     values: dict[str, float] | None = None
 
-    def decide(
-        self,
-        question: str,
-        previous_questions: Sequence[str],
-        previous_answers: Sequence[str] = (),
-        vector: Vector | None = None,
-        landed: Landing | None = None,
-        task_documents: Collection[str] = (),
-        task_intent: str | None = None,
-        recent_intents: Collection[str] = (),
-        candidate: str | None = None,
-        title_words: Collection[str] = (),
-    ) -> SwitchDecision:
-        if not [q for q in previous_questions if q.strip()]:
+    def decide(self, turn: SwitchInput) -> SwitchDecision:
+        if not [q for q in turn.previous_questions if q.strip()]:
             self.values = None
             return SwitchDecision(False, "no earlier turn")
-        self.values = self.features(
-            question, previous_questions, previous_answers, vector, task_intent, recent_intents, candidate, title_words
-        )
-        order = new_order(question, [*previous_questions, *previous_answers]) if self.gold else None
+        self.values = self.features(turn)
+        order = new_order(turn.question, [*turn.previous_questions, *turn.previous_answers]) if self.gold else None
         # A perfect detector is sure of its switches, as sure as an announced one: the tracker starts a new task
         # on each (bar the task's own slot asked for, or a correction).
         return SwitchDecision(self.gold, "gold", new_order=order, sure=self.gold, announced=self.gold)

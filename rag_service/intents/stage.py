@@ -39,6 +39,7 @@ from rag_service.intents.switch import (
     ExampleSet,
     Landing,
     SwitchDetector,
+    SwitchInput,
     SwitchModel,
     calibrate_margin,
     calibrate_threshold,
@@ -238,16 +239,18 @@ class IntentStage:
                 asked = state.asked if name == state.intent else None
                 slots[spec.name] = extractor.extract(spec, question, asked)
         switch = self.switch.decide(
-            question,
-            [r.user.content for r in rounds],
-            [r.assistant.content for r in rounds],
-            vector,
-            landed,
-            {d for docs in state.documents for d in docs},
-            state.intent,
-            self.recent_intents(rounds) if self.switch.examples is not None else (),
-            candidate.intent,
-            extractor.catalog.words,
+            SwitchInput(
+                question,
+                [r.user.content for r in rounds],
+                [r.assistant.content for r in rounds],
+                vector,
+                landed,
+                {d for docs in state.documents for d in docs},
+                state.intent,
+                self.recent_intents(rounds) if self.switch.examples is not None else (),
+                candidate.intent,
+                extractor.catalog.words,
+            )
         )
         return Recognition(candidate, slots, "offline", switch=switch)
 

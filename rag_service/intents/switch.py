@@ -44,7 +44,7 @@ import json
 import re
 import statistics
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -673,6 +673,30 @@ class ExampleSet:
         return any(words & self.words.get(name, frozenset()) for name in names)
 
 
+@dataclass(frozen=True, slots=True)
+class SwitchInput:
+    """A later turn as the switch detector reads it: the question and the conversation it follows."""
+
+    question: str
+    # The current task's questions and answers, oldest first.
+    previous_questions: Sequence[str]
+    previous_answers: Sequence[str] = ()
+    # The question's embedding (None: embedded here).
+    vector: Vector | None = None
+    # The question's nearest chunks, and the documents the task's turns were answered from: without both,
+    # the knowledge base has no say (read by the rules only).
+    landed: Landing | None = None
+    task_documents: Collection[str] = ()
+    # The task's intent (a question about its own business is not a new subject, however it is phrased),
+    # and the intents the task's recent turns were recognised as (its business too).
+    task_intent: str | None = None
+    recent_intents: Collection[str] = ()
+    # The intent the recognizer gives the question, and the knowledge base's title words (`title_words`):
+    # read by the learned decision only.
+    candidate: str | None = None
+    title_words: Collection[str] = ()
+
+
 class SwitchDetector:
     """`threshold`: below it a question with a new name of its own has left the topic; `strict`: below it
     any question with a subject of its own has (no name needed); `margin`: by this much the document a
@@ -746,66 +770,32 @@ class SwitchDetector:
             return SwitchDecision(False, f"shares {sorted(shared)[0]!r}", follows=True)
         return None
 
-    def decide(
-        self,
-        question: str,
-        previous_questions: Sequence[str],
-        previous_answers: Sequence[str] = (),
-        vector: Vector | None = None,
-        landed: Landing | None = None,
-        task_documents: Collection[str] = (),
-        task_intent: str | None = None,
-        recent_intents: Collection[str] = (),
-        candidate: str | None = None,
-        title_words: Collection[str] = (),
-    ) -> SwitchDecision:
-        """`landed`: the question's nearest chunks; `task_documents`: the documents the task's recent turns
-        were answered from. Without both, the knowledge base has no say. `task_intent`: the task's intent
-        (a question about its own business is not a new subject, however it is phrased); `recent_intents`:
-        the intents the task's recent turns were recognised as (its business too); `candidate`: the intent
-        the recognizer gives the question, `title_words`: the knowledge base's title words (`title_words`;
-        both read by the learned decision only). With a model, the model
-        decides on the rules' signs (`features`); else the rules do."""
+    def decide(self, turn: SwitchInput) -> SwitchDecision:
+        """With a model, the model decides on the rules' signs (`features`); else the rules do."""
         if self.model is None:
-            return self.rules(
-                question,
-                previous_questions,
-                previous_answers,
-                vector,
-                landed,
-                task_documents,
-                task_intent,
-                recent_intents,
-            )
-        if not [q for q in previous_questions if q.strip()]:
+            return self.rules(turn)
+        if not [q for q in turn.previous_questions if q.strip()]:
             return SwitchDecision(False, "no earlier turn")
-        values = self.features(
-            question, previous_questions, previous_answers, vector, task_intent, recent_intents, candidate, title_words
-        )
-        order = new_order(question, [*previous_questions, *previous_answers]) if values["new_order"] else None
+        values = self.features(turn)
+        seen = [*turn.previous_questions, *turn.previous_answers]
+        order = new_order(turn.question, seen) if values["new_order"] else None
         return self.model.decide(values, order, self.embedder.name)
 
-    def features(
-        self,
-        question: str,
-        previous_questions: Sequence[str],
-        previous_answers: Sequence[str] = (),
-        vector: Vector | None = None,
-        task_intent: str | None = None,
-        recent_intents: Collection[str] = (),
-        candidate: str | None = None,
-        title_words: Collection[str] = (),
-    ) -> dict[str, float]:
+    def features(self, turn: SwitchInput) -> dict[str, float]:
         """The learned decision's inputs (`FEATURES`): the hand-written rules' verdict and each of their signs
         read on its own, and the question's similarities to the conversation and to the configured examples
-        as quantiles of the embedder's own distributions (so they mean the same for any embedder)."""
+        as quantiles of the embedder's own distributions (so they mean the same for any embedder). Where the
+        question lands is not read (`landed`, `task_documents`)."""
         if self.examples is None:
             raise ValueError("the learned switch decision needs the configured examples (ExampleSet)")
         examples = self.examples
+        question, previous_questions, previous_answers = turn.question, turn.previous_questions, turn.previous_answers
+        vector, task_intent, recent_intents = turn.vector, turn.task_intent, turn.recent_intents
+        candidate, title_words = turn.candidate, turn.title_words
         questions = [q for q in previous_questions if q.strip()]
         recent = questions[-self.recent_turns :]
         answers = [a for a in previous_answers if a.strip()][-self.recent_turns :]
-        rule = self.rules(question, previous_questions, previous_answers, vector, None, (), task_intent, recent_intents)
+        rule = self.rules(replace(turn, landed=None, task_documents=()))
         q = vector if vector is not None else self.embedder.embed_query(question)
         task = questions[-TASK_QUESTIONS:]
         vectors = np.stack([self.embedder.embed_query(p) for p in task])
@@ -875,18 +865,12 @@ class SwitchDetector:
         }
         return values
 
-    def rules(
-        self,
-        question: str,
-        previous_questions: Sequence[str],
-        previous_answers: Sequence[str] = (),
-        vector: Vector | None = None,
-        landed: Landing | None = None,
-        task_documents: Collection[str] = (),
-        task_intent: str | None = None,
-        recent_intents: Collection[str] = (),
-    ) -> SwitchDecision:
-        """The hand-written rules' decision (see the module's docstring)."""
+    def rules(self, turn: SwitchInput) -> SwitchDecision:
+        """The hand-written rules' decision (see the module's docstring; `candidate` and `title_words` are
+        not read)."""
+        question, previous_questions, previous_answers = turn.question, turn.previous_questions, turn.previous_answers
+        vector, landed, task_documents = turn.vector, turn.landed, turn.task_documents
+        task_intent, recent_intents = turn.task_intent, turn.recent_intents
         early = self.settled(question, previous_questions, previous_answers)
         if early is not None:
             return early
