@@ -11,7 +11,7 @@ import pytest
 
 from rag_service.evaluation.switch_train import Row, fold_models, threshold_for_precision, train
 from rag_service.intents.recognize import NONE
-from rag_service.intents.slots import title_words
+from rag_service.intents.slots import title_concepts, title_words
 from rag_service.intents.switch import (
     FEATURES,
     MODEL_FILE,
@@ -373,3 +373,48 @@ def test_the_development_sets_load_and_leave_the_held_out_sets_out() -> None:
         names = {f"{dataset.path.stem}/{c.id}" for c in conversations}
         assert len(names) == len(conversations) and not names & ids
         ids |= names
+
+
+def test_a_category_or_service_the_task_never_named_in_either_language_is_a_sign() -> None:
+    detector = _detector()
+
+    def signs(question: str, questions: Sequence[str], answers: Sequence[str]) -> tuple[float, float]:
+        values = detector.features(SwitchInput(question, questions, answers))
+        return values["new_category"], values["new_service"]
+
+    # A kitchen shop's conversation (invented) about one appliance, named in Chinese.
+    asked, told = ["琴韵 3 号空气炸锅多大容量"], ["5 升，适合三到四口人。"]
+    # The same appliance named in English is the task's own; another category is new, in either language.
+    assert signs("Does the air fryer have a timer?", asked, told) == (0.0, 0.0)
+    assert signs("Do you have a rice cooker with a steamer?", asked, told) == (1.0, 0.0)
+    assert signs("电饭煲有带蒸笼的吗", asked, told) == (1.0, 0.0)
+    # A policy asked about for its own sake, phrased like an opening, in either language.
+    assert signs("Do you deliver on Saturdays?", asked, told) == (0.0, 1.0)
+    assert signs("积分怎么兑换", asked, told) == (0.0, 1.0)
+    # Named earlier in the task (here in an answer, in the other language), it is no longer new.
+    assert signs("Do you deliver on Saturdays?", asked, ["5 升。下单后次日送达。"]) == (0.0, 0.0)
+    # A task about a service already: another service is as often its side question (the refund of a return).
+    assert signs("How long until the money is back?", ["I want to return my toaster"], ["Sure."]) == (0.0, 0.0)
+
+
+def test_a_family_of_the_titles_named_in_the_other_language_is_a_sign() -> None:
+    # An invented kitchen shop whose titles are Chinese; the customer writes English.
+    titles = ["琴韵电饭煲 5 升 - 厨好家", "琴韵微波炉 20 升 - 厨好家", "退换货政策 - 厨好家", "会员说明 - 厨好家"]
+    words = title_words(titles)
+    known = title_concepts(words)
+    assert {"rice_cooker", "microwave", "member", "return"} <= known
+    detector = _detector()
+    asked = ["琴韵电饭煲 5 升多少钱"]
+
+    def sign(question: str, answers: Sequence[str]) -> float:
+        turn = SwitchInput(question, asked, answers, title_words=words, title_concepts=known)
+        return detector.features(turn)["new_title_concept"]
+
+    assert sign("Is the microwave easy to clean?", ["499 元。"]) == 1.0
+    # The title words are Chinese: the word sign misses what the concept sign finds.
+    plain = SwitchInput("Is the microwave easy to clean?", asked, ["499 元。"], title_words=words)
+    assert detector.features(plain)["new_family"] == 0.0
+    # The task's own family in the other language is not new; nor is one the titles do not name.
+    assert sign("Does the rice cooker keep food warm?", ["499 元。"]) == 0.0
+    assert sign("Is the blender easy to clean?", ["499 元。"]) == 0.0
+    assert sign("Is the microwave easy to clean?", ["499 元，比微波炉贵。"]) == 0.0

@@ -375,6 +375,7 @@ async def _run_switches(
                         recent_intents=stage.recent_intents(rounds) if detector.examples is not None else (),
                         candidate=stage.recognizer.score(turn.question).intent,
                         title_words=(await stage.extractor("")).catalog.words,
+                        title_concepts=(await stage.extractor("")).catalog.concepts,
                     )
                 )
                 scores["detector"].add(d.switch, gold)

@@ -250,6 +250,7 @@ class IntentStage:
                 self.recent_intents(rounds) if self.switch.examples is not None else (),
                 candidate.intent,
                 extractor.catalog.words,
+                extractor.catalog.concepts,
             )
         )
         return Recognition(candidate, slots, "offline", switch=switch)

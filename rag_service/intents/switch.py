@@ -53,8 +53,9 @@ import numpy.typing as npt
 
 from rag_core.embedding import Embedder, Vector
 from rag_service.facts import products
+from rag_service.glossary import CATEGORIES, concepts
 from rag_service.intents.recognize import NONE
-from rag_service.intents.slots import language, order_numbers
+from rag_service.intents.slots import SERVICE_CONCEPTS, language, order_numbers
 from rag_service.rewrite_rules import (
     Marker,
     antecedent_inside,
@@ -114,6 +115,9 @@ FEATURES: tuple[str, ...] = (
     "shared",  # a topic word of the recent turns
     "new_name",  # a product name the recent turns never named
     "new_family",  # a word of the knowledge base's titles (a family of products, a service) no turn of the task named
+    "new_category",  # a product category (glossary, either language) no turn of the task named in either language
+    "new_service",  # a service or policy of the shop (glossary, either language), in a task that named none
+    "new_title_concept",  # a concept of the knowledge base's title words (either language) no turn of the task named
     "short",  # no subject of its own, or a few words only
     "buys",  # buying words only, after turns naming a product
     "exists",  # asks whether something exists
@@ -695,6 +699,8 @@ class SwitchInput:
     # read by the learned decision only.
     candidate: str | None = None
     title_words: Collection[str] = ()
+    # The glossary's concepts of those title words (`title_concepts`): the same families in either language.
+    title_concepts: Collection[str] = ()
 
 
 class SwitchDetector:
@@ -824,6 +830,11 @@ class SwitchDetector:
         )
         cjk = len(_CJK_CHAR.findall(question))
         latin = len(_LATIN_WORD.findall(question))
+        # Concepts in either language, of the question and of every turn of the task: a category or a service
+        # the task never named, in any wording, is likely a subject of its own ("air fryer" after "空气炸锅"
+        # is not).
+        said = frozenset().union(*(concepts(t) for t in [*questions, *previous_answers] if t.strip()))
+        fresh = concepts(question) - said
         flag = {True: 1.0, False: 0.0}
         steps = np.sum(vectors[1:] * vectors[:-1], axis=1)
         cohesion = examples.unrelated_quantile(statistics.median(steps.tolist()), lang) if len(steps) else 0.5
@@ -852,6 +863,11 @@ class SwitchDetector:
             "shared": flag[bool(shared)],
             "new_name": flag[new_name],
             "new_family": flag[bool((words & set(title_words)) - task_words)],
+            "new_category": flag[bool(fresh & CATEGORIES)],
+            # (Only in a task that named no service: inside one, another is as often its side question, the
+            # refund of a return, the delivery of a repair.)
+            "new_service": flag[bool(fresh & SERVICE_CONCEPTS) and not said & SERVICE_CONCEPTS],
+            "new_title_concept": flag[bool(fresh & set(turn.title_concepts))],
             "short": flag[not has_subject(question) or too_short(question)],
             "buys": flag[buys_the_product(question, [*recent, *answers]) is not None],
             "exists": flag[_EXISTS.search(question) is not None],
