@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -606,3 +607,26 @@ def test_a_buying_question_after_the_customer_decides_to_buy_is_about_that_purch
     assert buys_the_product("信用卡能分期吗", ["这款车灯多少钱", "先拿两盏"]) is None  # 盏: not a counter read
     assert buys_the_product("信用卡能分期吗", ["这款车筐多少钱", "先拿两个"]) == "拿两个"
     assert buys_the_product("邮费怎么收", ["我要退货", "不想要了"]) is None
+
+
+def test_a_switch_that_did_not_earn_clearing_is_reported_and_moves_nothing() -> None:
+    """The tracker reads a switch whose decision may not clear (`clears` False: the embedder did not reach the
+    bar) as none: the task, its slots and its rounds stay; the step and the state say a switch was detected,
+    not cleared, and why."""
+    catalog = load_catalog([ECOMMERCE])
+    tracker = TaskTracker(catalog)
+    claim = TaskState(intent="warranty_claim", slots={"product": "Cruzo 7"}, missing=["purchase_date", "fault"])
+    held = SwitchDecision(True, "learned: sure (announce)", sure=True, announced=True, clears=False, kept="not earned")
+    rec = Recognition(IntentScore(None, 0.9, {}), {"warranty_claim": {}}, "offline", switch=held)
+    step = tracker.step(claim, "By the way, where is your nearest store?", 5, rec)
+    assert not step.new_task and step.state.intent == "warranty_claim" and step.state.slots == {"product": "Cruzo 7"}
+    assert step.state.task_started_at_round == claim.task_started_at_round
+    assert step.switch is not None and not step.switch.cleared and step.switch.round == 5
+    assert "not earned" in step.switch.reason and step.state.switch == step.switch
+    # The same decision allowed to clear: a new task, said so; the note stays in the state on the next turn.
+    cleared = Recognition(rec.candidate, rec.slots, "offline", switch=replace(held, clears=True, kept=""))
+    step = tracker.step(claim, "By the way, where is your nearest store?", 5, cleared)
+    assert step.new_task and step.switch is not None and step.switch.cleared
+    after = tracker.step(step.state, "Is it open on Sundays?", 6, _rec(None, {}))
+    assert after.switch is None and after.state.switch == step.switch
+    assert after.state.public()["switch"] == {"round": 5, "cleared": True, "reason": "learned: sure (announce)"}

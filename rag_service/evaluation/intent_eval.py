@@ -318,6 +318,8 @@ async def _evaluate_switches(
                 margin_quantile=margin_quantile,
                 standalone_quantile=standalone_quantile,
                 switch_model=switch_model,
+                # The tracker is scored on what it would clear; whether its switches do is reported beside.
+                switch_clears=True,
             )
             retriever = Retriever(index, embedder, RetrievalSettings()) if index is not None else None
             rewriter = RuleRewriter(rewrite_settings, embedder)
@@ -326,6 +328,9 @@ async def _evaluate_switches(
             if index is not None:
                 await index.close()
     detector = stage.switch
+    # What the service does with this embedder and decision (the detector's own rule, gate as shipped).
+    detector.clearing = None
+    clears, kept = detector.clears()
     return {
         "half": half,
         "conversations": len(conversations),
@@ -338,6 +343,8 @@ async def _evaluate_switches(
         "landing_margin": detector.margin,
         "intent_threshold": stage.recognizer.threshold,
         "switch_model": switch_model is not None,
+        "clears": clears,
+        "not_cleared_because": kept,
         **result,
     }
 
@@ -427,6 +434,12 @@ def switches_table(result: dict[str, Any]) -> str:
         f"{result['strict_quantile']}), landing margin {_fmt(result.get('landing_margin'))} (median less quantile "
         f"{result.get('margin_quantile')}; none: no knowledge base), intent threshold {result['intent_threshold']:.4f}; "
         f"decision: {'learned model' if result.get('switch_model') else 'rules'}",
+        (
+            "switches clear context with this embedder and decision (the tracker row is what they clear)"
+            if result.get("clears")
+            else f"switches do NOT clear context: {result.get('not_cleared_because')} (the tracker row is what they "
+            "would clear: they are detected and reported, the rounds stay in the prompt)"
+        ),
         "| detector | turns | switches | precision | recall | tp | fp | fn |",
         "|---|---|---|---|---|---|---|---|",
     ]

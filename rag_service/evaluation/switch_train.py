@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,8 @@ from rag_service.evaluation.retrieval_eval import split_half
 from rag_service.intents.config import IntentCatalog
 from rag_service.intents.stage import IntentStage
 from rag_service.intents.switch import (
+    CLEAR_PRECISION,
+    CLEAR_RECALL,
     DEFAULT_STANDALONE_QUANTILE,
     FEATURES,
     SwitchDecision,
@@ -404,11 +406,18 @@ async def tracker_scores(
             kb_titles_of,
             standalone_quantile=DEFAULT_STANDALONE_QUANTILE,
             switch_model=model,
+            # What the tracker would clear, earned or not (the training measures whether it is).
+            switch_clears=True,
         )
         tracker = (await _run_switches(part, stage, gate, None, rewriter))["scores"]["tracker"]
         total.tp, total.fp = total.tp + tracker["tp"], total.fp + tracker["fp"]
         total.fn, total.tn = total.fn + tracker["fn"], total.tn + tracker["tn"]
     return total
+
+
+def earned(tracker: Mapping[str, float]) -> bool:
+    """Whether an embedder's out-of-fold tracker scores reach issue 14's bar, so its switches may clear."""
+    return tracker["precision"] >= CLEAR_PRECISION and tracker["recall"] >= CLEAR_RECALL
 
 
 def _as_dict(s: SwitchScores) -> dict[str, float]:
@@ -478,7 +487,8 @@ def run_training(
             "tracker_rules": _as_dict(total["rules"]),
             "tracker_out_of_fold": _as_dict(total["learned"]),
         }
-    model = training.model.to_dict()
+    clearing = {name: earned(s["tracker_out_of_fold"]) for name, s in summary.items()}
+    model = replace(training.model, clearing=clearing).to_dict()
     model["trained"] = {
         "command": "rag-eval train-switches",
         "sets": [d.name for d in datasets],
@@ -508,7 +518,8 @@ def training_table(report: dict[str, Any]) -> str:
         f"threshold {model['threshold']:.3f} (out-of-fold precision >= {trained['precision_target']}"
         + "".join(f"; {name} {t:.3f}" for name, t in model.get("thresholds", {}).items())
         + "), "
-        f"vetoes {', '.join(model['vetoes']) or 'none'}, forcing {', '.join(model.get('forces', [])) or 'none'}",
+        + "".join(f"{name} {'clears' if ok else 'does not clear'}; " for name, ok in model.get("clearing", {}).items())
+        + f"vetoes {', '.join(model['vetoes']) or 'none'}, forcing {', '.join(model.get('forces', [])) or 'none'}",
         "",
         "| embedder | set | rules: precision / recall (tp / fp) | learned, out of fold |",
         "|---|---|---|---|",

@@ -130,6 +130,11 @@ class TaskTurn:
         }
         if self.recognition.switch is not None:
             out["task"]["switch"] = self.recognition.switch.reason
+        # Whether the detector called a switch this turn and whether it cleared the old task's rounds (and why not).
+        out["task"]["switch_detected"] = self.step.switch is not None
+        if self.step.switch is not None:
+            out["task"]["switch_cleared"] = self.step.switch.cleared
+            out["task"]["switch_note"] = self.step.switch.reason
         if self.recognition.detail:
             out["task"]["recognizer_detail"] = self.recognition.detail
         if self.action is not None:
@@ -154,6 +159,8 @@ class IntentStage:
         standalone_quantile: float | None = None,
         # The learned switch decision (None: the rules decide).
         switch_model: SwitchModel | None = None,
+        # Whether switches may clear context (None: as earned, `SwitchDetector`; True: always, for measuring).
+        switch_clears: bool | None = None,
     ) -> None:
         self.settings, self.catalog, self.embedder, self.counter = settings, catalog, embedder, counter
         self.recognizer = IntentRecognizer(catalog, embedder, settings.threshold)
@@ -182,6 +189,7 @@ class IntentStage:
                 else None
             ),
             model=switch_model,
+            clearing=switch_clears,
         )
         self.probe = probe
         self.tracker = TaskTracker(catalog)

@@ -135,6 +135,12 @@ FEATURES: tuple[str, ...] = (
 # another person's purchase), unless it answers the task's question or corrects a slot (`TaskTracker`).
 SURE_PROBABILITY = 0.99
 
+# Issue 14's bar: a switch clears the old task's rounds only with an embedder whose tracker reached it out of
+# fold on the development data (`SwitchModel.clearing`, set by `rag-eval train-switches`): a false clear
+# loses what the customer said, a miss only keeps rounds the model can ignore.
+CLEAR_PRECISION = 0.9
+CLEAR_RECALL = 0.7
+
 # The trained model shipped with the service (`rag-eval switches --train` writes it).
 MODEL_FILE = Path(__file__).with_name("switch_model.json")
 
@@ -148,7 +154,8 @@ class SwitchModel:
     model is of one embedder's calls is not (`threshold`, chosen on all rows, serves any other embedder).
     A feature in `vetoes`, when set, decides "not a switch" before the model (a sign no development switch
     carried); one in `forces`, when set (and no veto), decides a sure switch (a sign every development turn
-    carrying it was a switch)."""
+    carrying it was a switch). `clearing`: whether the tracker's switches reached `CLEAR_PRECISION` and
+    `CLEAR_RECALL` out of fold with that embedder (by `Embedder.name`): only then may they clear context."""
 
     features: tuple[str, ...]
     mean: npt.NDArray[np.float64]
@@ -159,6 +166,7 @@ class SwitchModel:
     vetoes: tuple[str, ...] = ()
     forces: tuple[str, ...] = ()
     thresholds: Mapping[str, float] = field(default_factory=dict)
+    clearing: Mapping[str, bool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         unknown = [f for f in (*self.features, *self.vetoes, *self.forces) if f not in FEATURES]
@@ -184,6 +192,7 @@ class SwitchModel:
             tuple(data.get("vetoes", ())),
             tuple(data.get("forces", ())),
             {str(k): float(v) for k, v in data.get("thresholds", {}).items()},
+            {str(k): bool(v) for k, v in data.get("clearing", {}).items()},
         )
 
     @classmethod
@@ -194,6 +203,7 @@ class SwitchModel:
         return {
             "threshold": round(self.threshold, 6),
             "thresholds": {name: round(t, 6) for name, t in sorted(self.thresholds.items())},
+            "clearing": dict(sorted(self.clearing.items())),
             "bias": round(self.bias, 6),
             "vetoes": list(self.vetoes),
             "forces": list(self.forces),
@@ -214,6 +224,17 @@ class SwitchModel:
     def threshold_for(self, embedder: str | None) -> float:
         """The decision threshold for the embedder (`Embedder.name`) the features were computed with."""
         return self.thresholds.get(embedder, self.threshold) if embedder is not None else self.threshold
+
+    def clears(self, embedder: str | None) -> tuple[bool, str]:
+        """Whether the embedder's switches may clear context, and why not when they may not."""
+        if embedder is None or embedder not in self.clearing:
+            return False, f"no out-of-fold measurement for embedder {embedder}: switches do not clear"
+        if not self.clearing[embedder]:
+            return False, (
+                f"embedder {embedder} did not reach precision >= {CLEAR_PRECISION} and recall >= {CLEAR_RECALL} "
+                "out of fold: switches do not clear"
+            )
+        return True, ""
 
     def decide(
         self, values: Mapping[str, float], order: str | None = None, embedder: str | None = None
@@ -270,6 +291,10 @@ class SwitchDecision:
     sure: bool = False
     # The customer announced the new subject ("对了，…", "Separately, …") and nothing refers back.
     announced: bool = False
+    # Whether the switch may clear the old task's rounds (`SwitchDetector.decide` sets it from what the decision
+    # earned, `SwitchModel.clears`); `kept`: why it may not. The tracker reads a switch that may not clear as none.
+    clears: bool = True
+    kept: str = ""
 
 
 def _quantile(ordered: npt.NDArray[np.float32], value: float) -> float:
@@ -707,7 +732,9 @@ class SwitchDetector:
     """`threshold`: below it a question with a new name of its own has left the topic; `strict`: below it
     any question with a subject of its own has (no name needed); `margin`: by this much the document a
     question lands on must beat the task's documents; `model`: the learned decision over the rules' signs
-    (None: the rules decide; the model needs `examples`)."""
+    (None: the rules decide; the model needs `examples`); `clearing`: whether switches may clear context
+    (None: as earned — the model's flag for the embedder, never for the rules alone, which did not reach the
+    bar; True: always, to measure what the tracker would clear)."""
 
     def __init__(
         self,
@@ -718,6 +745,7 @@ class SwitchDetector:
         margin: float | None = None,
         examples: ExampleSet | None = None,
         model: SwitchModel | None = None,
+        clearing: bool | None = None,
     ) -> None:
         if model is not None and examples is None:
             raise ValueError("the learned switch decision needs the configured examples (ExampleSet)")
@@ -726,6 +754,7 @@ class SwitchDetector:
         self.margin = margin
         self.examples = examples
         self.model = model
+        self.clearing = clearing
         # The stage asks before probing the knowledge base and again when deciding: read the wording once.
         self._settled: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], SwitchDecision | None] | None = None
 
@@ -777,7 +806,23 @@ class SwitchDetector:
         return None
 
     def decide(self, turn: SwitchInput) -> SwitchDecision:
-        """With a model, the model decides on the rules' signs (`features`); else the rules do."""
+        """With a model, the model decides on the rules' signs (`features`); else the rules do. A switch says
+        whether it may clear context (`clears`)."""
+        decision = self._decide(turn)
+        if not decision.switch:
+            return decision
+        clears, kept = self.clears()
+        return replace(decision, clears=clears, kept=kept)
+
+    def clears(self) -> tuple[bool, str]:
+        """Whether this detector's switches may clear context, and why not when they may not."""
+        if self.clearing is not None:
+            return self.clearing, "" if self.clearing else "clearing is off"
+        if self.model is None:
+            return False, "the rules alone did not reach the bar out of fold: switches do not clear"
+        return self.model.clears(self.embedder.name)
+
+    def _decide(self, turn: SwitchInput) -> SwitchDecision:
         if self.model is None:
             return self.rules(turn)
         if not [q for q in turn.previous_questions if q.strip()]:
