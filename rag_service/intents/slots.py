@@ -383,45 +383,6 @@ def title_words(titles: Iterable[str]) -> frozenset[str]:
     return frozenset(w for w, n in counts.items() if n < _COMMON_TITLE_WORD)
 
 
-# The glossary's concepts that are a service or policy of the shop, something a customer asks about for its own
-# sake (returns, delivery, invoices, instalments, points, stores, repairs), not an aspect of a product (its
-# price, size or battery). Language-neutral: "积分" and "points" are one concept, so the sign reads the same
-# whatever the embedder makes of either language.
-SERVICE_CONCEPTS = frozenset(
-    {
-        "return",
-        "refund",
-        "exchange",
-        "warranty",
-        "extended_warranty",
-        "repair",
-        "out_of_warranty",
-        "shipping",
-        "shipping_fee",
-        "international",
-        "customs",
-        "same_day",
-        "invoice",
-        "installment",
-        "member",
-        "points",
-        "trade_in",
-        "store",
-        "opening_hours",
-        "contact",
-        "cancel",
-        "track",
-        "price_protection",
-        "rental",
-        "pickup",
-        "install",
-        "home_visit",
-        "subscription",
-        "student",
-    }
-)
-
-
 def title_concepts(words: Iterable[str]) -> frozenset[str]:
     """The glossary's concepts of the title words (`title_words`: not the shop's name or a page kind's word):
     a family or a service the titles name in one language ("电饭煲", "会员") is one a question names in the

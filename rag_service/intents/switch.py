@@ -55,7 +55,7 @@ from rag_core.embedding import Embedder, Vector
 from rag_service.facts import products
 from rag_service.glossary import CATEGORIES, concepts
 from rag_service.intents.recognize import NONE
-from rag_service.intents.slots import SERVICE_CONCEPTS, language, order_numbers
+from rag_service.intents.slots import language, order_numbers
 from rag_service.rewrite_rules import (
     Marker,
     antecedent_inside,
@@ -116,7 +116,6 @@ FEATURES: tuple[str, ...] = (
     "new_name",  # a product name the recent turns never named
     "new_family",  # a word of the knowledge base's titles (a family of products, a service) no turn of the task named
     "new_category",  # a product category (glossary, either language) no turn of the task named in either language
-    "new_service",  # a service or policy of the shop (glossary, either language), in a task that named none
     "new_title_concept",  # a concept of the knowledge base's title words (either language) no turn of the task named
     "short",  # no subject of its own, or a few words only
     "buys",  # buying words only, after turns naming a product
@@ -909,9 +908,6 @@ class SwitchDetector:
             "new_name": flag[new_name],
             "new_family": flag[bool((words & set(title_words)) - task_words)],
             "new_category": flag[bool(fresh & CATEGORIES)],
-            # (Only in a task that named no service: inside one, another is as often its side question, the
-            # refund of a return, the delivery of a repair.)
-            "new_service": flag[bool(fresh & SERVICE_CONCEPTS) and not said & SERVICE_CONCEPTS],
             "new_title_concept": flag[bool(fresh & set(turn.title_concepts))],
             "short": flag[not has_subject(question) or too_short(question)],
             "buys": flag[buys_the_product(question, [*recent, *answers]) is not None],
