@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ from rag_service.intents.switch import (
     ExampleSet,
     SwitchDecision,
     SwitchDetector,
+    SwitchInput,
     buys_the_product,
     calibrate_margin,
     landing_margin,
@@ -179,19 +181,23 @@ def test_a_question_landing_away_from_the_tasks_documents_is_a_switch() -> None:
     detector = SwitchDetector(emb, threshold=0.5, strict=0.5, margin=0.04)
     earlier = ["What is the return window?"]
     away = [("shipping", 0.9), ("shipping", 0.88), ("returns", 0.84)]
-    d = detector.decide("Do you ship to Canada?", earlier, landed=away, task_documents={"returns"})
+    d = detector.decide(SwitchInput("Do you ship to Canada?", earlier, landed=away, task_documents={"returns"}))
     assert d.switch and "lands on document 'shipping'" in d.reason and d.away == pytest.approx(0.06)
     home = [("returns", 0.9), ("shipping", 0.89)]
-    d = detector.decide("Do you ship to Canada?", earlier, landed=home, task_documents={"returns"})
+    d = detector.decide(SwitchInput("Do you ship to Canada?", earlier, landed=home, task_documents={"returns"}))
     assert not d.switch and d.away == 0.0
     close = [("shipping", 0.9), ("returns", 0.88)]
-    assert not detector.decide("Do you ship to Canada?", earlier, landed=close, task_documents={"returns"}).switch
+    assert not detector.decide(
+        SwitchInput("Do you ship to Canada?", earlier, landed=close, task_documents={"returns"})
+    ).switch
     # Without the task's documents, or without a calibrated margin, the knowledge base has no say.
-    assert not detector.decide("Do you ship to Canada?", earlier, landed=away).switch
+    assert not detector.decide(SwitchInput("Do you ship to Canada?", earlier, landed=away)).switch
     no_margin = SwitchDetector(emb, threshold=0.5, strict=0.5)
-    assert not no_margin.decide("Do you ship to Canada?", earlier, landed=away, task_documents={"returns"}).switch
+    assert not no_margin.decide(
+        SwitchInput("Do you ship to Canada?", earlier, landed=away, task_documents={"returns"})
+    ).switch
     # A question that refers back is never read against the knowledge base.
-    d = detector.decide("Do you ship it to Canada?", earlier, landed=away, task_documents={"returns"})
+    d = detector.decide(SwitchInput("Do you ship it to Canada?", earlier, landed=away, task_documents={"returns"}))
     assert not d.switch and d.follows
 
 
@@ -199,12 +205,13 @@ def test_an_announcing_also_is_not_a_reference_marker() -> None:
     detector = SwitchDetector(TableEmbedder({}), threshold=0.5)
     earlier = ["What is the return window?"]
     assert (
-        detector.decide("Also, do you sell gift wrapping for birthdays?", earlier).reason == "announces a new subject"
+        detector.decide(SwitchInput("Also, do you sell gift wrapping for birthdays?", earlier)).reason
+        == "announces a new subject"
     )
-    assert detector.decide("Also, can I get an invoice for it?", earlier).follows
+    assert detector.decide(SwitchInput("Also, can I get an invoice for it?", earlier)).follows
     # The existential "there" is no place reference; "there" after a place is.
-    assert "refers back" not in detector.decide("Is there a discount for teachers?", earlier).reason
-    assert detector.decide("Is the cafe open late there?", earlier).follows
+    assert "refers back" not in detector.decide(SwitchInput("Is there a discount for teachers?", earlier)).reason
+    assert detector.decide(SwitchInput("Is the cafe open late there?", earlier)).follows
 
 
 def test_the_landing_margin_follows_the_embedders_spread() -> None:
@@ -308,10 +315,12 @@ def test_the_detector_calls_a_standalone_question_a_switch_and_will_that_refers_
         {"Can you fix my brakes?": [1.0, 0.0, 0.0, 0.0], "Do you run group rides?": [0.0, 0.0, 1.0, 0.1]}
     )
     detector = SwitchDetector(emb, threshold=0.5, strict=-1.0, examples=examples)
-    d = detector.decide("Do you run group rides?", ["Can you fix my brakes?"], task_intent="repair")
+    d = detector.decide(SwitchInput("Do you run group rides?", ["Can you fix my brakes?"], task_intent="repair"))
     assert d.switch and d.reason.startswith("stands alone")
-    assert not detector.decide("Do you run group rides?", ["Can you fix my brakes?"], task_intent="delivery").switch
-    assert detector.decide("Could that be done by Friday?", ["Can you fix my brakes?"]).follows
+    assert not detector.decide(
+        SwitchInput("Do you run group rides?", ["Can you fix my brakes?"], task_intent="delivery")
+    ).switch
+    assert detector.decide(SwitchInput("Could that be done by Friday?", ["Can you fix my brakes?"])).follows
 
 
 def test_the_standalone_rule_is_on_by_default_and_can_be_switched_off_with_the_rules_deciding() -> None:
@@ -342,28 +351,28 @@ def _bike_detector(table: dict[str, list[float]]) -> SwitchDetector:
 def test_an_answer_to_the_assistants_question_is_never_a_switch() -> None:
     detector = SwitchDetector(TableEmbedder({"Can you fix my brakes?": [1.0, 0.0, 0.0, 0.0]}), 0.5, strict=0.9)
     asked = ["Which bike is it, and when did you buy it?"]
-    d = detector.decide("A Cruzo 7 tourer, in the spring", ["Can you fix my brakes?"], asked)
+    d = detector.decide(SwitchInput("A Cruzo 7 tourer, in the spring", ["Can you fix my brakes?"], asked))
     assert not d.switch and d.follows
     # The same words after an answer that asked nothing: the similarity rule may call it.
-    assert detector.decide("A Cruzo 7 tourer, in the spring", ["Can you fix my brakes?"], ["Done."]).switch
+    assert detector.decide(SwitchInput("A Cruzo 7 tourer, in the spring", ["Can you fix my brakes?"], ["Done."])).switch
 
 
 def test_that_as_a_pronoun_refers_back_but_not_as_a_complementiser() -> None:
     detector = _bike_detector({"Do you rent tandem bikes?": [0.0, 0.0, 1.0, 0.0]})
-    assert detector.decide("Can I spread that over three payments?", ["How much is the Cruzo 7?"]).follows
-    assert detector.decide("How much is that?", ["Do you have the Cruzo 7 in red?"]).follows
+    assert detector.decide(SwitchInput("Can I spread that over three payments?", ["How much is the Cruzo 7?"])).follows
+    assert detector.decide(SwitchInput("How much is that?", ["Do you have the Cruzo 7 in red?"])).follows
     # A complementiser ("read that you …") points at nothing earlier.
     assert not detector.decide(
-        "I read that tandems come in two sizes, how much per day?", ["Can you fix my brakes?"]
+        SwitchInput("I read that tandems come in two sizes, how much per day?", ["Can you fix my brakes?"])
     ).follows
 
 
 def test_a_pronoun_whose_antecedent_the_question_names_does_not_refer_back() -> None:
     # The question is far from the earlier one (unknown texts lie on the last axis).
     detector = SwitchDetector(TableEmbedder({"Where is my parcel?": [1.0, 0.0, 0.0, 0.0]}), 0.5, strict=0.5)
-    d = detector.decide("My old scooter squeaks, can you look at it?", ["Where is my parcel?"])
+    d = detector.decide(SwitchInput("My old scooter squeaks, can you look at it?", ["Where is my parcel?"]))
     assert not d.follows and d.switch
-    assert detector.decide("Can you look at it?", ["Where is my parcel?"]).follows
+    assert detector.decide(SwitchInput("Can you look at it?", ["Where is my parcel?"])).follows
 
 
 def test_buying_the_product_under_discussion_is_not_a_new_subject() -> None:
@@ -375,10 +384,10 @@ def test_buying_the_product_under_discussion_is_not_a_new_subject() -> None:
         ask: [0.0, 0.0, 1.0, 0.0],
     }
     detector = _bike_detector(table)
-    d = detector.decide(ask, ["How heavy is the Cruzo 7?"])
+    d = detector.decide(SwitchInput(ask, ["How heavy is the Cruzo 7?"]))
     assert not d.switch and d.follows and "Cruzo 7" in d.reason
     # No product in the conversation: nothing for the question to be about buying.
-    assert detector.decide(ask, ["Can you fix my brakes?"]).switch
+    assert detector.decide(SwitchInput(ask, ["Can you fix my brakes?"])).switch
 
 
 def test_a_question_to_the_shop_far_from_the_conversation_is_a_switch() -> None:
@@ -387,11 +396,15 @@ def test_a_question_to_the_shop_far_from_the_conversation_is_a_switch() -> None:
     table = {"Can you fix my brakes?": [1.0, 0.0, 0.0, 0.0], "Do you offer helmet fitting?": vague}
     table["Is helmet fitting cheap?"] = vague
     detector = _bike_detector(table)
-    d = detector.decide("Do you offer helmet fitting?", ["Can you fix my brakes?"], task_intent="delivery")
+    d = detector.decide(SwitchInput("Do you offer helmet fitting?", ["Can you fix my brakes?"], task_intent="delivery"))
     assert d.switch and d.reason.startswith("asks the shop")
     # The cue alone is not enough: without it, or about the task's own business, no switch.
-    assert not detector.decide("Is helmet fitting cheap?", ["Can you fix my brakes?"], task_intent="delivery").switch
-    assert not detector.decide("Do you offer helmet fitting?", ["Can you fix my brakes?"], task_intent="repair").switch
+    assert not detector.decide(
+        SwitchInput("Is helmet fitting cheap?", ["Can you fix my brakes?"], task_intent="delivery")
+    ).switch
+    assert not detector.decide(
+        SwitchInput("Do you offer helmet fitting?", ["Can you fix my brakes?"], task_intent="repair")
+    ).switch
 
 
 def test_the_tasks_business_includes_the_intents_its_turns_were_taken_for() -> None:
@@ -399,23 +412,23 @@ def test_the_tasks_business_includes_the_intents_its_turns_were_taken_for() -> N
         {"Do you run group rides?": [0.0, 0.0, 1.0, 0.1], "Can you fix my brakes?": [1.0, 0, 0, 0]}
     )
     q, before = "Do you run group rides?", ["Can you fix my brakes?"]
-    assert detector.decide(q, before, task_intent="repair").switch
+    assert detector.decide(SwitchInput(q, before, task_intent="repair")).switch
     # The task drifted to "repair" on a later turn, but it began as a delivery: its business still.
-    assert not detector.decide(q, before, task_intent="repair", recent_intents={"delivery"}).switch
+    assert not detector.decide(SwitchInput(q, before, task_intent="repair", recent_intents={"delivery"})).switch
 
 
 def test_another_order_number_is_another_task_but_a_correction_or_a_bare_number_is_not() -> None:
     # Near the conversation on purpose (one vector for all): only the order number can call the switch.
     detector = SwitchDetector(TableEmbedder({}), threshold=-1.0, strict=-1.0)
     before = ["Where is order BK2031000777?"]
-    d = detector.decide("Did order BK2031000999 leave the depot yet?", before, ["It is on its way."])
+    d = detector.decide(SwitchInput("Did order BK2031000999 leave the depot yet?", before, ["It is on its way."]))
     assert d.switch and d.new_order == "BK2031000999"
-    d = detector.decide("订单 BK2031000999 什么时候发货", before, ["已发出。"])
+    d = detector.decide(SwitchInput("订单 BK2031000999 什么时候发货", before, ["已发出。"]))
     assert d.switch and d.new_order == "BK2031000999"
     # A correction, a bare number given, or the same order again: the same task.
-    assert detector.decide("Sorry, I meant BK2031000999, where is it?", before).new_order is None
-    assert not detector.decide("BK2031000999", before).switch
-    assert detector.decide("订单 BK2031000777 能改地址吗", before).new_order is None
+    assert detector.decide(SwitchInput("Sorry, I meant BK2031000999, where is it?", before)).new_order is None
+    assert not detector.decide(SwitchInput("BK2031000999", before)).switch
+    assert detector.decide(SwitchInput("订单 BK2031000777 能改地址吗", before)).new_order is None
 
 
 def test_the_tracker_starts_a_new_task_for_another_order_of_the_same_intent() -> None:
@@ -447,11 +460,13 @@ def test_asking_whether_the_shop_sells_a_new_thing_is_a_switch_even_near_the_con
     table = {"Can you fix my brakes?": near, "Do you sell kids' balance bikes?": near, "你们有没有卖儿童平衡车": near}
     table["Do you sell them in blue?"] = near
     detector = _bike_detector(table)
-    d = detector.decide("Do you sell kids' balance bikes?", ["Can you fix my brakes?"], task_intent="repair")
+    d = detector.decide(
+        SwitchInput("Do you sell kids' balance bikes?", ["Can you fix my brakes?"], task_intent="repair")
+    )
     assert d.switch and d.reason.startswith("asks whether the shop sells")
-    assert detector.decide("你们有没有卖儿童平衡车", ["能修刹车吗"]).switch
+    assert detector.decide(SwitchInput("你们有没有卖儿童平衡车", ["能修刹车吗"])).switch
     # What the conversation is about, referred back to: a follow-up.
-    assert detector.decide("Do you sell them in blue?", ["Can you fix my brakes?"]).follows
+    assert detector.decide(SwitchInput("Do you sell them in blue?", ["Can you fix my brakes?"])).follows
 
 
 def test_whether_something_exists_short_questions_and_delivery_ask_about_the_thing_discussed() -> None:
@@ -460,12 +475,12 @@ def test_whether_something_exists_short_questions_and_delivery_ask_about_the_thi
     questions += ["Can you deliver to my office on Saturday?"]
     detector = _bike_detector({"Can you fix my brakes?": [1.0, 0.0, 0.0, 0.0], **{q: far for q in questions}})
     for q in questions:
-        d = detector.decide(q, ["Can you fix my brakes?"], task_intent="repair")
+        d = detector.decide(SwitchInput(q, ["Can you fix my brakes?"], task_intent="repair"))
         assert not d.switch, (q, d.reason)
     # Put to the shop ("your stores"), an existential question may open a subject of its own.
     shop = "Are there any of your stores open late on Fridays?"
     detector = _bike_detector({"Can you fix my brakes?": [1.0, 0.0, 0.0, 0.0], shop: [0.0, 1.0, 0.0, 0.0]})
-    assert detector.decide(shop, ["Can you fix my brakes?"], task_intent="delivery").switch
+    assert detector.decide(SwitchInput(shop, ["Can you fix my brakes?"], task_intent="delivery")).switch
 
 
 def test_a_purchase_of_the_customers_own_far_from_the_conversation_is_a_switch() -> None:
@@ -474,11 +489,11 @@ def test_a_purchase_of_the_customers_own_far_from_the_conversation_is_a_switch()
     table = {"Can you fix my brakes?": [1.0, 0.0, 0.0, 0.0], **{q: vague for q in own}}
     detector = _bike_detector(table)
     for q in own:
-        d = detector.decide(q, ["Can you fix my brakes?"])
+        d = detector.decide(SwitchInput(q, ["Can you fix my brakes?"]))
         assert d.switch and d.reason.startswith("brings up a purchase"), (q, d.reason)
     # The same words near the conversation: no switch by this rule.
     near = _bike_detector({"Can you fix my brakes?": [1.0, 0.0, 0.0, 0.0], **{q: [1.0, 0.0, 0.0, 0.0] for q in own}})
-    assert not any(near.decide(q, ["Can you fix my brakes?"]).switch for q in own)
+    assert not any(near.decide(SwitchInput(q, ["Can you fix my brakes?"])).switch for q in own)
 
 
 def _sure(
@@ -534,10 +549,10 @@ def test_a_person_of_the_customers_is_no_antecedent_of_it() -> None:
     detector = SwitchDetector(TableEmbedder({"What does the gold service plan cover?": [1, 0, 0, 0]}), 0.5, strict=0.5)
     earlier = ["What does the gold service plan cover?"]
     for q in ("Can my grandson use it as well?", "Could our neighbours join it too?", "我的表弟能用它吗"):
-        d = detector.decide(q, earlier)
+        d = detector.decide(SwitchInput(q, earlier))
         assert d.follows and not d.switch, (q, d.reason)
     # A thing of that person's is what the pronoun stands for.
-    assert not detector.decide("My grandson's scooter rattles, can you look at it?", earlier).follows
+    assert not detector.decide(SwitchInput("My grandson's scooter rattles, can you look at it?", earlier)).follows
 
 
 @pytest.mark.parametrize(
@@ -559,36 +574,59 @@ def test_a_person_of_the_customers_is_no_antecedent_of_it() -> None:
 )
 def test_ways_of_announcing_a_new_subject(question: str) -> None:
     detector = SwitchDetector(TableEmbedder({}), threshold=0.5)
-    d = detector.decide(question, ["How heavy is the Cruzo 7?"])
+    d = detector.decide(SwitchInput(question, ["How heavy is the Cruzo 7?"]))
     assert d.switch and d.sure and d.reason == "announces a new subject", d.reason
 
 
 def test_phrases_that_do_not_announce_a_new_subject() -> None:
     detector = SwitchDetector(TableEmbedder({}), threshold=-1.0, strict=-1.0)
     for q in ("我没有别的问题了", "One more thing, does it fold?", "Do you have another colour of it?"):
-        assert detector.decide(q, ["How heavy is the Cruzo 7?"]).reason != "announces a new subject", q
+        assert detector.decide(SwitchInput(q, ["How heavy is the Cruzo 7?"])).reason != "announces a new subject", q
 
 
 def test_a_reference_after_an_announced_subject_points_inside_the_question() -> None:
     detector = SwitchDetector(TableEmbedder({}), threshold=0.5)
     earlier = ["How heavy is the Cruzo 7?"]
-    d = detector.decide("Switching gears: my nephew wants a helmet. Is that in stock?", earlier)
+    d = detector.decide(SwitchInput("Switching gears: my nephew wants a helmet. Is that in stock?", earlier))
     assert d.switch and d.reason == "announces a new subject"
-    d = detector.decide("顺便问一下，我想给我妈买个车筐。那个能装吗", earlier)
+    d = detector.decide(SwitchInput("顺便问一下，我想给我妈买个车筐。那个能装吗", earlier))
     assert d.switch, d.reason
     # Right after the announcement, or within the clause, it points back.
-    assert detector.decide("By the way, is that still on sale?", earlier).follows
-    assert detector.decide("Also, can I get an invoice for it?", earlier).follows
+    assert detector.decide(SwitchInput("By the way, is that still on sale?", earlier)).follows
+    assert detector.decide(SwitchInput("Also, can I get an invoice for it?", earlier)).follows
 
 
 def test_a_buying_question_after_the_customer_decides_to_buy_is_about_that_purchase() -> None:
     # Phrased exactly like an opening (the plain "Do you rent tandem bikes?" example) and far from the turns.
     table = {"How much are the clip-on lights?": [1.0, 0.0, 0.0, 0.0], "How much is shipping?": [0.0, 0.0, 1.0, 0.0]}
     detector = _bike_detector(table)
-    d = detector.decide("How much is shipping?", ["How much are the clip-on lights?", "OK, I'll take two"])
+    d = detector.decide(SwitchInput("How much is shipping?", ["How much are the clip-on lights?", "OK, I'll take two"]))
     assert not d.switch and d.follows and "take two" in d.reason
     # Nothing being bought: the same question may open a subject of its own.
-    assert detector.decide("How much is shipping?", ["Can you fix my brakes?"]).switch
+    assert detector.decide(SwitchInput("How much is shipping?", ["Can you fix my brakes?"])).switch
     assert buys_the_product("信用卡能分期吗", ["这款车灯多少钱", "先拿两盏"]) is None  # 盏: not a counter read
     assert buys_the_product("信用卡能分期吗", ["这款车筐多少钱", "先拿两个"]) == "拿两个"
     assert buys_the_product("邮费怎么收", ["我要退货", "不想要了"]) is None
+
+
+def test_a_switch_that_did_not_earn_clearing_is_reported_and_moves_nothing() -> None:
+    """The tracker reads a switch whose decision may not clear (`clears` False: the embedder did not reach the
+    bar) as none: the task, its slots and its rounds stay; the step and the state say a switch was detected,
+    not cleared, and why."""
+    catalog = load_catalog([ECOMMERCE])
+    tracker = TaskTracker(catalog)
+    claim = TaskState(intent="warranty_claim", slots={"product": "Cruzo 7"}, missing=["purchase_date", "fault"])
+    held = SwitchDecision(True, "learned: sure (announce)", sure=True, announced=True, clears=False, kept="not earned")
+    rec = Recognition(IntentScore(None, 0.9, {}), {"warranty_claim": {}}, "offline", switch=held)
+    step = tracker.step(claim, "By the way, where is your nearest store?", 5, rec)
+    assert not step.new_task and step.state.intent == "warranty_claim" and step.state.slots == {"product": "Cruzo 7"}
+    assert step.state.task_started_at_round == claim.task_started_at_round
+    assert step.switch is not None and not step.switch.cleared and step.switch.round == 5
+    assert "not earned" in step.switch.reason and step.state.switch == step.switch
+    # The same decision allowed to clear: a new task, said so; the note stays in the state on the next turn.
+    cleared = Recognition(rec.candidate, rec.slots, "offline", switch=replace(held, clears=True, kept=""))
+    step = tracker.step(claim, "By the way, where is your nearest store?", 5, cleared)
+    assert step.new_task and step.switch is not None and step.switch.cleared
+    after = tracker.step(step.state, "Is it open on Sundays?", 6, _rec(None, {}))
+    assert after.switch is None and after.state.switch == step.switch
+    assert after.state.public()["switch"] == {"round": 5, "cleared": True, "reason": "learned: sure (announce)"}

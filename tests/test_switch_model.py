@@ -9,15 +9,16 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from rag_service.evaluation.switch_train import Row, fold_models, threshold_for_precision, train
+from rag_service.evaluation.switch_train import Row, earned, fold_models, threshold_for_precision, train
 from rag_service.intents.recognize import NONE
-from rag_service.intents.slots import title_words
+from rag_service.intents.slots import title_concepts, title_words
 from rag_service.intents.switch import (
     FEATURES,
     MODEL_FILE,
     SURE_PROBABILITY,
     ExampleSet,
     SwitchDetector,
+    SwitchInput,
     SwitchModel,
 )
 
@@ -79,14 +80,14 @@ def test_similarities_are_quantiles_of_the_embedders_own_scale() -> None:
     same similarity features: what the model learns on one embedder means the same on another."""
     near, far = "How loud are its speakers in a small flat?", "By the way, do you offer lessons for children?"
     for question in (near, far):
-        plain = _detector(0.0).features(question, _HISTORY, _ANSWERS)
-        scaled = _detector(3.0).features(question, _HISTORY, _ANSWERS)
+        plain = _detector(0.0).features(SwitchInput(question, _HISTORY, _ANSWERS))
+        scaled = _detector(3.0).features(SwitchInput(question, _HISTORY, _ANSWERS))
         for name in ("near_recent", "near_previous", "near_task", "opening", "cohesion"):
             assert plain[name] == pytest.approx(scaled[name], abs=1e-6), name
             assert 0.0 <= plain[name] <= 1.0
         assert plain["example_margin"] == pytest.approx(scaled["example_margin"], abs=1e-4)
-    close = _detector().features(near, _HISTORY, _ANSWERS)
-    away = _detector().features(far, _HISTORY, _ANSWERS)
+    close = _detector().features(SwitchInput(near, _HISTORY, _ANSWERS))
+    away = _detector().features(SwitchInput(far, _HISTORY, _ANSWERS))
     assert close["near_recent"] > away["near_recent"]
     # The announced question is its own configured example's twin: nearer to it than to the conversation.
     assert away["example_margin"] > 0 > close["example_margin"] and away["nearest_plain"] == 1.0
@@ -94,22 +95,24 @@ def test_similarities_are_quantiles_of_the_embedders_own_scale() -> None:
 
 def test_every_feature_is_computed_and_the_signs_read_the_wording() -> None:
     detector = _detector()
-    values = detector.features("By the way, do you offer lessons for children?", _HISTORY, _ANSWERS)
+    values = detector.features(SwitchInput("By the way, do you offer lessons for children?", _HISTORY, _ANSWERS))
     assert set(values) == set(FEATURES)
     assert values["announce"] == 1.0 and values["shop"] == 1.0 and values["marker"] == 0.0
     # A reply to the assistant's question, asking nothing.
-    reply = detector.features("The black one, bought in May", _HISTORY, [*_ANSWERS[:1], "Which finish is it?"])
+    reply = detector.features(
+        SwitchInput("The black one, bought in May", _HISTORY, [*_ANSWERS[:1], "Which finish is it?"])
+    )
     assert reply["answer"] == 1.0 and reply["asks"] == 0.0
     # A pronoun pointing back, and a question of a few words.
-    assert detector.features("Does it come in white?", _HISTORY, _ANSWERS)["marker"] == 1.0
-    assert detector.features("Price?", _HISTORY, _ANSWERS)["short"] == 1.0
+    assert detector.features(SwitchInput("Does it come in white?", _HISTORY, _ANSWERS))["marker"] == 1.0
+    assert detector.features(SwitchInput("Price?", _HISTORY, _ANSWERS))["short"] == 1.0
     # An order number the conversation never named.
-    order = detector.features("Order PN20240518007 never arrived", _HISTORY, _ANSWERS)
+    order = detector.features(SwitchInput("Order PN20240518007 never arrived", _HISTORY, _ANSWERS))
     assert order["new_order"] == 1.0
     longer = detector.features(
-        "Could you tell me how long the warranty on the digital models lasts?", _HISTORY, _ANSWERS
+        SwitchInput("Could you tell me how long the warranty on the digital models lasts?", _HISTORY, _ANSWERS)
     )
-    assert longer["length"] > detector.features("Warranty length?", _HISTORY, _ANSWERS)["length"]
+    assert longer["length"] > detector.features(SwitchInput("Warranty length?", _HISTORY, _ANSWERS))["length"]
 
 
 def _toy_model(threshold: float = 0.5) -> SwitchModel:
@@ -159,10 +162,12 @@ def test_the_model_file_round_trips_and_names_only_known_features() -> None:
 
 def test_the_detector_with_a_model_reads_the_examples_and_decides_by_it() -> None:
     detector = _detector(model=_toy_model())
-    assert not detector.decide("Does it come in white?", [], []).switch  # no earlier turn
-    switched = detector.decide("By the way, do you offer lessons for children?", _HISTORY, _ANSWERS)
+    assert not detector.decide(SwitchInput("Does it come in white?", [], [])).switch  # no earlier turn
+    switched = detector.decide(SwitchInput("By the way, do you offer lessons for children?", _HISTORY, _ANSWERS))
     assert switched.switch and switched.probability is not None
-    reply = detector.decide("The black one, bought in May", _HISTORY, [*_ANSWERS[:1], "Which finish is it?"])
+    reply = detector.decide(
+        SwitchInput("The black one, bought in May", _HISTORY, [*_ANSWERS[:1], "Which finish is it?"])
+    )
     assert not reply.switch and reply.follows
     with pytest.raises(ValueError, match="examples"):
         SwitchDetector(ScaledEmbedder({}, 0.0), 0.5, model=_toy_model())
@@ -272,8 +277,12 @@ def test_each_embedder_decides_by_its_own_threshold_and_others_by_the_common_one
     assert again.threshold_for("strict") == pytest.approx(0.95) and again.threshold_for(None) == pytest.approx(0.5)
     # The detector passes its embedder's name: a model strict for it calls no middling switch.
     detector = _detector(model=SwitchModel(*_fields(base), thresholds={ScaledEmbedder.name: 0.9999}))
-    assert not detector.decide("By the way, do you offer lessons for children?", _HISTORY, _ANSWERS).switch
-    assert _detector(model=base).decide("By the way, do you offer lessons for children?", _HISTORY, _ANSWERS).switch
+    assert not detector.decide(SwitchInput("By the way, do you offer lessons for children?", _HISTORY, _ANSWERS)).switch
+    assert (
+        _detector(model=base)
+        .decide(SwitchInput("By the way, do you offer lessons for children?", _HISTORY, _ANSWERS))
+        .switch
+    )
 
 
 def _fields(m: SwitchModel) -> tuple[object, ...]:
@@ -315,14 +324,19 @@ def test_a_family_of_the_knowledge_bases_titles_the_task_never_named_is_a_sign()
     words = title_words(titles)
     assert {"metronome", "lesson"} <= words and "harmonia" not in words and "music" not in words
     detector = _detector()
-    new = detector.features("Which metronome is the quietest?", _HISTORY, _ANSWERS, title_words=words)
+    new = detector.features(SwitchInput("Which metronome is the quietest?", _HISTORY, _ANSWERS, title_words=words))
     assert new["new_family"] == 1.0
     # Named earlier in the task (here in an answer), it is the task's own family; without titles, no sign.
     named = detector.features(
-        "Which metronome is the quietest?", _HISTORY, [_ANSWERS[0], "It comes with a metronome app."], title_words=words
+        SwitchInput(
+            "Which metronome is the quietest?",
+            _HISTORY,
+            [_ANSWERS[0], "It comes with a metronome app."],
+            title_words=words,
+        )
     )
     assert named["new_family"] == 0.0
-    assert detector.features("Which metronome is the quietest?", _HISTORY, _ANSWERS)["new_family"] == 0.0
+    assert detector.features(SwitchInput("Which metronome is the quietest?", _HISTORY, _ANSWERS))["new_family"] == 0.0
 
 
 def test_the_threshold_is_chosen_on_the_calls_of_every_deal_of_conversations_to_folds() -> None:
@@ -359,3 +373,76 @@ def test_the_development_sets_load_and_leave_the_held_out_sets_out() -> None:
         names = {f"{dataset.path.stem}/{c.id}" for c in conversations}
         assert len(names) == len(conversations) and not names & ids
         ids |= names
+
+
+def test_a_category_the_task_never_named_in_either_language_is_a_sign() -> None:
+    detector = _detector()
+
+    def sign(question: str, questions: Sequence[str], answers: Sequence[str]) -> float:
+        return detector.features(SwitchInput(question, questions, answers))["new_category"]
+
+    # A kitchen shop's conversation (invented) about one appliance, named in Chinese.
+    asked, told = ["琴韵 3 号空气炸锅多大容量"], ["5 升，适合三到四口人。"]
+    # The same appliance named in English is the task's own; another category is new, in either language.
+    assert sign("Does the air fryer have a timer?", asked, told) == 0.0
+    assert sign("Do you have a rice cooker with a steamer?", asked, told) == 1.0
+    assert sign("电饭煲有带蒸笼的吗", asked, told) == 1.0
+    # A policy is no product category.
+    assert sign("Do you deliver on Saturdays?", asked, told) == 0.0
+    # Named earlier in the task (here in an answer, in the other language), it is no longer new.
+    assert sign("Do you have a rice cooker with a steamer?", asked, ["5 升，也可以搭配电饭煲。"]) == 0.0
+
+
+def test_a_family_of_the_titles_named_in_the_other_language_is_a_sign() -> None:
+    # An invented kitchen shop whose titles are Chinese; the customer writes English.
+    titles = ["琴韵电饭煲 5 升 - 厨好家", "琴韵微波炉 20 升 - 厨好家", "退换货政策 - 厨好家", "会员说明 - 厨好家"]
+    words = title_words(titles)
+    known = title_concepts(words)
+    assert {"rice_cooker", "microwave", "member", "return"} <= known
+    detector = _detector()
+    asked = ["琴韵电饭煲 5 升多少钱"]
+
+    def sign(question: str, answers: Sequence[str]) -> float:
+        turn = SwitchInput(question, asked, answers, title_words=words, title_concepts=known)
+        return detector.features(turn)["new_title_concept"]
+
+    assert sign("Is the microwave easy to clean?", ["499 元。"]) == 1.0
+    # The title words are Chinese: the word sign misses what the concept sign finds.
+    plain = SwitchInput("Is the microwave easy to clean?", asked, ["499 元。"], title_words=words)
+    assert detector.features(plain)["new_family"] == 0.0
+    # The task's own family in the other language is not new; nor is one the titles do not name.
+    assert sign("Does the rice cooker keep food warm?", ["499 元。"]) == 0.0
+    assert sign("Is the blender easy to clean?", ["499 元。"]) == 0.0
+    assert sign("Is the microwave easy to clean?", ["499 元，比微波炉贵。"]) == 0.0
+
+
+def test_switches_clear_only_with_an_embedder_whose_tracker_earned_it() -> None:
+    """The model keeps, per embedder, whether its switches may clear; the detector's switches say so (and why
+    not), for an embedder measured below the bar, one never measured, and the rules alone."""
+    base = _toy_model()
+    model = SwitchModel(*_fields(base), clearing={ScaledEmbedder.name: True, "blurry": False})
+    again = SwitchModel.from_dict(model.to_dict())
+    assert again.clearing == {ScaledEmbedder.name: True, "blurry": False}
+    assert again.clears(ScaledEmbedder.name) == (True, "")
+    assert not again.clears("blurry")[0] and "did not reach" in again.clears("blurry")[1]
+    assert not again.clears("unseen")[0] and "no out-of-fold measurement" in again.clears("unseen")[1]
+    question = "By the way, do you offer lessons for children?"
+    d = _detector(model=model).decide(SwitchInput(question, _HISTORY, _ANSWERS))
+    assert d.switch and d.clears and d.kept == ""
+    unearned = SwitchModel(*_fields(base), clearing={ScaledEmbedder.name: False})
+    d = _detector(model=unearned).decide(SwitchInput(question, _HISTORY, _ANSWERS))
+    assert d.switch and not d.clears and "did not reach" in d.kept
+    d = _detector(model=base).decide(SwitchInput(question, _HISTORY, _ANSWERS))
+    assert d.switch and not d.clears and "no out-of-fold measurement" in d.kept
+    # A follow-up is no switch: nothing to clear or keep.
+    near = "How loud are its speakers in a small flat?"
+    follow = _detector(model=unearned).decide(SwitchInput(near, _HISTORY, _ANSWERS))
+    assert not follow.switch and follow.kept == ""
+
+
+def test_the_trainings_clearing_flag_follows_the_out_of_fold_tracker_numbers() -> None:
+    # (issue 14's bar: precision >= 0.9 and recall >= 0.7, both.)
+    assert earned({"precision": 0.955, "recall": 0.734})
+    assert earned({"precision": 0.9, "recall": 0.7})
+    assert not earned({"precision": 0.960, "recall": 0.561})
+    assert not earned({"precision": 0.89, "recall": 0.95})

@@ -85,6 +85,14 @@ class ChatResponse(BaseModel):
     prompt_module_tokens: int = 0
 
 
+class SwitchNoteResponse(BaseModel):
+    """The last turn the switch detector called a topic switch."""
+
+    round: int
+    cleared: bool = Field(description="Whether the old task's rounds stopped being sent")
+    reason: str = Field(description="The detector's reason; when not cleared, why not")
+
+
 class TaskStateResponse(BaseModel):
     """The session's task (docs/intents.md); empty without intents."""
 
@@ -93,6 +101,7 @@ class TaskStateResponse(BaseModel):
     missing: list[str]
     task_started_at_round: int
     done: bool
+    switch: SwitchNoteResponse | None = None
 
 
 TASK_FIELDS = ("intent", "slots", "missing", "prompt_modules", "prompt_module_tokens")

@@ -39,7 +39,7 @@ from rag_service.evaluation.retrieval_eval import split_half
 from rag_service.intents.config import IntentCatalog
 from rag_service.intents.slots import ProductCatalog, SlotExtractor
 from rag_service.intents.stage import IntentStage, index_probe
-from rag_service.intents.switch import DEFAULT_MARGIN_QUANTILE, SwitchDetector, SwitchModel
+from rag_service.intents.switch import DEFAULT_MARGIN_QUANTILE, SwitchDetector, SwitchInput, SwitchModel
 from rag_service.intents.task import TaskState
 from rag_service.retrieval import Retriever
 from rag_service.rewrite import Gate, RuleRewriter
@@ -318,6 +318,8 @@ async def _evaluate_switches(
                 margin_quantile=margin_quantile,
                 standalone_quantile=standalone_quantile,
                 switch_model=switch_model,
+                # The tracker is scored on what it would clear; whether its switches do is reported beside.
+                switch_clears=True,
             )
             retriever = Retriever(index, embedder, RetrievalSettings()) if index is not None else None
             rewriter = RuleRewriter(rewrite_settings, embedder)
@@ -326,6 +328,9 @@ async def _evaluate_switches(
             if index is not None:
                 await index.close()
     detector = stage.switch
+    # What the service does with this embedder and decision (the detector's own rule, gate as shipped).
+    detector.clearing = None
+    clears, kept = detector.clears()
     return {
         "half": half,
         "conversations": len(conversations),
@@ -338,6 +343,8 @@ async def _evaluate_switches(
         "landing_margin": detector.margin,
         "intent_threshold": stage.recognizer.threshold,
         "switch_model": switch_model is not None,
+        "clears": clears,
+        "not_cleared_because": kept,
         **result,
     }
 
@@ -365,15 +372,18 @@ async def _run_switches(
                 # The detector alone: every earlier round, where the task's documents say the task is.
                 landed = await stage.landing(turn.question, state, rounds, "")
                 d = detector.decide(
-                    turn.question,
-                    [r.user.content for r in rounds],
-                    [r.assistant.content for r in rounds],
-                    landed=landed,
-                    task_documents={doc for docs in state.documents for doc in docs},
-                    task_intent=state.intent,
-                    recent_intents=stage.recent_intents(rounds) if detector.examples is not None else (),
-                    candidate=stage.recognizer.score(turn.question).intent,
-                    title_words=(await stage.extractor("")).catalog.words,
+                    SwitchInput(
+                        turn.question,
+                        [r.user.content for r in rounds],
+                        [r.assistant.content for r in rounds],
+                        landed=landed,
+                        task_documents={doc for docs in state.documents for doc in docs},
+                        task_intent=state.intent,
+                        recent_intents=stage.recent_intents(rounds) if detector.examples is not None else (),
+                        candidate=stage.recognizer.score(turn.question).intent,
+                        title_words=(await stage.extractor("")).catalog.words,
+                        title_concepts=(await stage.extractor("")).catalog.concepts,
+                    )
                 )
                 scores["detector"].add(d.switch, gold)
             result = await stage.run(turn.question, state, current, 2 * i, "")
@@ -424,6 +434,12 @@ def switches_table(result: dict[str, Any]) -> str:
         f"{result['strict_quantile']}), landing margin {_fmt(result.get('landing_margin'))} (median less quantile "
         f"{result.get('margin_quantile')}; none: no knowledge base), intent threshold {result['intent_threshold']:.4f}; "
         f"decision: {'learned model' if result.get('switch_model') else 'rules'}",
+        (
+            "switches clear context with this embedder and decision (the tracker row is what they clear)"
+            if result.get("clears")
+            else f"switches do NOT clear context: {result.get('not_cleared_because')} (the tracker row is what they "
+            "would clear: they are detected and reported, the rounds stay in the prompt)"
+        ),
         "| detector | turns | switches | precision | recall | tp | fp | fn |",
         "|---|---|---|---|---|---|---|---|",
     ]

@@ -19,15 +19,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from rag_core.embedding import Embedder, Vector
+from rag_core.embedding import Embedder
 from rag_core.settings import IntentSettings, RewriteSettings
 from rag_core.tokens import TokenCounter
 from rag_service.domain import Round
@@ -36,11 +36,13 @@ from rag_service.evaluation.retrieval_eval import split_half
 from rag_service.intents.config import IntentCatalog
 from rag_service.intents.stage import IntentStage
 from rag_service.intents.switch import (
+    CLEAR_PRECISION,
+    CLEAR_RECALL,
     DEFAULT_STANDALONE_QUANTILE,
     FEATURES,
-    Landing,
     SwitchDecision,
     SwitchDetector,
+    SwitchInput,
     SwitchModel,
     new_order,
 )
@@ -116,26 +118,12 @@ class _GoldDetector(SwitchDetector):
     gold: bool = False
     values: dict[str, float] | None = None
 
-    def decide(
-        self,
-        question: str,
-        previous_questions: Sequence[str],
-        previous_answers: Sequence[str] = (),
-        vector: Vector | None = None,
-        landed: Landing | None = None,
-        task_documents: Collection[str] = (),
-        task_intent: str | None = None,
-        recent_intents: Collection[str] = (),
-        candidate: str | None = None,
-        title_words: Collection[str] = (),
-    ) -> SwitchDecision:
-        if not [q for q in previous_questions if q.strip()]:
+    def decide(self, turn: SwitchInput) -> SwitchDecision:
+        if not [q for q in turn.previous_questions if q.strip()]:
             self.values = None
             return SwitchDecision(False, "no earlier turn")
-        self.values = self.features(
-            question, previous_questions, previous_answers, vector, task_intent, recent_intents, candidate, title_words
-        )
-        order = new_order(question, [*previous_questions, *previous_answers]) if self.gold else None
+        self.values = self.features(turn)
+        order = new_order(turn.question, [*turn.previous_questions, *turn.previous_answers]) if self.gold else None
         # A perfect detector is sure of its switches, as sure as an announced one: the tracker starts a new task
         # on each (bar the task's own slot asked for, or a correction).
         return SwitchDecision(self.gold, "gold", new_order=order, sure=self.gold, announced=self.gold)
@@ -418,11 +406,18 @@ async def tracker_scores(
             kb_titles_of,
             standalone_quantile=DEFAULT_STANDALONE_QUANTILE,
             switch_model=model,
+            # What the tracker would clear, earned or not (the training measures whether it is).
+            switch_clears=True,
         )
         tracker = (await _run_switches(part, stage, gate, None, rewriter))["scores"]["tracker"]
         total.tp, total.fp = total.tp + tracker["tp"], total.fp + tracker["fp"]
         total.fn, total.tn = total.fn + tracker["fn"], total.tn + tracker["tn"]
     return total
+
+
+def earned(tracker: Mapping[str, float]) -> bool:
+    """Whether an embedder's out-of-fold tracker scores reach issue 14's bar, so its switches may clear."""
+    return tracker["precision"] >= CLEAR_PRECISION and tracker["recall"] >= CLEAR_RECALL
 
 
 def _as_dict(s: SwitchScores) -> dict[str, float]:
@@ -492,7 +487,8 @@ def run_training(
             "tracker_rules": _as_dict(total["rules"]),
             "tracker_out_of_fold": _as_dict(total["learned"]),
         }
-    model = training.model.to_dict()
+    clearing = {name: earned(s["tracker_out_of_fold"]) for name, s in summary.items()}
+    model = replace(training.model, clearing=clearing).to_dict()
     model["trained"] = {
         "command": "rag-eval train-switches",
         "sets": [d.name for d in datasets],
@@ -522,7 +518,8 @@ def training_table(report: dict[str, Any]) -> str:
         f"threshold {model['threshold']:.3f} (out-of-fold precision >= {trained['precision_target']}"
         + "".join(f"; {name} {t:.3f}" for name, t in model.get("thresholds", {}).items())
         + "), "
-        f"vetoes {', '.join(model['vetoes']) or 'none'}, forcing {', '.join(model.get('forces', [])) or 'none'}",
+        + "".join(f"{name} {'clears' if ok else 'does not clear'}; " for name, ok in model.get("clearing", {}).items())
+        + f"vetoes {', '.join(model['vetoes']) or 'none'}, forcing {', '.join(model.get('forces', [])) or 'none'}",
         "",
         "| embedder | set | rules: precision / recall (tp / fp) | learned, out of fold |",
         "|---|---|---|---|",

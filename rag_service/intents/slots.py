@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from rag_service.facts import products
+from rag_service.glossary import concepts
 from rag_service.intents.config import IntentSpec, SlotSpec
 from rag_service.rewrite_rules import text_topic_words
 
@@ -318,6 +319,7 @@ class ProductCatalog:
     is "iPhone 16 Pro"). Matching is case-, width- and space-blind; the longest name wins."""
 
     def __init__(self, titles: Iterable[str]) -> None:
+        titles = list(titles)
         names: dict[str, ProductName] = {}
         for title in titles:
             name = _TITLE_TAIL.sub("", _TITLE_TAIL.sub("", title.strip())).strip()
@@ -336,6 +338,7 @@ class ProductCatalog:
                     names.setdefault(alias, ProductName(name, alias))
         self.names = sorted(names.values(), key=lambda p: -len(p.key))
         self.words = title_words(titles)
+        self.concepts = title_concepts(self.words)
 
     def find(self, text: str) -> list[str]:
         key = _key(text)
@@ -378,6 +381,14 @@ def title_words(titles: Iterable[str]) -> frozenset[str]:
         for word in text_topic_words(title):
             counts[word] = counts.get(word, 0) + 1
     return frozenset(w for w, n in counts.items() if n < _COMMON_TITLE_WORD)
+
+
+def title_concepts(words: Iterable[str]) -> frozenset[str]:
+    """The glossary's concepts of the title words (`title_words`: not the shop's name or a page kind's word):
+    a family or a service the titles name in one language ("电饭煲", "会员") is one a question names in the
+    other ("rice cooker", "membership"). Word by word: the concepts of whole titles add the services every
+    shop has a page on (payment, instalments), which mid-purchase side questions name too."""
+    return frozenset().union(*(concepts(w) for w in words))
 
 
 _ORDER_WORD = re.compile(r"^(?:order|no|number)\b", re.IGNORECASE)

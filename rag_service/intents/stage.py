@@ -39,6 +39,7 @@ from rag_service.intents.switch import (
     ExampleSet,
     Landing,
     SwitchDetector,
+    SwitchInput,
     SwitchModel,
     calibrate_margin,
     calibrate_threshold,
@@ -129,6 +130,11 @@ class TaskTurn:
         }
         if self.recognition.switch is not None:
             out["task"]["switch"] = self.recognition.switch.reason
+        # Whether the detector called a switch this turn and whether it cleared the old task's rounds (and why not).
+        out["task"]["switch_detected"] = self.step.switch is not None
+        if self.step.switch is not None:
+            out["task"]["switch_cleared"] = self.step.switch.cleared
+            out["task"]["switch_note"] = self.step.switch.reason
         if self.recognition.detail:
             out["task"]["recognizer_detail"] = self.recognition.detail
         if self.action is not None:
@@ -153,6 +159,8 @@ class IntentStage:
         standalone_quantile: float | None = None,
         # The learned switch decision (None: the rules decide).
         switch_model: SwitchModel | None = None,
+        # Whether switches may clear context (None: as earned, `SwitchDetector`; True: always, for measuring).
+        switch_clears: bool | None = None,
     ) -> None:
         self.settings, self.catalog, self.embedder, self.counter = settings, catalog, embedder, counter
         self.recognizer = IntentRecognizer(catalog, embedder, settings.threshold)
@@ -181,6 +189,7 @@ class IntentStage:
                 else None
             ),
             model=switch_model,
+            clearing=switch_clears,
         )
         self.probe = probe
         self.tracker = TaskTracker(catalog)
@@ -238,16 +247,19 @@ class IntentStage:
                 asked = state.asked if name == state.intent else None
                 slots[spec.name] = extractor.extract(spec, question, asked)
         switch = self.switch.decide(
-            question,
-            [r.user.content for r in rounds],
-            [r.assistant.content for r in rounds],
-            vector,
-            landed,
-            {d for docs in state.documents for d in docs},
-            state.intent,
-            self.recent_intents(rounds) if self.switch.examples is not None else (),
-            candidate.intent,
-            extractor.catalog.words,
+            SwitchInput(
+                question,
+                [r.user.content for r in rounds],
+                [r.assistant.content for r in rounds],
+                vector,
+                landed,
+                {d for docs in state.documents for d in docs},
+                state.intent,
+                self.recent_intents(rounds) if self.switch.examples is not None else (),
+                candidate.intent,
+                extractor.catalog.words,
+                extractor.catalog.concepts,
+            )
         )
         return Recognition(candidate, slots, "offline", switch=switch)
 

@@ -44,7 +44,7 @@ import json
 import re
 import statistics
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,7 @@ import numpy.typing as npt
 
 from rag_core.embedding import Embedder, Vector
 from rag_service.facts import products
+from rag_service.glossary import CATEGORIES, concepts
 from rag_service.intents.recognize import NONE
 from rag_service.intents.slots import language, order_numbers
 from rag_service.rewrite_rules import (
@@ -114,6 +115,8 @@ FEATURES: tuple[str, ...] = (
     "shared",  # a topic word of the recent turns
     "new_name",  # a product name the recent turns never named
     "new_family",  # a word of the knowledge base's titles (a family of products, a service) no turn of the task named
+    "new_category",  # a product category (glossary, either language) no turn of the task named in either language
+    "new_title_concept",  # a concept of the knowledge base's title words (either language) no turn of the task named
     "short",  # no subject of its own, or a few words only
     "buys",  # buying words only, after turns naming a product
     "exists",  # asks whether something exists
@@ -131,6 +134,12 @@ FEATURES: tuple[str, ...] = (
 # another person's purchase), unless it answers the task's question or corrects a slot (`TaskTracker`).
 SURE_PROBABILITY = 0.99
 
+# Issue 14's bar: a switch clears the old task's rounds only with an embedder whose tracker reached it out of
+# fold on the development data (`SwitchModel.clearing`, set by `rag-eval train-switches`): a false clear
+# loses what the customer said, a miss only keeps rounds the model can ignore.
+CLEAR_PRECISION = 0.9
+CLEAR_RECALL = 0.7
+
 # The trained model shipped with the service (`rag-eval switches --train` writes it).
 MODEL_FILE = Path(__file__).with_name("switch_model.json")
 
@@ -144,7 +153,8 @@ class SwitchModel:
     model is of one embedder's calls is not (`threshold`, chosen on all rows, serves any other embedder).
     A feature in `vetoes`, when set, decides "not a switch" before the model (a sign no development switch
     carried); one in `forces`, when set (and no veto), decides a sure switch (a sign every development turn
-    carrying it was a switch)."""
+    carrying it was a switch). `clearing`: whether the tracker's switches reached `CLEAR_PRECISION` and
+    `CLEAR_RECALL` out of fold with that embedder (by `Embedder.name`): only then may they clear context."""
 
     features: tuple[str, ...]
     mean: npt.NDArray[np.float64]
@@ -155,6 +165,7 @@ class SwitchModel:
     vetoes: tuple[str, ...] = ()
     forces: tuple[str, ...] = ()
     thresholds: Mapping[str, float] = field(default_factory=dict)
+    clearing: Mapping[str, bool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         unknown = [f for f in (*self.features, *self.vetoes, *self.forces) if f not in FEATURES]
@@ -180,6 +191,7 @@ class SwitchModel:
             tuple(data.get("vetoes", ())),
             tuple(data.get("forces", ())),
             {str(k): float(v) for k, v in data.get("thresholds", {}).items()},
+            {str(k): bool(v) for k, v in data.get("clearing", {}).items()},
         )
 
     @classmethod
@@ -190,6 +202,7 @@ class SwitchModel:
         return {
             "threshold": round(self.threshold, 6),
             "thresholds": {name: round(t, 6) for name, t in sorted(self.thresholds.items())},
+            "clearing": dict(sorted(self.clearing.items())),
             "bias": round(self.bias, 6),
             "vetoes": list(self.vetoes),
             "forces": list(self.forces),
@@ -210,6 +223,17 @@ class SwitchModel:
     def threshold_for(self, embedder: str | None) -> float:
         """The decision threshold for the embedder (`Embedder.name`) the features were computed with."""
         return self.thresholds.get(embedder, self.threshold) if embedder is not None else self.threshold
+
+    def clears(self, embedder: str | None) -> tuple[bool, str]:
+        """Whether the embedder's switches may clear context, and why not when they may not."""
+        if embedder is None or embedder not in self.clearing:
+            return False, f"no out-of-fold measurement for embedder {embedder}: switches do not clear"
+        if not self.clearing[embedder]:
+            return False, (
+                f"embedder {embedder} did not reach precision >= {CLEAR_PRECISION} and recall >= {CLEAR_RECALL} "
+                "out of fold: switches do not clear"
+            )
+        return True, ""
 
     def decide(
         self, values: Mapping[str, float], order: str | None = None, embedder: str | None = None
@@ -266,6 +290,10 @@ class SwitchDecision:
     sure: bool = False
     # The customer announced the new subject ("对了，…", "Separately, …") and nothing refers back.
     announced: bool = False
+    # Whether the switch may clear the old task's rounds (`SwitchDetector.decide` sets it from what the decision
+    # earned, `SwitchModel.clears`); `kept`: why it may not. The tracker reads a switch that may not clear as none.
+    clears: bool = True
+    kept: str = ""
 
 
 def _quantile(ordered: npt.NDArray[np.float32], value: float) -> float:
@@ -673,11 +701,39 @@ class ExampleSet:
         return any(words & self.words.get(name, frozenset()) for name in names)
 
 
+@dataclass(frozen=True, slots=True)
+class SwitchInput:
+    """A later turn as the switch detector reads it: the question and the conversation it follows."""
+
+    question: str
+    # The current task's questions and answers, oldest first.
+    previous_questions: Sequence[str]
+    previous_answers: Sequence[str] = ()
+    # The question's embedding (None: embedded here).
+    vector: Vector | None = None
+    # The question's nearest chunks, and the documents the task's turns were answered from: without both,
+    # the knowledge base has no say (read by the rules only).
+    landed: Landing | None = None
+    task_documents: Collection[str] = ()
+    # The task's intent (a question about its own business is not a new subject, however it is phrased),
+    # and the intents the task's recent turns were recognised as (its business too).
+    task_intent: str | None = None
+    recent_intents: Collection[str] = ()
+    # The intent the recognizer gives the question, and the knowledge base's title words (`title_words`):
+    # read by the learned decision only.
+    candidate: str | None = None
+    title_words: Collection[str] = ()
+    # The glossary's concepts of those title words (`title_concepts`): the same families in either language.
+    title_concepts: Collection[str] = ()
+
+
 class SwitchDetector:
     """`threshold`: below it a question with a new name of its own has left the topic; `strict`: below it
     any question with a subject of its own has (no name needed); `margin`: by this much the document a
     question lands on must beat the task's documents; `model`: the learned decision over the rules' signs
-    (None: the rules decide; the model needs `examples`)."""
+    (None: the rules decide; the model needs `examples`); `clearing`: whether switches may clear context
+    (None: as earned — the model's flag for the embedder, never for the rules alone, which did not reach the
+    bar; True: always, to measure what the tracker would clear)."""
 
     def __init__(
         self,
@@ -688,6 +744,7 @@ class SwitchDetector:
         margin: float | None = None,
         examples: ExampleSet | None = None,
         model: SwitchModel | None = None,
+        clearing: bool | None = None,
     ) -> None:
         if model is not None and examples is None:
             raise ValueError("the learned switch decision needs the configured examples (ExampleSet)")
@@ -696,6 +753,7 @@ class SwitchDetector:
         self.margin = margin
         self.examples = examples
         self.model = model
+        self.clearing = clearing
         # The stage asks before probing the knowledge base and again when deciding: read the wording once.
         self._settled: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], SwitchDecision | None] | None = None
 
@@ -746,66 +804,48 @@ class SwitchDetector:
             return SwitchDecision(False, f"shares {sorted(shared)[0]!r}", follows=True)
         return None
 
-    def decide(
-        self,
-        question: str,
-        previous_questions: Sequence[str],
-        previous_answers: Sequence[str] = (),
-        vector: Vector | None = None,
-        landed: Landing | None = None,
-        task_documents: Collection[str] = (),
-        task_intent: str | None = None,
-        recent_intents: Collection[str] = (),
-        candidate: str | None = None,
-        title_words: Collection[str] = (),
-    ) -> SwitchDecision:
-        """`landed`: the question's nearest chunks; `task_documents`: the documents the task's recent turns
-        were answered from. Without both, the knowledge base has no say. `task_intent`: the task's intent
-        (a question about its own business is not a new subject, however it is phrased); `recent_intents`:
-        the intents the task's recent turns were recognised as (its business too); `candidate`: the intent
-        the recognizer gives the question, `title_words`: the knowledge base's title words (`title_words`;
-        both read by the learned decision only). With a model, the model
-        decides on the rules' signs (`features`); else the rules do."""
+    def decide(self, turn: SwitchInput) -> SwitchDecision:
+        """With a model, the model decides on the rules' signs (`features`); else the rules do. A switch says
+        whether it may clear context (`clears`)."""
+        decision = self._decide(turn)
+        if not decision.switch:
+            return decision
+        clears, kept = self.clears()
+        return replace(decision, clears=clears, kept=kept)
+
+    def clears(self) -> tuple[bool, str]:
+        """Whether this detector's switches may clear context, and why not when they may not."""
+        if self.clearing is not None:
+            return self.clearing, "" if self.clearing else "clearing is off"
         if self.model is None:
-            return self.rules(
-                question,
-                previous_questions,
-                previous_answers,
-                vector,
-                landed,
-                task_documents,
-                task_intent,
-                recent_intents,
-            )
-        if not [q for q in previous_questions if q.strip()]:
+            return False, "the rules alone did not reach the bar out of fold: switches do not clear"
+        return self.model.clears(self.embedder.name)
+
+    def _decide(self, turn: SwitchInput) -> SwitchDecision:
+        if self.model is None:
+            return self.rules(turn)
+        if not [q for q in turn.previous_questions if q.strip()]:
             return SwitchDecision(False, "no earlier turn")
-        values = self.features(
-            question, previous_questions, previous_answers, vector, task_intent, recent_intents, candidate, title_words
-        )
-        order = new_order(question, [*previous_questions, *previous_answers]) if values["new_order"] else None
+        values = self.features(turn)
+        seen = [*turn.previous_questions, *turn.previous_answers]
+        order = new_order(turn.question, seen) if values["new_order"] else None
         return self.model.decide(values, order, self.embedder.name)
 
-    def features(
-        self,
-        question: str,
-        previous_questions: Sequence[str],
-        previous_answers: Sequence[str] = (),
-        vector: Vector | None = None,
-        task_intent: str | None = None,
-        recent_intents: Collection[str] = (),
-        candidate: str | None = None,
-        title_words: Collection[str] = (),
-    ) -> dict[str, float]:
+    def features(self, turn: SwitchInput) -> dict[str, float]:
         """The learned decision's inputs (`FEATURES`): the hand-written rules' verdict and each of their signs
         read on its own, and the question's similarities to the conversation and to the configured examples
-        as quantiles of the embedder's own distributions (so they mean the same for any embedder)."""
+        as quantiles of the embedder's own distributions (so they mean the same for any embedder). Where the
+        question lands is not read (`landed`, `task_documents`)."""
         if self.examples is None:
             raise ValueError("the learned switch decision needs the configured examples (ExampleSet)")
         examples = self.examples
+        question, previous_questions, previous_answers = turn.question, turn.previous_questions, turn.previous_answers
+        vector, task_intent, recent_intents = turn.vector, turn.task_intent, turn.recent_intents
+        candidate, title_words = turn.candidate, turn.title_words
         questions = [q for q in previous_questions if q.strip()]
         recent = questions[-self.recent_turns :]
         answers = [a for a in previous_answers if a.strip()][-self.recent_turns :]
-        rule = self.rules(question, previous_questions, previous_answers, vector, None, (), task_intent, recent_intents)
+        rule = self.rules(replace(turn, landed=None, task_documents=()))
         q = vector if vector is not None else self.embedder.embed_query(question)
         task = questions[-TASK_QUESTIONS:]
         vectors = np.stack([self.embedder.embed_query(p) for p in task])
@@ -834,6 +874,11 @@ class SwitchDetector:
         )
         cjk = len(_CJK_CHAR.findall(question))
         latin = len(_LATIN_WORD.findall(question))
+        # Concepts in either language, of the question and of every turn of the task: a category or a service
+        # the task never named, in any wording, is likely a subject of its own ("air fryer" after "空气炸锅"
+        # is not).
+        said = frozenset().union(*(concepts(t) for t in [*questions, *previous_answers] if t.strip()))
+        fresh = concepts(question) - said
         flag = {True: 1.0, False: 0.0}
         steps = np.sum(vectors[1:] * vectors[:-1], axis=1)
         cohesion = examples.unrelated_quantile(statistics.median(steps.tolist()), lang) if len(steps) else 0.5
@@ -862,6 +907,8 @@ class SwitchDetector:
             "shared": flag[bool(shared)],
             "new_name": flag[new_name],
             "new_family": flag[bool((words & set(title_words)) - task_words)],
+            "new_category": flag[bool(fresh & CATEGORIES)],
+            "new_title_concept": flag[bool(fresh & set(turn.title_concepts))],
             "short": flag[not has_subject(question) or too_short(question)],
             "buys": flag[buys_the_product(question, [*recent, *answers]) is not None],
             "exists": flag[_EXISTS.search(question) is not None],
@@ -875,18 +922,12 @@ class SwitchDetector:
         }
         return values
 
-    def rules(
-        self,
-        question: str,
-        previous_questions: Sequence[str],
-        previous_answers: Sequence[str] = (),
-        vector: Vector | None = None,
-        landed: Landing | None = None,
-        task_documents: Collection[str] = (),
-        task_intent: str | None = None,
-        recent_intents: Collection[str] = (),
-    ) -> SwitchDecision:
-        """The hand-written rules' decision (see the module's docstring)."""
+    def rules(self, turn: SwitchInput) -> SwitchDecision:
+        """The hand-written rules' decision (see the module's docstring; `candidate` and `title_words` are
+        not read)."""
+        question, previous_questions, previous_answers = turn.question, turn.previous_questions, turn.previous_answers
+        vector, landed, task_documents = turn.vector, turn.landed, turn.task_documents
+        task_intent, recent_intents = turn.task_intent, turn.recent_intents
         early = self.settled(question, previous_questions, previous_answers)
         if early is not None:
             return early

@@ -22,6 +22,15 @@ from rag_service.intents.switch import SwitchDecision, asks, corrects
 Action = Literal["ask", "act", "answer"]
 
 
+class SwitchNote(BaseModel):
+    """The last turn the switch detector called a switch: whether the tracker cleared the old task's rounds on
+    it, and why (the detector's reason; when it did not clear, what kept them)."""
+
+    round: int
+    cleared: bool
+    reason: str
+
+
 class TaskState(BaseModel):
     """What the session remembers of the customer's task (stored as JSON in the session's meta)."""
 
@@ -40,6 +49,7 @@ class TaskState(BaseModel):
     # The documents each of the task's recent answered turns was answered from (the switch detector's
     # "where the task is" in the knowledge base), oldest first.
     documents: list[list[str]] = Field(default_factory=list)
+    switch: SwitchNote | None = None
 
     def to_json(self) -> str:
         return self.model_dump_json()
@@ -61,6 +71,7 @@ class TaskState(BaseModel):
             "missing": list(self.missing),
             "task_started_at_round": self.task_started_at_round,
             "done": self.done,
+            "switch": self.switch.model_dump() if self.switch is not None else None,
         }
 
 
@@ -86,6 +97,8 @@ class Step:
     ask: str | None = None
     filled: dict[str, str] = field(default_factory=dict)
     corrected: list[str] = field(default_factory=list)
+    # This turn's switch, when the detector called one (also kept in the state until the next).
+    switch: SwitchNote | None = None
 
 
 def state_line(catalog: IntentCatalog, state: TaskState) -> str:
@@ -106,10 +119,25 @@ class TaskTracker:
         return [s.name for s in spec.slots if s.required and s.name not in slots] if spec else []
 
     def step(self, state: TaskState, question: str, round_index: int, rec: Recognition) -> Step:
+        out = self._step(state, question, round_index, rec)
+        detected = rec.switch is not None and rec.switch.switch and rec.new_task is None
+        if rec.switch is not None and detected:
+            if out.new_task:
+                why = rec.switch.reason
+            elif not rec.switch.clears:
+                why = f"{rec.switch.reason}; not cleared: {rec.switch.kept}"
+            else:
+                why = f"{rec.switch.reason}; not cleared: {out.reason}"
+            out.switch = SwitchNote(round=round_index, cleared=out.new_task, reason=why)
+        out.state = out.state.model_copy(update={"switch": out.switch or state.switch})
+        return out
+
+    def _step(self, state: TaskState, question: str, round_index: int, rec: Recognition) -> Step:
         active = self.catalog.get(state.intent)
         candidate = rec.candidate.intent
         active_slots = dict(rec.slots.get(active.name, {})) if active else {}
-        switch = rec.switch.switch if rec.switch is not None else False
+        # A switch that has not earned clearing (`SwitchDecision.clears`) moves nothing: it is reported only.
+        switch = rec.switch.switch and rec.switch.clears if rec.switch is not None else False
 
         def start(intent: str | None, clear: bool, why: str) -> Step:
             spec = self.catalog.get(intent)
