@@ -692,6 +692,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     names = [p.text for p in q.named if any(len(t) > 1 and not t.isdigit() for t in p.tokens)]
     figures = stated_figures(q.text, asked_numbers(q.text, names)) if primary is not Ask.YESNO else frozenset()
     span_fits = {id(c): span_fit(figures, c.text, asked_words) for c in candidates} if figures else {}
+    # "修要收钱吗", "do I pay the postage?": a sentence saying it is free, or who pays, answers it as an amount does.
+    cost_yesno = Ask.YESNO in q.asks and _COST_ASKED.search(q.text) is not None
     spanned = {c.chunk.doc_id for c in candidates if span_fits.get(id(c), 1.0) > 1}
     asks_rate = _PER_PERIOD_ASKED.search(q.text) is not None
     asks_product = primary in (Ask.PRICE, Ask.SPEC) and bool(q.named or q.picked_variants) and not _PART.search(q.text)
@@ -734,12 +736,15 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             # unless the question asks for a rate, nor does a heading over such rates ask for one.
             rate = primary is Ask.PRICE and not asks_rate and _PER_PERIOD.search(f"{c.section} {c.text}") is not None
             fits = fits and not rate
+            costed = cost_yesno and (shows(c.text, Ask.PRICE) or _FREE.search(c.text) is not None)
             if primary is Ask.HOWTO:
                 score *= 1.4 if fits else 0.9
                 if _HOWTO_HEADING.search(c.section):
                     score *= 2.2  # under "如何申请" / "How to order": the steps themselves
             elif primary is Ask.YESNO:
-                score *= 1.3 if fits else 1.0
+                score *= 1.8 if costed else 1.3 if fits else 1.0
+            elif primary is Ask.PRICE and costed:
+                score *= 2.2
             else:
                 score *= 2.2 if fits else 0.3
             # A FAQ's question heading ("what does the standard cover include?") may ask for another thing than
@@ -899,6 +904,19 @@ def _said_of(
     if best <= 0:
         return {}
     return {k: (1 + _SAID_WEIGHT * h) / (1 + _SAID_WEIGHT * best) for k, h in hits.items()}
+
+
+_COST_ASKED = re.compile(
+    r"要钱|收钱|收费|付费|花钱|免费|另收|谁出|谁付|\bfree\b|\bcharged?\b|\bcosts?\b"
+    # "do I pay the postage?", not "can I pay with a card?" (a way to pay).
+    r"|\b(?:do|will|would|must|should) (?:i|we) (?:have to |need to )?pay\b(?! (?:with|by|in|via|using)\b)",
+    re.I,
+)
+_FREE = re.compile(
+    r"免费|不收费|不另收费|免收|不收取|包邮|自理|自付|承担|\bfree\b|\bno (?:extra )?charge\b|\bat no (?:extra )?cost\b"
+    r"|\bat (?:your|the customer's) (?:own )?(?:cost|expense)\b|\byou pay\b|\bpaid by\b",
+    re.I,
+)
 
 
 # What marks a part or an add-on sold for a model rather than the model: "备用电池", "仅适配 X", "spare

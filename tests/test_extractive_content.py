@@ -51,3 +51,23 @@ def test_an_english_question_is_told_apart_by_its_own_words_not_how_long() -> No
     assert "12 months" in out
     first = out.splitlines()[1]
     assert "flue" in first
+
+
+KAYAKS = chunk(
+    "kayaks",
+    "浪舟皮划艇 售后说明",
+    "\n".join(
+        [
+            "浪舟皮划艇 售后说明",
+            "- 维修一般需要 5 个工作日，修好后通知取回。",
+            "- 船体划痕可以到店抛光处理。",
+            "- 保修期内，气阀和接缝的质量问题由浪舟维修，不收费。",
+            "- 浪舟单人艇不能装电动推进器。",
+        ]
+    ),
+)
+
+
+def test_a_yes_or_no_question_about_cost_gets_the_sentence_saying_it_is_free() -> None:
+    out = answer("船漏气了修要钱吗", [KAYAKS])
+    assert "不收费" in out.splitlines()[1]
