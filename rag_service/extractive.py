@@ -825,7 +825,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
 
 # A Chinese word that asks rather than says ("多久", "怎么办", "几天", "要钱吗"): no part of what is asked about.
 _HAN_ASKING = re.compile(r"[几多怎啥咋哪吗呢么没]")
-_SAID_WEIGHT = 2.0
+_SAID_WEIGHT = 3.0
 # "How long", "how often": the words that ask for a kind of value.
 _EN_ASKING = re.compile(
     r"\bhow (?:long|much|many|often|far|big|old|soon|late|early|heavy|wide|tall|large|small|high|low)\b", re.I
