@@ -692,6 +692,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     names = [p.text for p in q.named if any(len(t) > 1 and not t.isdigit() for t in p.tokens)]
     figures = stated_figures(q.text, asked_numbers(q.text, names)) if primary is not Ask.YESNO else frozenset()
     span_fits = {id(c): span_fit(figures, c.text, asked_words) for c in candidates} if figures else {}
+    # "修要收钱吗", "do I pay the postage?": a sentence saying it is free, or who pays, answers it as an amount does.
+    cost_yesno = Ask.YESNO in q.asks and _COST_ASKED.search(q.text) is not None
     spanned = {c.chunk.doc_id for c in candidates if span_fits.get(id(c), 1.0) > 1}
     asks_rate = _PER_PERIOD_ASKED.search(q.text) is not None
     asks_product = primary in (Ask.PRICE, Ask.SPEC) and bool(q.named or q.picked_variants) and not _PART.search(q.text)
@@ -700,6 +702,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     # (its words) tells those sentences apart.
     type_idea = _ASK_IDEA.get(primary)
     type_only = 0.5 if type_idea is not None and q.ideas == {type_idea} else 1.0
+    said = _said_of(q, asked_words, idf, primary, candidates)
     for c in candidates:
         # How much of what the question says the sentence covers: its words (rarer ones weigh more) and
         # its concepts. In the question's language they are mostly the same evidence ("warranty" is both),
@@ -733,12 +736,15 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             # unless the question asks for a rate, nor does a heading over such rates ask for one.
             rate = primary is Ask.PRICE and not asks_rate and _PER_PERIOD.search(f"{c.section} {c.text}") is not None
             fits = fits and not rate
+            costed = cost_yesno and (shows(c.text, Ask.PRICE) or _FREE.search(c.text) is not None)
             if primary is Ask.HOWTO:
                 score *= 1.4 if fits else 0.9
                 if _HOWTO_HEADING.search(c.section):
                     score *= 2.2  # under "如何申请" / "How to order": the steps themselves
             elif primary is Ask.YESNO:
-                score *= 1.3 if fits else 1.0
+                score *= 1.8 if costed else 1.3 if fits else 1.0
+            elif primary is Ask.PRICE and costed:
+                score *= 2.2
             else:
                 score *= 2.2 if fits else 0.3
             # A FAQ's question heading ("what does the standard cover include?") may ask for another thing than
@@ -813,7 +819,104 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         if primary is Ask.GENERAL:
             # "What is your return policy?": a page states its main rule first.
             score *= 1 + 0.5 / (1 + c.chunk.index)
+        score *= said.get(id(c), 1.0)
         c.score = score / _rank_discount(c)
+
+
+# A Chinese word that asks rather than says ("多久", "怎么办", "几天", "要钱吗"): no part of what is asked about.
+_HAN_ASKING = re.compile(r"[几多怎啥咋哪吗呢么没]")
+_SAID_WEIGHT = 3.0
+# "How long", "how often": the words that ask for a kind of value.
+_EN_ASKING = re.compile(
+    r"\bhow (?:long|much|many|often|far|big|old|soon|late|early|heavy|wide|tall|large|small|high|low)\b", re.I
+)
+
+
+def _content_terms(
+    q: Question, asked_words: set[str] | frozenset[str], idf: dict[str, float], primary: Ask
+) -> dict[str, float]:
+    """The words of the customer's own question that say what about the product is asked ("复查" of "多久回来复查一次",
+    "basket" of "is there a basket for it?"), with their weight: not the product's name, not the rewriter's
+    additions, not the words that only ask ("多久", "how much") or name the kind of value asked for."""
+    kind = {_ASK_IDEA[primary]} if primary in _ASK_IDEA else set()
+    asking = _stems(terms(" ".join(m.group() for m in _EN_ASKING.finditer(q.text))))
+    out: dict[str, float] = {}
+    for w in asked_words - q.added_words - _GENERIC_ZH - asking:
+        if w.isdigit() or w in EN_GENERIC_WORDS or (w.isascii() and len(w) < 3):
+            continue
+        if not w.isascii() and (_HAN_ASKING.search(w) or (len(w) == 1 and not _HAN_CONTENT_CHAR.fullmatch(w))):
+            continue
+        ideas = concepts(w)
+        if ideas and ideas <= kind | GENERIC:
+            continue
+        out[w] = idf.get(w, 1.0)
+    return out
+
+
+def _says(word: str, c: Candidate, text: str) -> float | None:
+    """How much of a question word a sentence (with its heading and page title) says: the word, its
+    characters ("重配" ~ "重新验光 … 重配"), or, across languages, its concept; None when the sentence cannot
+    say it (an English word without a concept, over a Chinese sentence)."""
+    ideas = concepts(word)
+    if ideas and ideas <= c.ideas:
+        return 1.0
+    if word.isascii():
+        if language(c.text) != "en":
+            return None
+        return 1.0 if word in _stems(terms(text)) else 0.0
+    if language(c.text) != "zh":
+        return None if not ideas else 0.0
+    if word in text:
+        return 1.0
+    # A word written another way ("专票" ~ "专用发票") has all its characters there; a few of them are chance.
+    return 0.5 if all(ch in text for ch in word) else 0.0
+
+
+def _said_of(
+    q: Question,
+    asked_words: set[str] | frozenset[str],
+    idf: dict[str, float],
+    primary: Ask,
+    candidates: list[Candidate],
+) -> dict[int, float]:
+    """A factor per sentence: how much of what the question asks about (its own content words) the sentence
+    says, against the sentence that says most. Two sentences of the asked type ("加工周期：7 个工作日" and
+    "每 3 个月回店复查一次" for "多久回来复查一次") are told apart by what is done or to what, not by the type.
+    A sentence that cannot say the words (another language) is left as it is."""
+    # Steps after the first need not repeat what the question names: they are read by their section. A
+    # contact line is told by its channel and place ("customer service" names every one of them).
+    wanted = _content_terms(q, asked_words, idf, primary) if primary not in (Ask.HOWTO, Ask.CONTACT) else {}
+    if not wanted:
+        return {}
+    hits: dict[int, float] = {}
+    for c in candidates:
+        text = f"{c.section} {c.text} {c.chunk.title}".lower()
+        got = total = 0.0
+        for w, weight_ in wanted.items():
+            said = _says(w, c, text)
+            if said is None:
+                continue
+            total += weight_
+            got += weight_ * said
+        if total:
+            hits[id(c)] = got / total
+    best = max(hits.values(), default=0.0)
+    if best <= 0:
+        return {}
+    return {k: (1 + _SAID_WEIGHT * h) / (1 + _SAID_WEIGHT * best) for k, h in hits.items()}
+
+
+_COST_ASKED = re.compile(
+    r"要钱|收钱|收费|付费|花钱|免费|另收|谁出|谁付|\bfree\b|\bcharged?\b|\bcosts?\b"
+    # "do I pay the postage?", not "can I pay with a card?" (a way to pay).
+    r"|\b(?:do|will|would|must|should) (?:i|we) (?:have to |need to )?pay\b(?! (?:with|by|in|via|using)\b)",
+    re.I,
+)
+_FREE = re.compile(
+    r"免费|不收费|不另收费|免收|不收取|包邮|自理|自付|承担|\bfree\b|\bno (?:extra )?charge\b|\bat no (?:extra )?cost\b"
+    r"|\bat (?:your|the customer's) (?:own )?(?:cost|expense)\b|\byou pay\b|\bpaid by\b",
+    re.I,
+)
 
 
 # What marks a part or an add-on sold for a model rather than the model: "备用电池", "仅适配 X", "spare
