@@ -488,6 +488,16 @@ def _plural_noun_before(question: str, end: int) -> bool:
 
 _ASKED_FOR = frozenset(["what", "which", "many", "much", "whose"])
 
+# "I bought a helmet here last week, can I send it back?", "Can I return a box once it's opened?": a thing the
+# customer bought, has or hands back, introduced with an article before "it", is what "it" stands for. A noun
+# the question only asks about ("Is there a fee if I return it?") is no such thing: the verb must be one of having.
+_OWNED_THING = re.compile(
+    r"\b(?:bought|buy|purchased|ordered|got|have|has|received|return|returned|send back|sent back)\s+"
+    r"(?:a|an|one|my|our)\s+(?:[\w'’-]+\s+){0,3}?[a-z]{3,}\b",
+    re.IGNORECASE,
+)
+_IT_WORDS = frozenset(["it", "its", "itself"])
+
 
 def antecedent_inside(question: str, marker: Marker, names: Sequence[Entity]) -> bool:
     """Does the question carry what its marker points at? A cue with a name of its own ("And about North
@@ -501,6 +511,8 @@ def antecedent_inside(question: str, marker: Marker, names: Sequence[Entity]) ->
     squashed = _squash(question[: marker.start])
     if any(e.key in head or _squash(e.text) in squashed for e in names):
         return True
+    if marker.text.lower() in _IT_WORDS:
+        return _OWNED_THING.search(question[: marker.start]) is not None
     return marker.text.lower() in {"they", "them", "their", "theirs", "themselves"} and _plural_noun_before(
         question, marker.start
     )

@@ -154,3 +154,17 @@ def test_a_lone_attribute_word_is_no_subject() -> None:
     assert "厚度" not in {e.key for e in entities("我家窗户多宽，该选哪个厚度")}
     query = rule("门店能退货吗", ("窗帘该选哪个厚度", ""))
     assert "厚度" not in query
+
+
+def test_it_after_a_thing_the_customer_bought_stands_for_that_thing() -> None:
+    history = ("How much is the Vela K3 blender?", "The Vela K3 blender costs 499 yuan.")
+    bought = rule("I bought a desk lamp here last week, never used. Can I send it back?", history)
+    opened = rule("Can I return a bottle once it's opened?", history)
+    assert "Vela" not in bought and "Vela" not in opened
+
+
+def test_it_after_a_noun_asked_about_still_points_back() -> None:
+    # "a fee", "a warranty": what the question asks for, not a thing the customer has.
+    history = ("How much is the Vela K3 blender?", "The Vela K3 blender costs 499 yuan.")
+    assert "Vela K3" in rule("Is there a fee if I return it?", history)
+    assert "Vela K3" in rule("Is there a warranty on it?", history)
