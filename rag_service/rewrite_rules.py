@@ -90,13 +90,18 @@ def strip_framing(text: str) -> str:
 # Pronouns and demonstratives point at something: a name before them inside the question is their
 # antecedent ("Is Lyme Disease dangerous and how is it treated?"). Cues ("and …", "what about", 那…/…呢,
 # "else") only say the question continues the conversation: a name of its own then makes it standalone.
+_ONE_VERBS = ("get", "need", "want", "buy", "order", "request", "issue", "book", "rent", "send", "ask for", "apply for")
+_AFTER_VERB = "|".join(rf"(?<=\b{verb} )" for verb in _ONE_VERBS)
 _EN_PRONOUNS = re.compile(
     r"\b(?:it|its|itself|they|them|their|theirs|themselves|those|these|he|him|his|she|her|hers"
     r"|the former|the latter|that one|this one|such)\b"
     r"|\bthe same\b(?!\s+(?:\w+\s+)?as\b)"
     r"|\b(?:this|that)\s*[?.!]*\s*$"
     r"|(?:(?<=\bis )|(?<=\bwas ))(?:this|that)(?=\s+(?:a|an|the|still|really|true|safe|normal|possible)\b)"
-    r"|\bthis\s+(?!(?:year|week|month|morning|afternoon|evening|weekend|summer|winter|spring|autumn|fall)\b)[a-z]{3,}",
+    r"|\bthis\s+(?!(?:year|week|month|morning|afternoon|evening|weekend|summer|winter|spring|autumn|fall)\b)[a-z]{3,}"
+    # "Can I still ask for one?", "Do I need one for that?": "one" as the object of a verb, with no noun after it.
+    rf"|(?:{_AFTER_VERB})one\b"
+    r"(?=\s*(?:[?.!,;]|$)|\s+(?:for|online|now|too|after|before|later|if|when|in|with|at|from|today|again|as|by)\b)",
     re.IGNORECASE,
 )
 # "that means …", "which one …": they continue what was said, but a name of their own is the subject.

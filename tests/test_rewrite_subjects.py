@@ -168,3 +168,12 @@ def test_it_after_a_noun_asked_about_still_points_back() -> None:
     history = ("How much is the Vela K3 blender?", "The Vela K3 blender costs 499 yuan.")
     assert "Vela K3" in rule("Is there a fee if I return it?", history)
     assert "Vela K3" in rule("Is there a warranty on it?", history)
+
+
+def test_one_as_the_object_of_a_verb_points_back() -> None:
+    history = ("Can I get a paper receipt for my order?", "Yes, a paper receipt can be mailed to you.")
+    assert "receipt" in rule("How long after delivery can I still ask for one?", history)
+    assert "receipt" in rule("Do I need one for a refund?", history)
+    # A count, not a reference: "one" before its own noun, or as the subject.
+    assert find_marker("Can I order one lamp and two shades?") is None
+    assert find_marker("Is one enough for two people?") is None
