@@ -207,8 +207,14 @@ _EN_BREAKS = frozenset(_EN_BREAK_WORDS.split())
 _EN_CLAUSE_WORD_LIST = """while whilst although though because unless whereas afterwards afterward beforehand meanwhile
     anyway anyhow otherwise later soon"""
 _EN_CLAUSE_WORDS = frozenset(_EN_CLAUSE_WORD_LIST.split())
+# "Open on Sundays?": a day or a month says when, capitalised as it is; it is no new subject.
+_EN_WHEN = (
+    r"(?:mon|tues|wednes|thurs|fri|satur|sun)days?|weekends?"
+    r"|january|february|march|april|june|july|august|september|october|november|december"
+)
 _EN_NOT_SUBJECT = re.compile(
-    rf"^(?:{'|'.join(_EN_CLAUSE_WORDS)}|english|chinese|mandarin|cantonese)(?:-[a-z]+)?$", re.IGNORECASE
+    rf"^(?:{'|'.join(_EN_CLAUSE_WORDS)}|english|chinese|mandarin|cantonese)(?:-[a-z]+)?$|^(?:{_EN_WHEN})$",
+    re.IGNORECASE,
 )
 # The customer's body ("my two eyes", "his head", "眼睛"): what a question is asked for, not the subject to carry
 # into the next one.
@@ -1423,7 +1429,12 @@ def is_fragment(question: str) -> bool:
     if is_chinese(question):
         return _ZH_QUESTION.search(question) is None and not any(f.startswith("v") for _, f in _tagged(question))
     words = [w.lower() for w in _EN_WORD.findall(question)]
-    return len(words) <= 4 and not any(w in _EN_QUESTION_WORDS for w in words)
+    # "Open on Sundays?" asks when about what the conversation is about, not about a keyword of its own.
+    when = any(_WHEN_WORD.match(w) for w in words)
+    return len(words) <= 4 and not when and not any(w in _EN_QUESTION_WORDS for w in words)
+
+
+_WHEN_WORD = re.compile(rf"^(?:{_EN_WHEN})$")
 
 
 # What opens a message without asking anything: a greeting, or the customer giving an identifier ("你好，我的订单号是

@@ -177,3 +177,9 @@ def test_one_as_the_object_of_a_verb_points_back() -> None:
     # A count, not a reference: "one" before its own noun, or as the subject.
     assert find_marker("Can I order one lamp and two shades?") is None
     assert find_marker("Is one enough for two people?") is None
+
+
+def test_a_day_or_a_month_is_no_new_subject() -> None:
+    history = ("What's the phone number of your Harbourside store?", "The Harbourside store: 0571-5550 1234.")
+    assert "Harbourside" in rule("Open on Sundays?", history)
+    assert "Harbourside" in rule("Still open in December?", history)
