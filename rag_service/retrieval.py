@@ -9,6 +9,7 @@ subject carries no such questions (`RuleRewriter.continuity`)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -16,6 +17,7 @@ from rag_core.embedding import Embedder, embed_query_off_loop
 from rag_core.lexical import query_vector
 from rag_core.recent import Recent
 from rag_core.settings import RetrievalSettings
+from rag_core.text import language
 from rag_core.vectorstore import ScoredChunk, VectorIndex
 from rag_service.domain import Chunk
 from rag_service.facts import BASE_WORDS, product_fit, products
@@ -81,7 +83,7 @@ class Retriever:
         payloads = await self.index.payloads([i for i, _ in hits], tenant)
         chunks = [_to_chunk(ScoredChunk(i, score, payloads[i])) for i, score in hits if i in payloads]
         scale = 1.0 if cfg.mode == "dense" else _rrf_scale(chunks)
-        return self._remember(tenant, query, n, rerank(query, chunks, scale), scale, prior)
+        return self._remember(tenant, query, n, numbered(query, rerank(query, chunks, scale), scale), scale, prior)
 
     def _remember(
         self, tenant: str | None, query: str, n: int, ranked: list[Chunk], scale: float, prior: dict[str, float]
@@ -140,6 +142,36 @@ def lean(query: str, chunks: Sequence[Chunk], prior: dict[str, float], scale: fl
         return scale * DOC_PRIOR * weight
 
     return sorted((replace(c, score=c.score + lift(c)) for c in chunks), key=lambda c: -c.score)
+
+
+# A chunk that has the figures the question names ("the 1.67 lenses", "the 48-hour service", "a 230g
+# canister") is lifted by this times the share of them it has, in cosine units: a figure is written alike in
+# either language, which the embedder barely weighs, and more so across languages (same, other).
+NUMBERS = (0.04, 0.06)
+# What a question's figure must look like to name something: two digits at least, or a decimal; not a year,
+# nor an order or phone number (several digits), nor part of a model name ("E3", "Gen 5").
+_FIGURE = re.compile(r"(?<![\w.:])(\d+\.\d+|[1-9]\d{1,5})(?![\d.:]\d)")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3})")
+_YEAR = re.compile(r"^(?:19|20)\d\d$")
+
+
+def figures(text: str) -> frozenset[str]:
+    """The figures a question names (`_FIGURE`)."""
+    return frozenset(f for f in _FIGURE.findall(_THOUSANDS.sub("", text)) if not _YEAR.match(f))
+
+
+def numbered(query: str, ranked: Sequence[Chunk], scale: float = 1.0) -> list[Chunk]:
+    """`ranked` reordered with the chunks that have the query's figures lifted (`NUMBERS`)."""
+    wanted = figures(query)
+    if not wanted:
+        return list(ranked)
+    lang = language(query)
+
+    def lift(c: Chunk) -> float:
+        share = len(wanted & figures(f"{c.title} {c.section} {c.text}")) / len(wanted)
+        return scale * NUMBERS[int((c.lang or language(c.text)) != lang)] * share
+
+    return sorted((replace(c, score=c.score + lift(c)) for c in ranked), key=lambda c: -c.score)
 
 
 def fill_budget(chunks: Sequence[Chunk], budget: int, max_chunks: int, cost: Callable[[Chunk], int]) -> list[Chunk]:

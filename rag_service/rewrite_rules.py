@@ -90,13 +90,18 @@ def strip_framing(text: str) -> str:
 # Pronouns and demonstratives point at something: a name before them inside the question is their
 # antecedent ("Is Lyme Disease dangerous and how is it treated?"). Cues ("and …", "what about", 那…/…呢,
 # "else") only say the question continues the conversation: a name of its own then makes it standalone.
+_ONE_VERBS = ("get", "need", "want", "buy", "order", "request", "issue", "book", "rent", "send", "ask for", "apply for")
+_AFTER_VERB = "|".join(rf"(?<=\b{verb} )" for verb in _ONE_VERBS)
 _EN_PRONOUNS = re.compile(
     r"\b(?:it|its|itself|they|them|their|theirs|themselves|those|these|he|him|his|she|her|hers"
     r"|the former|the latter|that one|this one|such)\b"
     r"|\bthe same\b(?!\s+(?:\w+\s+)?as\b)"
     r"|\b(?:this|that)\s*[?.!]*\s*$"
     r"|(?:(?<=\bis )|(?<=\bwas ))(?:this|that)(?=\s+(?:a|an|the|still|really|true|safe|normal|possible)\b)"
-    r"|\bthis\s+(?!(?:year|week|month|morning|afternoon|evening|weekend|summer|winter|spring|autumn|fall)\b)[a-z]{3,}",
+    r"|\bthis\s+(?!(?:year|week|month|morning|afternoon|evening|weekend|summer|winter|spring|autumn|fall)\b)[a-z]{3,}"
+    # "Can I still ask for one?", "Do I need one for that?": "one" as the object of a verb, with no noun after it.
+    rf"|(?:{_AFTER_VERB})one\b"
+    r"(?=\s*(?:[?.!,;]|$)|\s+(?:for|online|now|too|after|before|later|if|when|in|with|at|from|today|again|as|by)\b)",
     re.IGNORECASE,
 )
 # "that means …", "which one …": they continue what was said, but a name of their own is the subject.
@@ -202,8 +207,14 @@ _EN_BREAKS = frozenset(_EN_BREAK_WORDS.split())
 _EN_CLAUSE_WORD_LIST = """while whilst although though because unless whereas afterwards afterward beforehand meanwhile
     anyway anyhow otherwise later soon"""
 _EN_CLAUSE_WORDS = frozenset(_EN_CLAUSE_WORD_LIST.split())
+# "Open on Sundays?": a day or a month says when, capitalised as it is; it is no new subject.
+_EN_WHEN = (
+    r"(?:mon|tues|wednes|thurs|fri|satur|sun)days?|weekends?"
+    r"|january|february|march|april|june|july|august|september|october|november|december"
+)
 _EN_NOT_SUBJECT = re.compile(
-    rf"^(?:{'|'.join(_EN_CLAUSE_WORDS)}|english|chinese|mandarin|cantonese)(?:-[a-z]+)?$", re.IGNORECASE
+    rf"^(?:{'|'.join(_EN_CLAUSE_WORDS)}|english|chinese|mandarin|cantonese)(?:-[a-z]+)?$|^(?:{_EN_WHEN})$",
+    re.IGNORECASE,
 )
 # The customer's body ("my two eyes", "his head", "眼睛"): what a question is asked for, not the subject to carry
 # into the next one.
@@ -488,6 +499,16 @@ def _plural_noun_before(question: str, end: int) -> bool:
 
 _ASKED_FOR = frozenset(["what", "which", "many", "much", "whose"])
 
+# "I bought a helmet here last week, can I send it back?", "Can I return a box once it's opened?": a thing the
+# customer bought, has or hands back, introduced with an article before "it", is what "it" stands for. A noun
+# the question only asks about ("Is there a fee if I return it?") is no such thing: the verb must be one of having.
+_OWNED_THING = re.compile(
+    r"\b(?:bought|buy|purchased|ordered|got|have|has|received|return|returned|send back|sent back)\s+"
+    r"(?:a|an|one|my|our)\s+(?:[\w'’-]+\s+){0,3}?[a-z]{3,}\b",
+    re.IGNORECASE,
+)
+_IT_WORDS = frozenset(["it", "its", "itself"])
+
 
 def antecedent_inside(question: str, marker: Marker, names: Sequence[Entity]) -> bool:
     """Does the question carry what its marker points at? A cue with a name of its own ("And about North
@@ -501,6 +522,8 @@ def antecedent_inside(question: str, marker: Marker, names: Sequence[Entity]) ->
     squashed = _squash(question[: marker.start])
     if any(e.key in head or _squash(e.text) in squashed for e in names):
         return True
+    if marker.text.lower() in _IT_WORDS:
+        return _OWNED_THING.search(question[: marker.start]) is not None
     return marker.text.lower() in {"they", "them", "their", "theirs", "themselves"} and _plural_noun_before(
         question, marker.start
     )
@@ -1406,7 +1429,12 @@ def is_fragment(question: str) -> bool:
     if is_chinese(question):
         return _ZH_QUESTION.search(question) is None and not any(f.startswith("v") for _, f in _tagged(question))
     words = [w.lower() for w in _EN_WORD.findall(question)]
-    return len(words) <= 4 and not any(w in _EN_QUESTION_WORDS for w in words)
+    # "Open on Sundays?" asks when about what the conversation is about, not about a keyword of its own.
+    when = any(_WHEN_WORD.match(w) for w in words)
+    return len(words) <= 4 and not when and not any(w in _EN_QUESTION_WORDS for w in words)
+
+
+_WHEN_WORD = re.compile(rf"^(?:{_EN_WHEN})$")
 
 
 # What opens a message without asking anything: a greeting, or the customer giving an identifier ("你好，我的订单号是

@@ -10,9 +10,9 @@ import pytest
 from rag_core.embedding import Embedder
 from rag_core.settings import RetrievalSettings
 from rag_core.vectorstore import VectorIndex
-from rag_service.domain import GenerationInput
+from rag_service.domain import Chunk, GenerationInput
 from rag_service.extractive import MARKER, ExtractiveGenerator
-from rag_service.retrieval import Retriever
+from rag_service.retrieval import Retriever, figures, numbered
 from tests.kb_questions import QUESTIONS
 
 
@@ -138,3 +138,33 @@ async def test_a_chain_of_follow_ups_leans_on_remembered_searches_only(
     assert (fresh.pools, fresh_embeds.queries) == (3, 3)
     assert [(c.id, c.score) for c in again] == [(c.id, c.score) for c in leaned]
     assert all(c.text for c in leaned)
+
+
+def _chunk(doc: str, text: str, score: float, lang: str) -> Chunk:
+    return Chunk(f"{doc}-{score}", doc, doc, doc, text, score, 10, lang=lang)
+
+
+def test_the_figures_a_question_names() -> None:
+    assert figures("那 1.74 的多少钱") == {"1.74"}
+    assert figures("How much is the 72-hour rush service for a ¥1,299 frame?") == {"72", "1299"}
+    # Not a year, a time, an order number, a model name or a lone digit.
+    assert not figures("Bought in 2025 (order 2025061812345), the K5 arrived at 9:30 for my 8-year-old")
+
+
+def test_a_chunk_with_the_figure_asked_is_lifted_more_across_languages() -> None:
+    ranked = [
+        _chunk("frames", "镜框 清仓 特价", 0.86, "zh"),
+        _chunk("lenses", "晶亮 1.56 镜片，售价 300 元", 0.85, "zh"),
+        _chunk("lenses", "晶亮 1.74 镜片，售价 900 元", 0.84, "zh"),
+    ]
+    assert numbered("1.74 的多少钱", ranked)[0].text.startswith("晶亮 1.74")
+    rush = [
+        _chunk("faq", "Rush orders are possible for frames in stock.", 0.86, "en"),
+        _chunk("delivery", "72 小时加急服务，加收 150 元。", 0.81, "zh"),
+    ]
+    lifted = numbered("How much is the 72-hour rush service?", rush)
+    assert lifted[0].doc_id == "delivery"
+    # The same lift would not carry a page in the question's language that far.
+    same = [rush[0], _chunk("delivery", "The 72-hour rush service costs 150 yuan.", 0.81, "en")]
+    assert numbered("How much is the 72-hour rush service?", same)[0].doc_id == "faq"
+    assert numbered("How much is the rush service?", rush) == rush

@@ -154,3 +154,32 @@ def test_a_lone_attribute_word_is_no_subject() -> None:
     assert "厚度" not in {e.key for e in entities("我家窗户多宽，该选哪个厚度")}
     query = rule("门店能退货吗", ("窗帘该选哪个厚度", ""))
     assert "厚度" not in query
+
+
+def test_it_after_a_thing_the_customer_bought_stands_for_that_thing() -> None:
+    history = ("How much is the Vela K3 blender?", "The Vela K3 blender costs 499 yuan.")
+    bought = rule("I bought a desk lamp here last week, never used. Can I send it back?", history)
+    opened = rule("Can I return a bottle once it's opened?", history)
+    assert "Vela" not in bought and "Vela" not in opened
+
+
+def test_it_after_a_noun_asked_about_still_points_back() -> None:
+    # "a fee", "a warranty": what the question asks for, not a thing the customer has.
+    history = ("How much is the Vela K3 blender?", "The Vela K3 blender costs 499 yuan.")
+    assert "Vela K3" in rule("Is there a fee if I return it?", history)
+    assert "Vela K3" in rule("Is there a warranty on it?", history)
+
+
+def test_one_as_the_object_of_a_verb_points_back() -> None:
+    history = ("Can I get a paper receipt for my order?", "Yes, a paper receipt can be mailed to you.")
+    assert "receipt" in rule("How long after delivery can I still ask for one?", history)
+    assert "receipt" in rule("Do I need one for a refund?", history)
+    # A count, not a reference: "one" before its own noun, or as the subject.
+    assert find_marker("Can I order one lamp and two shades?") is None
+    assert find_marker("Is one enough for two people?") is None
+
+
+def test_a_day_or_a_month_is_no_new_subject() -> None:
+    history = ("What's the phone number of your Harbourside store?", "The Harbourside store: 0571-5550 1234.")
+    assert "Harbourside" in rule("Open on Sundays?", history)
+    assert "Harbourside" in rule("Still open in December?", history)
