@@ -187,12 +187,46 @@ def _en_pattern(phrases: str) -> re.Pattern[str]:
     return re.compile("|".join(parts), re.IGNORECASE)
 
 
+# Where a phrase's literal start ends: a space (any run of spaces matches) or anything a pattern could read
+# as other than itself.
+_LITERAL_HEAD = re.compile(r"[\s*?+.|()\[\]{}\\^$]")
+
+
+def _en_literals(phrases: str) -> tuple[str, ...] | None:
+    """Each English phrase's leading letters that any match must contain (lower case): "send back" -> "send",
+    "colou?r*" -> "colo". None when some phrase has none (then only the pattern can tell)."""
+    words = []
+    for p in _EN_SPLIT.split(phrases.strip()):
+        head = _LITERAL_HEAD.split(p, maxsplit=1)[0]
+        if p[len(head) : len(head) + 1] == "?":
+            head = head[:-1]
+        if not head:
+            return None
+        words.append(head.lower())
+    return tuple(words) if words else None
+
+
+# Characters a case-insensitive pattern matches to an ASCII letter that `str.lower` does not turn into it
+# (dotless i, long s; dotted capital I lowers to two characters): a text with one is always scanned.
+_FOLDS_TO_ASCII = ("\u0131", "\u017f", "\u0130")
+
+
+def _may_match(words: tuple[str, ...] | None, text: str, lowered: str) -> bool:
+    """Whether the concept's English pattern can match `text`: one of its phrases' leading letters is in
+    the lowered text. Substring tests spare most texts the case-insensitive scan (a Chinese page is
+    scanned for a hundred English patterns, of which it holds a few)."""
+    if words is None or any(c in text for c in _FOLDS_TO_ASCII):
+        return True
+    return any(w in lowered for w in words)
+
+
 class Glossary:
     def __init__(self, concepts: Mapping[str, tuple[str, str]]) -> None:
         self._terms = {
             key: (_en_pattern(en) if en else None, tuple(z for z in zh.split("|") if z))
             for key, (en, zh) in concepts.items()
         }
+        self._en_words = {key: _en_literals(en) for key, (en, _) in concepts.items()}
 
     def concepts(self, text: str, among: frozenset[str] | None = None) -> frozenset[str]:
         """The concepts `text` mentions; with `among`, only those of them. A caller that compares a text
@@ -206,7 +240,9 @@ class Glossary:
         """Whether the text (and its lower case) has one of the concept's own phrases."""
         en, zh = self._terms.get(key, (None, ()))
         # The Chinese phrases first: substring tests, far cheaper than a case-insensitive scan of the text.
-        return any(t in lowered for t in zh) or bool(en is not None and en.search(text))
+        if any(t in lowered for t in zh):
+            return True
+        return en is not None and _may_match(self._en_words.get(key), text, lowered) and en.search(text) is not None
 
 
 @lru_cache(maxsize=16384)

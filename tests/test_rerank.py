@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from rag_service.domain import Chunk
 from rag_service.facts import products, related_product, title_products
-from rag_service.glossary import CONCEPTS, concepts
+from rag_service.glossary import CONCEPTS, DEFAULT, concepts
 from rag_service.rerank import concept_match, rerank
 
 
@@ -171,3 +173,27 @@ def test_a_texts_concepts_among_a_questions_are_those_of_all_its_concepts(text: 
         frozenset(CONCEPTS),
     ]:
         assert concepts(text, among) == every & among
+
+
+def _phrase_samples() -> list[str]:
+    """Every English phrase of the glossary written out: a "*" ending dropped or given one, an optional letter
+    ("colou?r") kept and dropped, in lower and upper case, inside Chinese and English text."""
+    samples = []
+    for en, _ in CONCEPTS.values():
+        for phrase in filter(None, (p.strip() for p in en.split("|"))):
+            for word in {phrase.replace("?", "").replace("*", "s"), re.sub(r".\?", "", phrase).replace("*", "")}:
+                for cased in (word, word.upper()):
+                    samples += [f"请问{cased}怎么办", f"Ask about the {cased} today."]
+    # Letters a case-insensitive pattern takes for ASCII ones while `str.lower` keeps them apart.
+    samples += ["the \u017fhipping fee", "\u0130NVOICE please", "rece\u0131pt", "RECE\u0130PT", "\u212aeyboard"]
+    return samples
+
+
+def test_a_concept_is_found_wherever_its_english_pattern_matches() -> None:
+    # The pattern itself is the reference (the glossary first looks for each phrase's leading letters).
+    patterns = {key: en for key, (en, _) in DEFAULT._terms.items() if en is not None}
+    for text in _phrase_samples():
+        expected = {key for key, en in patterns.items() if en.search(text)}
+        found = concepts(text)
+        assert expected <= found, (text, expected - found)
+        assert concepts(text + " ", frozenset(patterns)) >= expected, text
