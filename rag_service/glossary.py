@@ -234,7 +234,7 @@ class Glossary:
         (all of a chunk's concepts are a hundred case-insensitive scans of it)."""
         if among is None:
             return _concepts(self, text)
-        return frozenset(key for key in among if _has(self, text, key))
+        return _concepts_among(self, text, among)
 
     def _mentions(self, text: str, lowered: str, key: str) -> bool:
         """Whether the text (and its lower case) has one of the concept's own phrases."""
@@ -253,6 +253,13 @@ def _concepts(glossary: Glossary, text: str) -> frozenset[str]:
         if parts <= found:
             found.add(whole)
     return frozenset(found)
+
+
+@lru_cache(maxsize=16384)
+def _concepts_among(glossary: Glossary, text: str, among: frozenset[str]) -> frozenset[str]:
+    # The reranker asks this of the same chunks with the same question's concepts turn after turn (a
+    # question's concepts are one set object for all its chunks, whose hash is computed once).
+    return frozenset(key for key in among if _has(glossary, text, key))
 
 
 @lru_cache(maxsize=65536)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -197,3 +198,24 @@ def test_a_concept_is_found_wherever_its_english_pattern_matches() -> None:
         found = concepts(text)
         assert expected <= found, (text, expected - found)
         assert concepts(text + " ", frozenset(patterns)) >= expected, text
+
+
+def test_a_reranked_chunk_is_the_chunk_with_its_new_score() -> None:
+    # Every field set to something other than its default, so a field the reranker's copy dropped would show.
+    page = Chunk(
+        "kettle-2",
+        "kettle",
+        "docs/kettle",
+        "Orla K3 电水壶",
+        "保修两年，退货七天。",
+        0.8,
+        42,
+        "售后",
+        "zh",
+        2,
+        "欧拉 Orla",
+    )
+    [ranked] = rerank("Orla K3 退货", [page])
+    assert ranked.score != page.score
+    assert ranked == replace(page, score=ranked.score)
+    assert concepts(page.text, frozenset({"return", "warranty", "price"})) == frozenset({"return", "warranty"})
