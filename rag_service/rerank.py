@@ -22,7 +22,16 @@ from functools import lru_cache
 
 from rag_core.text import language
 from rag_service.domain import Chunk
-from rag_service.facts import BASE_WORDS, Product, places, product_fit, products, related_product, title_products
+from rag_service.facts import (
+    BASE_WORDS,
+    Product,
+    names_place_among,
+    places,
+    product_fit,
+    products,
+    related_product,
+    title_products,
+)
 from rag_service.glossary import concepts, weight
 
 # The dense score already reflects shared words in the question's language; across languages the shared
@@ -87,7 +96,7 @@ def bonus(q: Query, chunk: Chunk, own_page: bool = True) -> float:
     # Only the question's concepts count, so only they are looked for in a chunk not read before.
     b = TITLE_CONCEPTS[across] * concept_match(q.ideas, concepts(_heading(chunk, bool(across)), q.ideas))
     b += TEXT_CONCEPTS[across] * concept_match(q.ideas, concepts(chunk.text, q.ideas))
-    if q.places and q.places & (places(chunk.text) | places(f"{title} {chunk.section}")):
+    if names_place_among(f"{title} {chunk.section}", q.places) or names_place_among(chunk.text, q.places):
         # A place is named the same way in any language ("美国" ~ "the United States").
         b += PLACE[across]
     if alias_names_page(q.words, chunk):

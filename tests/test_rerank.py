@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import random
 import re
 from dataclasses import replace
 
 import pytest
 
 from rag_service.domain import Chunk
-from rag_service.facts import products, related_product, title_products
+from rag_service.facts import PLACES, names_place_among, places, products, related_product, title_products
 from rag_service.glossary import CONCEPTS, DEFAULT, concepts
 from rag_service.rerank import concept_match, rerank
 
@@ -219,3 +220,29 @@ def test_a_reranked_chunk_is_the_chunk_with_its_new_score() -> None:
     assert ranked.score != page.score
     assert ranked == replace(page, score=ranked.score)
     assert concepts(page.text, frozenset({"return", "warranty", "price"})) == frozenset({"return", "warranty"})
+
+
+def _place_texts() -> list[str]:
+    """Sentences naming places every way `places` reads them: full names in both languages (the Chinese
+    ones from its own table), abbreviation runs, a lone abbreviation, exceptions, words that only look
+    like a place."""
+    han = [n for names in PLACES.values() for n in names.split("|") if n and "\u4e00" <= n[0] <= "\u9fff"]
+    latin = ["United States", "USA", "the U.S.", "us", "North America", "Latin America", "america", "Canada"]
+    latin += ["the UK", "South Korea", "Xi'an", "Hong Kong", "Asia", "Zhejiang", "Inner Mongolia", "Europe"]
+    runs = ["江浙沪包邮", "京津冀次日达", "港澳台不发货", "云贵川", "江西", "新品", "台灯", "沪上门店"]
+    exceptions = ["其他地区（甘肃、宁夏除外）", "all regions (except Beijing) ship free", "除新疆以外"]
+    names = han + latin + runs + exceptions
+    rnd = random.Random(11)
+    texts = [f"寄到{n}运费多少" for n in names] + [f"Shipping to {n} takes 3 days." for n in names]
+    texts += [" ".join(rnd.sample(names, 3)) for _ in range(300)]
+    return texts
+
+
+def test_a_chunk_names_one_of_the_questions_places_exactly_when_its_places_include_one() -> None:
+    texts = _place_texts()
+    keys = sorted({k for t in texts for k in places(t)})
+    rnd = random.Random(5)
+    wanted = [frozenset({k}) for k in keys] + [places(t) for t in rnd.sample(texts, 60)]
+    for among in wanted:
+        for text in texts:
+            assert names_place_among(text, among) == bool(places(text) & among), (text, among)
