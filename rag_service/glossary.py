@@ -206,18 +206,23 @@ def _en_literals(phrases: str) -> tuple[str, ...] | None:
     return tuple(words) if words else None
 
 
-# Characters a case-insensitive pattern matches to an ASCII letter that `str.lower` does not turn into it
-# (dotless i, long s; dotted capital I lowers to two characters): a text with one is always scanned.
-_FOLDS_TO_ASCII = ("\u0131", "\u017f", "\u0130")
+# Letters a case-insensitive pattern takes for an ASCII letter that `str.lower` does not turn into it
+# (dotless i, long s; dotted capital I lowers to two characters). Mapped to that letter first, every
+# character of a text lowers to what such a pattern compares with an ASCII letter, one for one.
+_TO_ASCII = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s"})
+_NOT_LOWERED_TO_ASCII = re.compile("[\u0130\u0131\u017f]")
 
 
-def _may_match(words: tuple[str, ...] | None, text: str, lowered: str) -> bool:
-    """Whether the concept's English pattern can match `text`: one of its phrases' leading letters is in
-    the lowered text. Substring tests spare most texts the case-insensitive scan (a Chinese page is
-    scanned for a hundred English patterns, of which it holds a few)."""
-    if words is None or any(c in text for c in _FOLDS_TO_ASCII):
-        return True
-    return any(w in lowered for w in words)
+def _folded(text: str, lowered: str) -> str:
+    """Where the English phrases' leading letters are looked for: `lowered`, but for those letters."""
+    return text.translate(_TO_ASCII).lower() if _NOT_LOWERED_TO_ASCII.search(text) else lowered
+
+
+def _may_match(words: tuple[str, ...] | None, folded: str) -> bool:
+    """Whether the concept's English pattern can match the text: one of its phrases' leading letters is in
+    it (`folded`). Substring tests spare most texts the case-insensitive scan (a Chinese page is scanned
+    for a hundred English patterns, of which it holds a few)."""
+    return words is None or any(w in folded for w in words)
 
 
 class Glossary:
@@ -236,19 +241,23 @@ class Glossary:
             return _concepts(self, text)
         return _concepts_among(self, text, among)
 
-    def _mentions(self, text: str, lowered: str, key: str) -> bool:
+    def _mentions(self, text: str, lowered: str, key: str, folded: str | None = None) -> bool:
         """Whether the text (and its lower case) has one of the concept's own phrases."""
         en, zh = self._terms.get(key, (None, ()))
         # The Chinese phrases first: substring tests, far cheaper than a case-insensitive scan of the text.
         if any(t in lowered for t in zh):
             return True
-        return en is not None and _may_match(self._en_words.get(key), text, lowered) and en.search(text) is not None
+        if en is None:
+            return False
+        folded = _folded(text, lowered) if folded is None else folded
+        return _may_match(self._en_words.get(key), folded) and en.search(text) is not None
 
 
 @lru_cache(maxsize=16384)
 def _concepts(glossary: Glossary, text: str) -> frozenset[str]:
     lowered = text.lower()
-    found = {key for key in glossary._terms if glossary._mentions(text, lowered, key)}
+    folded = _folded(text, lowered)
+    found = {key for key in glossary._terms if glossary._mentions(text, lowered, key, folded)}
     for parts, whole in _COMPOSED:
         if parts <= found:
             found.add(whole)
@@ -265,15 +274,17 @@ def _concepts_among(glossary: Glossary, text: str, among: frozenset[str]) -> fro
 @lru_cache(maxsize=65536)
 def _has(glossary: Glossary, text: str, key: str) -> bool:
     """Whether `key` is among `_concepts(glossary, text)`, looking for that concept only."""
-    if glossary._mentions(text, _lower(text), key):
+    lowered, folded = _lower(text)
+    if glossary._mentions(text, lowered, key, folded):
         return True
     return any(whole == key and all(_has(glossary, text, part) for part in parts) for parts, whole in _COMPOSED)
 
 
 @lru_cache(maxsize=1024)
-def _lower(text: str) -> str:
+def _lower(text: str) -> tuple[str, str]:
     # A chunk not read before is scanned for each of the question's concepts in turn: lowered once.
-    return text.lower()
+    lowered = text.lower()
+    return lowered, _folded(text, lowered)
 
 
 # A fee on a shipping page is a shipping fee ("the flat fee is ¥60 per order" ~ "运费").
