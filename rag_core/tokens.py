@@ -12,6 +12,7 @@ import hashlib
 import math
 import os
 import re
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Protocol
@@ -22,6 +23,15 @@ from rag_core.text import WIDE_CHARS
 _BLOB_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
 _WIDE = re.compile(f"[{WIDE_CHARS}]")
 _SPACE = re.compile(r"\s")
+# Where these encodings' pre-tokenizer ends a piece whatever comes next: a ">" followed by line breaks is one
+# piece (a punctuation run takes the line breaks after it; o200k_base also a "/"), and a character that is
+# none of those starts the next one. BPE never merges across pieces, so a text's count is the sum of the
+# counts of its parts cut there. The prompt's blocks meet at such seams ("</document>\n<document ...",
+# "</documents>\n\n" + the question): the final message of a turn is mostly blocks counted on earlier turns.
+_SEAM = re.compile(r">\n+(?=[^\r\n/])")
+_SEAMED_ENCODINGS = frozenset({"cl100k_base", "o200k_base"})
+# Parts remembered: a turn's final message is a few dozen (one per chunk's block).
+_PART_CACHE = 4096
 
 
 class TokenCounter(Protocol):
@@ -37,9 +47,23 @@ class TiktokenCounter:
 
         self._enc = tiktoken.get_encoding(encoding)
         self.name = f"tiktoken:{encoding}"
+        self._seam = _SEAM if encoding in _SEAMED_ENCODINGS else None
+        self._count_part = lru_cache(maxsize=_PART_CACHE)(self._encoded_length)
 
     def count(self, text: str) -> int:
-        return len(self._enc.encode(text, disallowed_special=())) if text else 0
+        """Exactly `len(encode(text))`, from the remembered counts of the text's parts (cut at `_SEAM`)."""
+        if not text:
+            return 0
+        if self._seam is None:
+            return self._encoded_length(text)
+        total, start = 0, 0
+        for seam in self._seam.finditer(text):
+            total += self._count_part(text[start : seam.end()])
+            start = seam.end()
+        return total + self._count_part(text[start:])
+
+    def _encoded_length(self, text: str) -> int:
+        return len(self._enc.encode(text, disallowed_special=()))
 
     def encode(self, text: str) -> list[int]:
         return self._enc.encode(text, disallowed_special=())

@@ -336,6 +336,38 @@ def places(text: str) -> frozenset[str]:
     return frozenset(found | implied | {f"+{k}" for k in found & _REGIONS})
 
 
+def names_place_among(text: str, among: frozenset[str]) -> bool:
+    """`bool(places(text) & among)`, reading the text for the places that can give one of `among` only.
+
+    The reranker asks it of every chunk of the pool for the question's places; `places` scans a text for
+    all of them (about 60 case-insensitive scans, the largest share of a new chunk's first reading). A key
+    of `places` comes from a name found in the text, as itself, its region or province, or its "+" mark,
+    so only the names of those sources are looked for; a text with one of their abbreviations is read
+    by `places` itself (runs of abbreviations are read around the names written in full)."""
+    if not among:
+        return False
+    return _names_place_among(text, among)
+
+
+@lru_cache(maxsize=16384)
+def _names_place_among(text: str, among: frozenset[str]) -> bool:
+    patterns, abbreviations = _place_sources(among)
+    if any(ch in text for ch in abbreviations):
+        return bool(places(text) & among)
+    text = _EXCEPTED.sub(" ", text)
+    return any(pattern.search(text) for pattern in patterns)
+
+
+@lru_cache(maxsize=1024)
+def _place_sources(among: frozenset[str]) -> tuple[tuple[re.Pattern[str], ...], str]:
+    """The name patterns and abbreviations of the places whose mention puts one of `among` in `places`."""
+    keys = {
+        k for k in _PLACES if k in among or REGION_OF.get(k) in among or PROVINCE_OF.get(k) in among or f"+{k}" in among
+    }
+    patterns = tuple(pattern for key, pattern in _NAMED_KINDS["place"] if key in keys)
+    return patterns, "".join(ch for ch, key in _ABBREVIATIONS.items() if key in keys)
+
+
 def attributes(text: str) -> dict[str, set[str]]:
     """Attribute values named in the text, normalised: {"storage": {"256gb"}, "screen": {"13"}, "place": {"us",
     "na"}} (a country comes with its region)."""

@@ -187,12 +187,51 @@ def _en_pattern(phrases: str) -> re.Pattern[str]:
     return re.compile("|".join(parts), re.IGNORECASE)
 
 
+# Where a phrase's literal start ends: a space (any run of spaces matches) or anything a pattern could read
+# as other than itself.
+_LITERAL_HEAD = re.compile(r"[\s*?+.|()\[\]{}\\^$]")
+
+
+def _en_literals(phrases: str) -> tuple[str, ...] | None:
+    """Each English phrase's leading letters that any match must contain (lower case): "send back" -> "send",
+    "colou?r*" -> "colo". None when some phrase has none (then only the pattern can tell)."""
+    words = []
+    for p in _EN_SPLIT.split(phrases.strip()):
+        head = _LITERAL_HEAD.split(p, maxsplit=1)[0]
+        if p[len(head) : len(head) + 1] == "?":
+            head = head[:-1]
+        if not head:
+            return None
+        words.append(head.lower())
+    return tuple(words) if words else None
+
+
+# Letters a case-insensitive pattern takes for an ASCII letter that `str.lower` does not turn into it
+# (dotless i, long s; dotted capital I lowers to two characters). Mapped to that letter first, every
+# character of a text lowers to what such a pattern compares with an ASCII letter, one for one.
+_TO_ASCII = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s"})
+_NOT_LOWERED_TO_ASCII = re.compile("[\u0130\u0131\u017f]")
+
+
+def _folded(text: str, lowered: str) -> str:
+    """Where the English phrases' leading letters are looked for: `lowered`, but for those letters."""
+    return text.translate(_TO_ASCII).lower() if _NOT_LOWERED_TO_ASCII.search(text) else lowered
+
+
+def _may_match(words: tuple[str, ...] | None, folded: str) -> bool:
+    """Whether the concept's English pattern can match the text: one of its phrases' leading letters is in
+    it (`folded`). Substring tests spare most texts the case-insensitive scan (a Chinese page is scanned
+    for a hundred English patterns, of which it holds a few)."""
+    return words is None or any(w in folded for w in words)
+
+
 class Glossary:
     def __init__(self, concepts: Mapping[str, tuple[str, str]]) -> None:
         self._terms = {
             key: (_en_pattern(en) if en else None, tuple(z for z in zh.split("|") if z))
             for key, (en, zh) in concepts.items()
         }
+        self._en_words = {key: _en_literals(en) for key, (en, _) in concepts.items()}
 
     def concepts(self, text: str, among: frozenset[str] | None = None) -> frozenset[str]:
         """The concepts `text` mentions; with `among`, only those of them. A caller that compares a text
@@ -200,37 +239,52 @@ class Glossary:
         (all of a chunk's concepts are a hundred case-insensitive scans of it)."""
         if among is None:
             return _concepts(self, text)
-        return frozenset(key for key in among if _has(self, text, key))
+        return _concepts_among(self, text, among)
 
-    def _mentions(self, text: str, lowered: str, key: str) -> bool:
+    def _mentions(self, text: str, lowered: str, key: str, folded: str | None = None) -> bool:
         """Whether the text (and its lower case) has one of the concept's own phrases."""
         en, zh = self._terms.get(key, (None, ()))
         # The Chinese phrases first: substring tests, far cheaper than a case-insensitive scan of the text.
-        return any(t in lowered for t in zh) or bool(en is not None and en.search(text))
+        if any(t in lowered for t in zh):
+            return True
+        if en is None:
+            return False
+        folded = _folded(text, lowered) if folded is None else folded
+        return _may_match(self._en_words.get(key), folded) and en.search(text) is not None
 
 
 @lru_cache(maxsize=16384)
 def _concepts(glossary: Glossary, text: str) -> frozenset[str]:
     lowered = text.lower()
-    found = {key for key in glossary._terms if glossary._mentions(text, lowered, key)}
+    folded = _folded(text, lowered)
+    found = {key for key in glossary._terms if glossary._mentions(text, lowered, key, folded)}
     for parts, whole in _COMPOSED:
         if parts <= found:
             found.add(whole)
     return frozenset(found)
 
 
+@lru_cache(maxsize=16384)
+def _concepts_among(glossary: Glossary, text: str, among: frozenset[str]) -> frozenset[str]:
+    # The reranker asks this of the same chunks with the same question's concepts turn after turn (a
+    # question's concepts are one set object for all its chunks, whose hash is computed once).
+    return frozenset(key for key in among if _has(glossary, text, key))
+
+
 @lru_cache(maxsize=65536)
 def _has(glossary: Glossary, text: str, key: str) -> bool:
     """Whether `key` is among `_concepts(glossary, text)`, looking for that concept only."""
-    if glossary._mentions(text, _lower(text), key):
+    lowered, folded = _lower(text)
+    if glossary._mentions(text, lowered, key, folded):
         return True
     return any(whole == key and all(_has(glossary, text, part) for part in parts) for parts, whole in _COMPOSED)
 
 
 @lru_cache(maxsize=1024)
-def _lower(text: str) -> str:
+def _lower(text: str) -> tuple[str, str]:
     # A chunk not read before is scanned for each of the question's concepts in turn: lowered once.
-    return text.lower()
+    lowered = text.lower()
+    return lowered, _folded(text, lowered)
 
 
 # A fee on a shipping page is a shipping fee ("the flat fee is ¥60 per order" ~ "运费").

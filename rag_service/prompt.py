@@ -28,6 +28,7 @@ import html
 import json
 import re
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from typing import Any
 
 from rag_core.settings import PromptSettings
@@ -84,9 +85,16 @@ def question_part(settings: PromptSettings, question: str) -> str:
 
 
 def chunk_block(index: int, chunk: Chunk) -> str:
+    return _block(index, chunk.title, chunk.source, chunk.text)
+
+
+@lru_cache(maxsize=1024)
+def _block(index: int, title: str, source: str, text: str) -> str:
+    # The same chunks come back turn after turn (a conversation stays on its pages): each block's escaping
+    # scans its whole text.
     return (
-        f'<document index="{index}" title="{_attribute(chunk.title)}" source="{_attribute(chunk.source)}">\n'
-        f"{escape_data(chunk.text)}\n</document>"
+        f'<document index="{index}" title="{_attribute(title)}" source="{_attribute(source)}">\n'
+        f"{escape_data(text)}\n</document>"
     )
 
 

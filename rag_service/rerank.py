@@ -17,12 +17,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 
 from rag_core.text import language
 from rag_service.domain import Chunk
-from rag_service.facts import BASE_WORDS, Product, places, product_fit, products, related_product, title_products
+from rag_service.facts import (
+    BASE_WORDS,
+    Product,
+    names_place_among,
+    places,
+    product_fit,
+    products,
+    related_product,
+    title_products,
+)
 from rag_service.glossary import concepts, weight
 
 # The dense score already reflects shared words in the question's language; across languages the shared
@@ -69,6 +78,7 @@ _GENERIC_LATIN_WORDS = "app vip pdf wifi usb id ok pro max plus mini lite air se
 _GENERIC_LATIN = frozenset(_GENERIC_LATIN_WORDS.split())
 
 
+@lru_cache(maxsize=4096)
 def concept_match(wanted: frozenset[str], got: frozenset[str]) -> float:
     """The weighted share of the question's concepts that the text has, normalised by at least
     `FULL_CONCEPT_WEIGHT`: sharing only the generic concept of "<product> 多少钱" (price) with a price list's
@@ -86,7 +96,7 @@ def bonus(q: Query, chunk: Chunk, own_page: bool = True) -> float:
     # Only the question's concepts count, so only they are looked for in a chunk not read before.
     b = TITLE_CONCEPTS[across] * concept_match(q.ideas, concepts(_heading(chunk, bool(across)), q.ideas))
     b += TEXT_CONCEPTS[across] * concept_match(q.ideas, concepts(chunk.text, q.ideas))
-    if q.places and q.places & (places(chunk.text) | places(f"{title} {chunk.section}")):
+    if names_place_among(f"{title} {chunk.section}", q.places) or names_place_among(chunk.text, q.places):
         # A place is named the same way in any language ("美国" ~ "the United States").
         b += PLACE[across]
     if alias_names_page(q.words, chunk):
@@ -180,8 +190,22 @@ def rerank(query: str, chunks: Sequence[Chunk], scale: float = 1.0) -> list[Chun
         and fit >= OWN_PAGE_FIT
         for c in chunks
     )
-    scored = [replace(c, score=c.score + scale * bonus(q, c, own_page)) for c in chunks]
+    scored = [_rescored(c, c.score + scale * bonus(q, c, own_page)) for c in chunks]
     return sorted(scored, key=lambda c: -c.score)
+
+
+_SLOTS = Chunk.__slots__
+
+
+def _rescored(chunk: Chunk, score: float) -> Chunk:
+    """`dataclasses.replace(chunk, score=score)` for a fifth of its cost (about 1 against 5 µs, for every
+    chunk of the pool on every turn): `replace` looks the fields up and calls `__init__` by keyword, and a
+    `Chunk` (frozen, slotted, nothing computed on init) is all its slots."""
+    new = object.__new__(Chunk)
+    for name in _SLOTS:
+        object.__setattr__(new, name, getattr(chunk, name))
+    object.__setattr__(new, "score", score)
+    return new
 
 
 def other_language(query: str) -> str:

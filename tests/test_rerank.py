@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import random
+import re
+from dataclasses import replace
+
 import pytest
 
 from rag_service.domain import Chunk
-from rag_service.facts import products, related_product, title_products
-from rag_service.glossary import CONCEPTS, concepts
+from rag_service.facts import PLACES, names_place_among, places, products, related_product, title_products
+from rag_service.glossary import CONCEPTS, DEFAULT, concepts
 from rag_service.rerank import concept_match, rerank
 
 
@@ -171,3 +175,74 @@ def test_a_texts_concepts_among_a_questions_are_those_of_all_its_concepts(text: 
         frozenset(CONCEPTS),
     ]:
         assert concepts(text, among) == every & among
+
+
+def _phrase_samples() -> list[str]:
+    """Every English phrase of the glossary written out: a "*" ending dropped or given one, an optional letter
+    ("colou?r") kept and dropped, in lower and upper case, inside Chinese and English text."""
+    samples = []
+    for en, _ in CONCEPTS.values():
+        for phrase in filter(None, (p.strip() for p in en.split("|"))):
+            for word in {phrase.replace("?", "").replace("*", "s"), re.sub(r".\?", "", phrase).replace("*", "")}:
+                for cased in (word, word.upper()):
+                    samples += [f"请问{cased}怎么办", f"Ask about the {cased} today."]
+    # Letters a case-insensitive pattern takes for ASCII ones while `str.lower` keeps them apart.
+    samples += ["the \u017fhipping fee", "\u0130NVOICE please", "rece\u0131pt", "RECE\u0130PT", "\u212aeyboard"]
+    return samples
+
+
+def test_a_concept_is_found_wherever_its_english_pattern_matches() -> None:
+    # The pattern itself is the reference (the glossary first looks for each phrase's leading letters).
+    patterns = {key: en for key, (en, _) in DEFAULT._terms.items() if en is not None}
+    for text in _phrase_samples():
+        expected = {key for key, en in patterns.items() if en.search(text)}
+        found = concepts(text)
+        assert expected <= found, (text, expected - found)
+        assert concepts(text + " ", frozenset(patterns)) >= expected, text
+
+
+def test_a_reranked_chunk_is_the_chunk_with_its_new_score() -> None:
+    # Every field set to something other than its default, so a field the reranker's copy dropped would show.
+    page = Chunk(
+        "kettle-2",
+        "kettle",
+        "docs/kettle",
+        "Orla K3 电水壶",
+        "保修两年，退货七天。",
+        0.8,
+        42,
+        "售后",
+        "zh",
+        2,
+        "欧拉 Orla",
+    )
+    [ranked] = rerank("Orla K3 退货", [page])
+    assert ranked.score != page.score
+    assert ranked == replace(page, score=ranked.score)
+    assert concepts(page.text, frozenset({"return", "warranty", "price"})) == frozenset({"return", "warranty"})
+
+
+def _place_texts() -> list[str]:
+    """Sentences naming places every way `places` reads them: full names in both languages (the Chinese
+    ones from its own table), abbreviation runs, a lone abbreviation, exceptions, words that only look
+    like a place."""
+    han = [n for names in PLACES.values() for n in names.split("|") if n and "\u4e00" <= n[0] <= "\u9fff"]
+    latin = ["United States", "USA", "the U.S.", "us", "North America", "Latin America", "america", "Canada"]
+    latin += ["the UK", "South Korea", "Xi'an", "Hong Kong", "Asia", "Zhejiang", "Inner Mongolia", "Europe"]
+    runs = ["江浙沪包邮", "京津冀次日达", "港澳台不发货", "云贵川", "江西", "新品", "台灯", "沪上门店"]
+    exceptions = ["其他地区（甘肃、宁夏除外）", "all regions (except Beijing) ship free", "除新疆以外"]
+    names = han + latin + runs + exceptions
+    rnd = random.Random(11)
+    texts = [f"寄到{n}运费多少" for n in names] + [f"Shipping to {n} takes 3 days." for n in names]
+    texts += [" ".join(rnd.sample(names, 3)) for _ in range(300)]
+    return texts
+
+
+def test_a_chunk_names_one_of_the_questions_places_exactly_when_its_places_include_one() -> None:
+    texts = _place_texts()
+    keys = sorted({k for t in texts for k in places(t)})
+    rnd = random.Random(5)
+    wanted = [frozenset({k}) for k in keys] + [places(t) for t in rnd.sample(texts, 60)]
+    for among in wanted:
+        for text in texts:
+            assert names_place_among(text, among) == bool(places(text) & among), (text, among)

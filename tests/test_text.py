@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import re
 
 import pytest
@@ -21,7 +22,7 @@ from rag_core.text import (
     split_sentences,
     stream_sentences,
 )
-from rag_core.tokens import HeuristicCounter
+from rag_core.tokens import HeuristicCounter, TiktokenCounter
 
 # ---------------------------------------------------------------- character classes
 
@@ -57,6 +58,49 @@ def test_wide_characters_add_kana_and_hangul_to_the_unspaced_ones() -> None:
     # The heuristic counter prices a wide character at 1.5 tokens and anything else at a quarter.
     assert HeuristicCounter().count("保修한あ") == 6
     assert HeuristicCounter().count("abcd efgh") == 2
+
+
+# ---------------------------------------------------------------- exact token counts
+
+_PARTS = [
+    ">",
+    "\n",
+    "\r",
+    "/",
+    " ",
+    "<",
+    "Ab",
+    "doc",
+    "保修",
+    "。",
+    "12345",
+    "'s",
+    "\t",
+    "</document>",
+    "＞",
+    "é",
+    ">\n/",
+]
+
+
+@pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
+def test_tiktoken_counts_are_the_encoders_own_whatever_follows_a_block(
+    encoding: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    counter = TiktokenCounter(encoding, str(tmp_path_factory.getbasetemp() / "tiktoken"))
+    block = '<document index="1" title="Kettle K2" source="kb/k2.md">\n保修两年。Warranty: 2 years.\n</document>'
+    # A line break after a ">" joins the next piece when that piece starts with another line break, a
+    # carriage return or (o200k_base) a slash; any other character starts a piece of its own.
+    texts = [
+        f"资料：\n<documents>\n{block}\n{block}\n</documents>\n\n用户的问题：保修多久？",
+        f"{block}\n\n\n {block}",
+        f"{block}\n/{block}\r\n{block}\n\r{block}>\n\n",
+        "a>\n\tb>\n'sc>\n12",
+    ]
+    rnd = random.Random(7)
+    texts += ["".join(rnd.choice(_PARTS) for _ in range(rnd.randint(1, 40))) for _ in range(3000)]
+    for text in texts + texts:  # the second time from remembered parts
+        assert counter.count(text) == len(counter.encode(text)), repr(text)
 
 
 # ---------------------------------------------------------------- language and headings
