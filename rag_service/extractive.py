@@ -697,7 +697,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     spanned = {c.chunk.doc_id for c in candidates if span_fits.get(id(c), 1.0) > 1}
     asks_rate = _PER_PERIOD_ASKED.search(q.text) is not None
     asks_product = primary in (Ask.PRICE, Ask.SPEC) and bool(q.named or q.picked_variants) and not _PART.search(q.text)
-    # "多久回来复查一次": when the question's only concept is its type (a duration, a price), every sentence
+    # "滤芯多久换一次": when the question's only concept is its type (a duration, a price), every sentence
     # of that type covers it; the type is weighed by `shows` below, and what the question says it is about
     # (its words) tells those sentences apart.
     type_idea = _ASK_IDEA.get(primary)
@@ -835,8 +835,8 @@ _EN_ASKING = re.compile(
 def _content_terms(
     q: Question, asked_words: set[str] | frozenset[str], idf: dict[str, float], primary: Ask
 ) -> dict[str, float]:
-    """The words of the customer's own question that say what about the product is asked ("复查" of "多久回来复查一次",
-    "basket" of "is there a basket for it?"), with their weight: not the product's name, not the rewriter's
+    """The words of the customer's own question that say what about the product is asked ("换" of "滤芯多久换一次",
+    "lid" of "does it come with a lid?"), with their weight: not the product's name, not the rewriter's
     additions, not the words that only ask ("多久", "how much") or name the kind of value asked for."""
     kind = {_ASK_IDEA[primary]} if primary in _ASK_IDEA else set()
     asking = _stems(terms(" ".join(m.group() for m in _EN_ASKING.finditer(q.text))))
@@ -880,8 +880,8 @@ def _said_of(
     candidates: list[Candidate],
 ) -> dict[int, float]:
     """A factor per sentence: how much of what the question asks about (its own content words) the sentence
-    says, against the sentence that says most. Two sentences of the asked type ("加工周期：7 个工作日" and
-    "每 3 个月回店复查一次" for "多久回来复查一次") are told apart by what is done or to what, not by the type.
+    says, against the sentence that says most. Two sentences of the asked type ("安装周期：2 个工作日" and
+    "滤芯每 6 个月更换一次" for "滤芯多久换一次") are told apart by what is done or to what, not by the type.
     A sentence that cannot say the words (another language) is left as it is."""
     # Steps after the first need not repeat what the question names: they are read by their section. A
     # contact line is told by its channel and place ("customer service" names every one of them).

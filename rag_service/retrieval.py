@@ -144,8 +144,8 @@ def lean(query: str, chunks: Sequence[Chunk], prior: dict[str, float], scale: fl
     return sorted((replace(c, score=c.score + lift(c)) for c in chunks), key=lambda c: -c.score)
 
 
-# A chunk that has the figures the question names ("the 1.67 lenses", "the 48-hour service", "a 230g
-# canister") is lifted by this times the share of them it has, in cosine units: a figure is written alike in
+# A chunk that has the figures the question names ("the 2.5 mm cable", "the 72-hour test", "a 450g
+# pan") is lifted by this times the share of them it has, in cosine units: a figure is written alike in
 # either language, which the embedder barely weighs, and more so across languages (same, other).
 NUMBERS = (0.04, 0.06)
 # What a question's figure must look like to name something: two digits at least, or a decimal; not a year,

@@ -207,7 +207,7 @@ _EN_BREAKS = frozenset(_EN_BREAK_WORDS.split())
 _EN_CLAUSE_WORD_LIST = """while whilst although though because unless whereas afterwards afterward beforehand meanwhile
     anyway anyhow otherwise later soon"""
 _EN_CLAUSE_WORDS = frozenset(_EN_CLAUSE_WORD_LIST.split())
-# "Open on Sundays?": a day or a month says when, capitalised as it is; it is no new subject.
+# "Any delivery in August?": a day or a month says when, capitalised as it is; it is no new subject.
 _EN_WHEN = (
     r"(?:mon|tues|wednes|thurs|fri|satur|sun)days?|weekends?"
     r"|january|february|march|april|june|july|august|september|october|november|december"
@@ -499,7 +499,7 @@ def _plural_noun_before(question: str, end: int) -> bool:
 
 _ASKED_FOR = frozenset(["what", "which", "many", "much", "whose"])
 
-# "I bought a helmet here last week, can I send it back?", "Can I return a box once it's opened?": a thing the
+# "I bought a teapot here last month, can I exchange it?", "Can I return a lamp once it's unpacked?": a thing the
 # customer bought, has or hands back, introduced with an article before "it", is what "it" stands for. A noun
 # the question only asks about ("Is there a fee if I return it?") is no such thing: the verb must be one of having.
 _OWNED_THING = re.compile(
@@ -1429,7 +1429,7 @@ def is_fragment(question: str) -> bool:
     if is_chinese(question):
         return _ZH_QUESTION.search(question) is None and not any(f.startswith("v") for _, f in _tagged(question))
     words = [w.lower() for w in _EN_WORD.findall(question)]
-    # "Open on Sundays?" asks when about what the conversation is about, not about a keyword of its own.
+    # "Any delivery in August?" asks when about what the conversation is about, not about a keyword of its own.
     when = any(_WHEN_WORD.match(w) for w in words)
     return len(words) <= 4 and not when and not any(w in _EN_QUESTION_WORDS for w in words)
 
