@@ -95,8 +95,9 @@ def kb_index(settings_factory: Callable[..., Settings], embedder: Embedder, coun
 def services_factory(
     settings_factory: Callable[..., Settings], kb_index: VectorIndex, embedder: Embedder, counter: TokenCounter
 ) -> Callable[..., Services]:
-    def make(**overrides: Any) -> Services:
-        return build_services(settings_factory(**overrides), counter=counter, embedder=embedder, index=kb_index)
+    def make(*, embedder_wrap: Callable[[Embedder], Embedder] | None = None, **overrides: Any) -> Services:
+        used = embedder_wrap(embedder) if embedder_wrap is not None else embedder
+        return build_services(settings_factory(**overrides), counter=counter, embedder=used, index=kb_index)
 
     return make
 

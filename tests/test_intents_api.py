@@ -11,20 +11,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
 import numpy.typing as npt
 import pytest
 
 from rag_core.embedding import Embedder, Vector
-from rag_core.settings import Settings
-from rag_core.tokens import TokenCounter
-from rag_core.vectorstore import VectorIndex
-from rag_service.api import create_app
 from rag_service.intents.task import TaskState
 from rag_service.sessions.live_memory import MemoryStore
 from rag_service.testing.fake_llm import FakeLLM, default_responder
-from rag_service.wiring import build_services
 from tests.conftest import AppClient
 from tests.stores import write_behind
 
@@ -199,41 +193,30 @@ class _Unmeasured:
 
 
 async def test_a_switch_with_an_embedder_that_did_not_earn_clearing_keeps_the_rounds(
-    settings_factory: Callable[..., Settings],
-    kb_index: VectorIndex,
-    embedder: Embedder,
-    counter: TokenCounter,
-    fake_llm: FakeLLM,
+    app_factory: Callable[..., Any], fake_llm: FakeLLM
 ) -> None:
-    settings = settings_factory(
-        intents={**INTENTS, "recognizer": "offline"}, llm={"base_url": fake_llm.base_url}, rewrite={"mode": "rule"}
+    app = await app_factory(
+        embedder_wrap=_Unmeasured,
+        intents={**INTENTS, "recognizer": "offline"},
+        llm={"base_url": fake_llm.base_url},
+        rewrite={"mode": "rule"},
     )
-    services = build_services(settings, counter=counter, embedder=_Unmeasured(embedder), index=kb_index)
-    app = create_app(services=services)
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test", timeout=30) as http,
-    ):
-        client = AppClient(http, services)
-        sid = await client.new_session()
-        old = ["我要退货", "订单号 XC20250301000123", "是一台 iPhone 16 Pro"]
-        for q in old:
-            assert (await client.ask(sid, q))["intent"] == "return_request"
-        fake_llm.clear()
-        # The same announced switch that clears with the default embedder (the test above).
-        switched = await client.ask(sid, "对了，你们上海的门店在哪里？")
-        task = switched["receipt"]["task"]
-        assert task["switch_detected"] is True and task["switch_cleared"] is False, task
-        assert "no out-of-fold measurement" in task["switch_note"] and task["new_task"] is False
-        texts = _prompt_texts(_answer_requests(fake_llm)[-1])
-        assert any(t.startswith(old[0]) or t == old[0] for t in texts)  # the return's first round, verbatim
-        state = await _state(client, sid)
-        assert state["intent"] == "return_request" and state["task_started_at_round"] == 0
-        assert state["switch"]["cleared"] is False and state["switch"]["round"] == 3
-        assert "no out-of-fold measurement" in state["switch"]["reason"]
-        await services.pipeline.drain()
-        for c in services.clients:
-            await c.close()
+    sid = await app.new_session()
+    old = ["我要退货", "订单号 XC20250301000123", "是一台 iPhone 16 Pro"]
+    for q in old:
+        assert (await app.ask(sid, q))["intent"] == "return_request"
+    fake_llm.clear()
+    # The same announced switch that clears with the default embedder (the test above).
+    switched = await app.ask(sid, "对了，你们上海的门店在哪里？")
+    task = switched["receipt"]["task"]
+    assert task["switch_detected"] is True and task["switch_cleared"] is False, task
+    assert "no out-of-fold measurement" in task["switch_note"] and task["new_task"] is False
+    texts = _prompt_texts(_answer_requests(fake_llm)[-1])
+    assert any(t.startswith(old[0]) or t == old[0] for t in texts)  # the return's first round, verbatim
+    state = await _state(app, sid)
+    assert state["intent"] == "return_request" and state["task_started_at_round"] == 0
+    assert state["switch"]["cleared"] is False and state["switch"]["round"] == 3
+    assert "no out-of-fold measurement" in state["switch"]["reason"]
 
 
 async def test_dropped_background_is_said_in_the_receipt(app_factory: Callable[..., Any]) -> None:
