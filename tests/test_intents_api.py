@@ -152,22 +152,32 @@ async def test_order_status_action_reply_reaches_the_prompt_and_a_failure_is_a_c
     assert (await _state(app, sid))["done"] is False  # the customer can try again
 
 
+_RETURN_ROUNDS = ("我要退货", "订单号 XC20250301000123", "是一台 iPhone 16 Pro")
+
+
+async def _return_then_switch(app: AppClient, fake_llm: FakeLLM) -> tuple[str, dict[str, Any], list[str]]:
+    """A return request over three rounds, then an announced switch to a store question: the session, the
+    switch turn's reply and the texts of its answer request."""
+    sid = await app.new_session()
+    for q in _RETURN_ROUNDS:
+        assert (await app.ask(sid, q))["intent"] == "return_request"
+    fake_llm.clear()
+    switched = await app.ask(sid, "对了，你们上海的门店在哪里？")
+    return sid, switched, _prompt_texts(_answer_requests(fake_llm)[-1])
+
+
 async def test_topic_switch_mid_return_starts_a_new_task_without_the_old_rounds(
     app_factory: Callable[..., Any], fake_llm: FakeLLM
 ) -> None:
     app = await app_factory(
         intents={**INTENTS, "recognizer": "offline"}, llm={"base_url": fake_llm.base_url}, rewrite={"mode": "rule"}
     )
-    sid = await app.new_session()
-    old = ["我要退货", "订单号 XC20250301000123", "是一台 iPhone 16 Pro"]
-    for q in old:
-        assert (await app.ask(sid, q))["intent"] == "return_request"
-    fake_llm.clear()
-    switched = await app.ask(sid, "对了，你们上海的门店在哪里？")
+    sid, switched, texts = await _return_then_switch(app, fake_llm)
     task = switched["receipt"]["task"]
     assert task["new_task"] is True and task["previous_task"] == "background" and switched["intent"] is None
-    texts = _prompt_texts(_answer_requests(fake_llm)[-1])
-    assert not any(t in old or t.startswith(tuple(old)) for t in texts)  # no round of the return, verbatim
+    assert not any(
+        t in _RETURN_ROUNDS or t.startswith(_RETURN_ROUNDS) for t in texts
+    )  # no round of the return, verbatim
     assert switched["receipt"]["rounds_kept"] == 0
     assert any("return_request" in t for t in texts)  # its state as one background line
     state = await _state(app, sid)
@@ -201,18 +211,13 @@ async def test_a_switch_with_an_embedder_that_did_not_earn_clearing_keeps_the_ro
         llm={"base_url": fake_llm.base_url},
         rewrite={"mode": "rule"},
     )
-    sid = await app.new_session()
-    old = ["我要退货", "订单号 XC20250301000123", "是一台 iPhone 16 Pro"]
-    for q in old:
-        assert (await app.ask(sid, q))["intent"] == "return_request"
-    fake_llm.clear()
     # The same announced switch that clears with the default embedder (the test above).
-    switched = await app.ask(sid, "对了，你们上海的门店在哪里？")
+    sid, switched, texts = await _return_then_switch(app, fake_llm)
     task = switched["receipt"]["task"]
     assert task["switch_detected"] is True and task["switch_cleared"] is False, task
     assert "no out-of-fold measurement" in task["switch_note"] and task["new_task"] is False
-    texts = _prompt_texts(_answer_requests(fake_llm)[-1])
-    assert any(t.startswith(old[0]) or t == old[0] for t in texts)  # the return's first round, verbatim
+    first = _RETURN_ROUNDS[0]
+    assert any(t.startswith(first) or t == first for t in texts)  # the return's first round, verbatim
     state = await _state(app, sid)
     assert state["intent"] == "return_request" and state["task_started_at_round"] == 0
     assert state["switch"]["cleared"] is False and state["switch"]["round"] == 3

@@ -212,14 +212,27 @@ def _row(conversation: str, gold: bool, near: float, answer: float = 0.0, turn: 
     return Row("invented", conversation, turn, f"q{turn}", gold, "table", values)
 
 
-def test_training_keeps_conversations_whole_and_makes_a_never_switching_sign_a_veto() -> None:
-    rng = np.random.default_rng(7)
+def _synthetic_rows(
+    rng: np.random.Generator,
+    conversations: int,
+    switch_turns: tuple[int, ...],
+    switch_near: float,
+    noise: float,
+    answer_turn: int | None = None,
+) -> list[Row]:
+    """Six later turns per conversation; a switch's similarity to the conversation centres on `switch_near`, a
+    follow-up's on 0.7, each with normal `noise`; the turn `answer_turn` answers the assistant's question."""
     rows: list[Row] = []
-    for c in range(40):
+    for c in range(conversations):
         for t in range(1, 7):
-            gold = t == 4
-            near = float(np.clip((0.15 if gold else 0.7) + rng.normal(0, 0.12), 0, 1))
-            rows.append(_row(f"c{c}", gold, near, answer=1.0 if t == 2 else 0.0, turn=t))
+            gold = t in switch_turns
+            near = float(np.clip((switch_near if gold else 0.7) + rng.normal(0, noise), 0, 1))
+            rows.append(_row(f"c{c}", gold, near, answer=1.0 if t == answer_turn else 0.0, turn=t))
+    return rows
+
+
+def test_training_keeps_conversations_whole_and_makes_a_never_switching_sign_a_veto() -> None:
+    rows = _synthetic_rows(np.random.default_rng(7), 40, (4,), 0.15, 0.12, answer_turn=2)
     training = train(rows, precision=0.9, folds=4)
     assert training.model.vetoes == ("answer",)
     # Every conversation in one fold only; out-of-fold probabilities for every turn not vetoed.
@@ -235,16 +248,10 @@ def test_training_keeps_conversations_whole_and_makes_a_never_switching_sign_a_v
 
 
 def test_a_sign_every_development_turn_of_which_is_a_switch_forces_a_sure_one() -> None:
-    rng = np.random.default_rng(11)
-    rows: list[Row] = []
-    for c in range(40):
-        for t in range(1, 7):
-            gold = t in (3, 5)
-            near = float(np.clip((0.2 if gold else 0.7) + rng.normal(0, 0.15), 0, 1))
-            row = _row(f"c{c}", gold, near, turn=t)
-            # Every announced turn is a switch, however near its wording is to the conversation.
-            row.values["announce"] = 1.0 if t == 5 else 0.0
-            rows.append(row)
+    rows = _synthetic_rows(np.random.default_rng(11), 40, (3, 5), 0.2, 0.15)
+    for row in rows:
+        # Every announced turn is a switch, however near its wording is to the conversation.
+        row.values["announce"] = 1.0 if row.turn == 5 else 0.0
     training = train(rows, precision=0.9, folds=4)
     assert training.model.forces == ("announce",)
     announced = np.array([r.values["announce"] == 1.0 for r in rows])
@@ -293,14 +300,11 @@ def test_training_chooses_a_threshold_per_embedder_on_its_own_rows() -> None:
     """Two embedders whose similarities separate switches differently well: each gets the threshold that
     keeps the precision asked on its own out-of-fold calls."""
     rng = np.random.default_rng(3)
-    rows: list[Row] = []
-    for name, noise in (("sharp", 0.08), ("blurry", 0.22)):
-        for c in range(40):
-            for t in range(1, 7):
-                gold = t == 4
-                near = float(np.clip((0.2 if gold else 0.7) + rng.normal(0, noise), 0, 1))
-                row = _row(f"c{c}", gold, near, turn=t)
-                rows.append(Row(row.dataset, row.conversation, t, row.question, gold, name, row.values))
+    rows = [
+        Row(r.dataset, r.conversation, r.turn, r.question, r.gold, name, r.values)
+        for name, noise in (("sharp", 0.08), ("blurry", 0.22))
+        for r in _synthetic_rows(rng, 40, (4,), 0.2, noise)
+    ]
     training = train(rows, precision=0.9, folds=4)
     assert set(training.model.thresholds) == {"sharp", "blurry"}
     gold = np.array([r.gold for r in rows])
@@ -340,13 +344,7 @@ def test_a_family_of_the_knowledge_bases_titles_the_task_never_named_is_a_sign()
 
 
 def test_the_threshold_is_chosen_on_the_calls_of_every_deal_of_conversations_to_folds() -> None:
-    rng = np.random.default_rng(5)
-    rows: list[Row] = []
-    for c in range(30):
-        for t in range(1, 7):
-            gold = t == 4
-            near = float(np.clip((0.3 if gold else 0.7) + rng.normal(0, 0.2), 0, 1))
-            rows.append(_row(f"c{c}", gold, near, turn=t))
+    rows = _synthetic_rows(np.random.default_rng(5), 30, (4,), 0.3, 0.2)
     once = train(rows, precision=0.9, folds=3, seed=4, repeats=1)
     thrice = train(rows, precision=0.9, folds=3, seed=4, repeats=3)
     # The first deal is the one reported either way.
