@@ -71,6 +71,16 @@ class Chunk:
     # "" in older indexes).
     aliases: str = ""
 
+    def rescored(self, score: float) -> Chunk:
+        """`dataclasses.replace(self, score=score)` for a fifth of its cost (about 1 against 5 µs; the reranker
+        and retrieval's lifts rescore every chunk of the pool on every turn): `replace` looks the fields up and
+        calls `__init__` by keyword, and a `Chunk` (frozen, slotted, nothing computed on init) is all its slots."""
+        new = object.__new__(Chunk)
+        for name in Chunk.__slots__:
+            object.__setattr__(new, name, getattr(self, name))
+        object.__setattr__(new, "score", score)
+        return new
+
 
 @dataclass(frozen=True, slots=True)
 class MemoryView:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from rag_core.embedding import Embedder, embed_query_off_loop
 from rag_core.lexical import query_vector
@@ -141,7 +142,7 @@ def lean(query: str, chunks: Sequence[Chunk], prior: dict[str, float], scale: fl
             return 0.0
         return scale * DOC_PRIOR * weight
 
-    return sorted((replace(c, score=c.score + lift(c)) for c in chunks), key=lambda c: -c.score)
+    return sorted((c.rescored(c.score + lift(c)) for c in chunks), key=lambda c: -c.score)
 
 
 # A chunk that has the figures the question names ("the 2.5 mm cable", "the 72-hour test", "a 450g
@@ -155,6 +156,7 @@ _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3})")
 _YEAR = re.compile(r"^(?:19|20)\d\d$")
 
 
+@lru_cache(maxsize=4096)
 def figures(text: str) -> frozenset[str]:
     """The figures a question names (`_FIGURE`)."""
     return frozenset(f for f in _FIGURE.findall(_THOUSANDS.sub("", text)) if not _YEAR.match(f))
@@ -171,7 +173,7 @@ def numbered(query: str, ranked: Sequence[Chunk], scale: float = 1.0) -> list[Ch
         share = len(wanted & figures(f"{c.title} {c.section} {c.text}")) / len(wanted)
         return scale * NUMBERS[int((c.lang or language(c.text)) != lang)] * share
 
-    return sorted((replace(c, score=c.score + lift(c)) for c in ranked), key=lambda c: -c.score)
+    return sorted((c.rescored(c.score + lift(c)) for c in ranked), key=lambda c: -c.score)
 
 
 def fill_budget(chunks: Sequence[Chunk], budget: int, max_chunks: int, cost: Callable[[Chunk], int]) -> list[Chunk]:
