@@ -692,7 +692,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     names = [p.text for p in q.named if any(len(t) > 1 and not t.isdigit() for t in p.tokens)]
     figures = stated_figures(q.text, asked_numbers(q.text, names)) if primary is not Ask.YESNO else frozenset()
     span_fits = {id(c): span_fit(figures, c.text, asked_words) for c in candidates} if figures else {}
-    # "修要收钱吗", "do I pay the postage?": a sentence saying it is free, or who pays, answers it as an amount does.
+    # "安装要收钱吗", "do I pay the postage?": a sentence saying it is free, or who pays, answers it as an amount does.
     cost_yesno = Ask.YESNO in q.asks and _COST_ASKED.search(q.text) is not None
     spanned = {c.chunk.doc_id for c in candidates if span_fits.get(id(c), 1.0) > 1}
     asks_rate = _PER_PERIOD_ASKED.search(q.text) is not None
@@ -853,18 +853,19 @@ def _content_terms(
     return out
 
 
-def _says(word: str, c: Candidate, text: str) -> float | None:
-    """How much of a question word a sentence (with its heading and page title) says: the word, its
-    characters ("重配" ~ "重新验光 … 重配"), or, across languages, its concept; None when the sentence cannot
-    say it (an English word without a concept, over a Chinese sentence)."""
+def _says(word: str, c: Candidate, text: str, lang: str, stems: set[str]) -> float | None:
+    """How much of a question word a sentence (with its heading and page title: `text`, lowered; `stems`, its
+    English word stems) says: the word, its characters ("换芯" ~ "更换滤芯"), or, across languages, its
+    concept; None when the sentence (in `lang`) cannot say it (an English word without a concept, over a
+    Chinese sentence)."""
     ideas = concepts(word)
     if ideas and ideas <= c.ideas:
         return 1.0
     if word.isascii():
-        if language(c.text) != "en":
+        if lang != "en":
             return None
-        return 1.0 if word in _stems(terms(text)) else 0.0
-    if language(c.text) != "zh":
+        return 1.0 if word in stems else 0.0
+    if lang != "zh":
         return None if not ideas else 0.0
     if word in text:
         return 1.0
@@ -888,12 +889,16 @@ def _said_of(
     wanted = _content_terms(q, asked_words, idf, primary) if primary not in (Ask.HOWTO, Ask.CONTACT) else {}
     if not wanted:
         return {}
+    english = any(w.isascii() for w in wanted)
     hits: dict[int, float] = {}
     for c in candidates:
         text = f"{c.section} {c.text} {c.chunk.title}".lower()
+        lang = language(c.text)
+        # The sentence's stems, read once, and only when an English word can be asked of it.
+        stems = _stems(terms(text)) if lang == "en" and english else set()
         got = total = 0.0
         for w, weight_ in wanted.items():
-            said = _says(w, c, text)
+            said = _says(w, c, text, lang, stems)
             if said is None:
                 continue
             total += weight_

@@ -305,7 +305,7 @@ class Gate:
         return max(_cosine(q, self.embedder.embed_query(p)) for p in plain)
 
 
-# The customer's relatives and friends ("my son", "my flatmate", "我儿子"): whom a later he/she stands for.
+# The customer's relatives and friends ("my son", "my cousin", "我儿子"): whom a later he/she stands for.
 _RELATIVE = re.compile(rf"\b(?:my|our)\s+(?:{_PERSON_WORDS})\b|我(?:的|家)?(?:{_ZH_PERSON_WORDS})", re.IGNORECASE)
 
 

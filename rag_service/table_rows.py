@@ -272,7 +272,7 @@ def with_variants(family: list[Product], marks: frozenset[str]) -> list[Product]
 
 
 # A span of figures a rule or a size applies to: "身高 168–180 cm", "300 到 600 度", "ages 4 to 7", and an open
-# one: "300 度以内", "up to 105 kg", "600 度以上", "over 12". Not a model number ("BCD-468") nor a date.
+# one: "300 度以内", "up to 105 kg", "600 度以上", "over 12". Not a model number ("KX-350") nor a date.
 _NUMBER = r"(\d+(?:\.\d+)?)"
 _SPAN = re.compile(
     rf"(?<![A-Za-z\d.\-:：]){_NUMBER}\s?(?:[A-Za-z°℃%]{{0,3}}\s?)?(?:–|—|-|~|～|至|到|\bto\b)\s?{_NUMBER}(?![\d.\-:：])"
@@ -313,8 +313,8 @@ def span_fit(numbers: frozenset[str], text: str, asked: frozenset[str]) -> float
 
 
 def stated_figures(question: str, numbers: frozenset[str]) -> frozenset[str]:
-    """The figures of `numbers` the question states as amounts, not a model number's ("BCD-468", "E3") nor
-    a date's ("12 November", "3 月 5 日")."""
+    """The figures of `numbers` the question states as amounts, not a model number's ("KX-350", "E3") nor
+    a date's ("9 October", "3 月 5 日")."""
     out = set()
     for n in numbers:
         glued = re.search(rf"[A-Za-z]-?{re.escape(n)}(?![\d.])|(?<![\d.]){re.escape(n)}\s?(?:月|日|号)", question)

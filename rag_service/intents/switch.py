@@ -978,8 +978,8 @@ class SwitchDetector:
         return SwitchDecision(False, f"similarity {sim:.3f}", sim, away=margin)
 
 
-# People of the customer's ("my flatmate", "我的外甥"): not a thing "it"/它 can stand for ("Can my flatmate use
-# it too?" asks about the thing discussed); "my flatmate's bike" is a thing.
+# People of the customer's ("my cousin", "我的外甥"): not a thing "it"/它 can stand for ("Can my cousin use
+# it too?" asks about the thing discussed); "my cousin's bike" is a thing.
 _PERSON_WORDS = (
     r"husband|wife|partner|spouse|son|daughter|kids?|child(?:ren)?|baby|mum|mom|mother|dad|father|parents?"
     r"|sisters?|brothers?|siblings?|family|friends?|boyfriend|girlfriend|fianc[ée]e?"
