@@ -271,8 +271,8 @@ def with_variants(family: list[Product], marks: frozenset[str]) -> list[Product]
     return out
 
 
-# A span of figures a rule or a size applies to: "身高 168–180 cm", "300 到 600 度", "ages 4 to 7", and an open
-# one: "300 度以内", "up to 105 kg", "600 度以上", "over 12". Not a model number ("KX-350") nor a date.
+# A span of figures a rule or a size applies to: "身高 160–175 cm", "200 到 400 度", "ages 4 to 7", and an open
+# one: "200 度以内", "up to 120 kg", "800 度以上", "over 12". Not a model number ("KX-350") nor a date.
 _NUMBER = r"(\d+(?:\.\d+)?)"
 _SPAN = re.compile(
     rf"(?<![A-Za-z\d.\-:：]){_NUMBER}\s?(?:[A-Za-z°℃%]{{0,3}}\s?)?(?:–|—|-|~|～|至|到|\bto\b)\s?{_NUMBER}(?![\d.\-:：])"
@@ -291,7 +291,7 @@ _CLAUSE_END = re.compile(r"[，,；;。]")
 
 
 def spans(text: str) -> list[tuple[float, float]]:
-    """The spans of figures a text states, closed ("168–180") or open ("600 度以上")."""
+    """The spans of figures a text states, closed ("160–175") or open ("800 度以上")."""
     out: list[tuple[float, float]] = []
     for m in _SPAN.finditer(text):
         low, high = float(m.group(1)), float(m.group(2))
@@ -305,7 +305,7 @@ def spans(text: str) -> list[tuple[float, float]]:
 
 
 def span_fit(numbers: frozenset[str], text: str, asked: frozenset[str]) -> float:
-    """How a sentence's spans fit a figure the question states ("I'm 183 cm", "近视 650 度"): 2 when a clause
+    """How a sentence's spans fit a figure the question states ("I'm 176 cm", "近视 450 度"): 2 when a clause
     with a span holding the figure also shares a word with the question (`asked`: its words), 1.3 when only
     the span holds it, 0.5 when the sentence states spans and none holds it, 1 when it states none."""
     figures = [float(n) for n in numbers if len(n.split(".")[0]) <= 5]
