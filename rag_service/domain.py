@@ -81,6 +81,15 @@ class Chunk:
         object.__setattr__(new, "score", score)
         return new
 
+    def without_text(self) -> Chunk:
+        """`dataclasses.replace(self, text="")` the way `rescored` copies (retrieval remembers every
+        search's candidates, ~30 chunks a turn, without their text)."""
+        new = object.__new__(Chunk)
+        for name in Chunk.__slots__:
+            object.__setattr__(new, name, getattr(self, name))
+        object.__setattr__(new, "text", "")
+        return new
+
 
 @dataclass(frozen=True, slots=True)
 class MemoryView:

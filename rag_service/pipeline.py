@@ -460,7 +460,7 @@ class ChatPipeline:
         if self.s.faq is None:
             return None
         hit = await self.s.faq.match(query, tenant or None)
-        self.s.metrics.faq.labels("hit" if hit is not None else "miss").inc()
+        self.s.metrics.child(self.s.metrics.faq, "hit" if hit is not None else "miss").inc()
         return hit
 
     async def _retrieve(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from rag_core.embedding import Embedder, embed_query_off_loop
@@ -91,7 +91,7 @@ class Retriever:
     ) -> list[Chunk]:
         """The search's result (its candidates leaned on `prior`); the candidates are remembered for the
         follow-ups that will lean on this search."""
-        self.found.put((tenant or "", query, n), Searched(tuple(replace(c, text="") for c in ranked), scale))
+        self.found.put((tenant or "", query, n), Searched(tuple(c.without_text() for c in ranked), scale))
         return lean(query, ranked, prior, scale)[:n]
 
     async def prior(self, continues: Sequence[str], tenant: str | None) -> dict[str, float]:

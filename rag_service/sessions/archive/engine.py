@@ -47,14 +47,16 @@ def make_engine(url: str | URL) -> AsyncEngine:
     if sqlite_in_memory(u):
         engine = create_async_engine(u, poolclass=StaticPool)
     else:
-        # One idle connection kept (its worker is a daemon thread: SQLAlchemy's aiosqlite adapter marks
-        # it so, and an engine nobody disposed does not hold up interpreter exit); more are opened for
+        # Two idle connections kept (their workers are daemon threads: SQLAlchemy's aiosqlite adapter marks
+        # them so, and an engine nobody disposed does not hold up interpreter exit); more are opened for
         # concurrent use (no limit, as before) and closed when returned. Opening one per use (NullPool)
         # was half of every turn receipt's CPU: a thread, the connection and the pragmas, then their
-        # teardown. aiosqlite makes each call's future on the running loop, so the kept connection also
-        # serves an engine used from another loop later (tests, CLIs).
+        # teardown (~0.6 ms). Two, because the write-behind's flush and a batch of turn receipts often
+        # overlap: with one kept, 11 of the 14 connections 60 benchmark turns opened were such overlaps.
+        # aiosqlite makes each call's future on the running loop, so a kept connection also serves an
+        # engine used from another loop later (tests, CLIs).
         engine = create_async_engine(
-            u, poolclass=AsyncAdaptedQueuePool, pool_size=1, max_overflow=-1, connect_args={"timeout": 30}
+            u, poolclass=AsyncAdaptedQueuePool, pool_size=2, max_overflow=-1, connect_args={"timeout": 30}
         )
 
     @sa.event.listens_for(engine.sync_engine, "connect")

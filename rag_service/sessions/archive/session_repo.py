@@ -21,6 +21,18 @@ from rag_service.sessions.interface import ArchiveWrite
 log = logging.getLogger(__name__)
 
 
+# The statements of every write-behind flush, built once: a statement is immutable and remembers its
+# cache key, where building one and its key again cost ~0.1 ms each (the SQL sent is the same: `in_` of a
+# list is an expanding parameter too).
+_IDS: sa.BindParameter[str] = sa.bindparam("session_ids", expanding=True)
+_MAX_SEQS = (
+    sa.select(messages.c.session_id, sa.func.max(messages.c.seq))
+    .where(messages.c.session_id.in_(_IDS))
+    .group_by(messages.c.session_id)
+)
+_INSERT_MESSAGES = sa.insert(messages)
+
+
 @dataclass
 class _Tail:
     """What a session holds at the seqs a write touches: identities (role, content, created_at) by seq."""
@@ -128,15 +140,14 @@ class SessionRepository(Database):
                 if rows:
                     # A plain insert: a seq that another writer took meanwhile fails the batch, which is
                     # then retried against what that writer stored, instead of being skipped.
-                    await conn.execute(sa.insert(messages), rows)
+                    await conn.execute(_INSERT_MESSAGES, rows)
         return conflicted
 
     async def _stored_tails(self, conn: AsyncConnection, writes: Sequence[ArchiveWrite]) -> dict[str, _Tail]:
         """Per session: its highest stored seq and the stored messages from the write's first seq on."""
         ids = [w.session_id for w in writes]
         tails = {sid: _Tail() for sid in ids}
-        top = sa.select(messages.c.session_id, sa.func.max(messages.c.seq)).where(messages.c.session_id.in_(ids))
-        for sid, seq in (await conn.execute(top.group_by(messages.c.session_id))).all():
+        for sid, seq in (await conn.execute(_MAX_SEQS, {"session_ids": ids})).all():
             tails[sid].last = int(seq)
         ranges = [
             sa.and_(messages.c.session_id == w.session_id, messages.c.seq >= w.messages[0][0])
@@ -183,13 +194,9 @@ class SessionRepository(Database):
         if not session_ids:
             return {}
         await self.connect_ready()
-        stmt = (
-            sa.select(messages.c.session_id, sa.func.max(messages.c.seq))
-            .where(messages.c.session_id.in_(list(session_ids)))
-            .group_by(messages.c.session_id)
-        )
         async with self.engine.connect() as conn:
-            return {sid: int(seq) for sid, seq in (await conn.execute(stmt)).all()}
+            rows = (await conn.execute(_MAX_SEQS, {"session_ids": list(session_ids)})).all()
+        return {sid: int(seq) for sid, seq in rows}
 
     @available
     async def load(self, session_id: str) -> tuple[SessionMeta, list[Message]] | None:
