@@ -45,6 +45,11 @@ DEFAULT_PATTERNS: dict[str, str] = {
     "phone": _B + r"(?:(?:\+|00)?86[ -]?)?(?P<value>1[3-9]\d(?:[ -]?\d{4}){2})" + _E,
 }
 
+# What a default pattern's match must contain, as a pattern the regex engine finds by its first characters
+# (the default patterns start with a lookbehind, so their scan tries every position): a text without it is
+# not scanned. Only where that is much faster (the phone pattern's optional country code has no prefix).
+_HINTS: dict[str, str] = {"phone": r"1[3-9]\d(?:[ -]?\d{4}){2}"}
+
 # What each kind keeps: (leading characters, trailing characters, fixed number of stars or None for one
 # per hidden character).
 _KEEP: dict[str, tuple[int, int, int | None]] = {
@@ -67,6 +72,17 @@ ORDER_CONTEXT = re.compile(
     r"[\s:：#＃=是为]{0,4}(?P<value>(?=[0-9A-Za-z-]*\d)[0-9A-Za-z][0-9A-Za-z-]{4,}[0-9A-Za-z])" + _E,
     re.IGNORECASE,
 )
+# Its labels alone: a scan for them is ~15x faster than one of ORDER_CONTEXT (whose lookbehind and
+# case-folded alternation leave the regex engine no prefix to skip to), and no order number can start
+# before the first of them.
+_ORDER_LABEL = re.compile(r"订单|单号|order", re.IGNORECASE)
+
+
+def order_numbers(text: str) -> list[re.Match[str]]:
+    """ORDER_CONTEXT's matches in `text` (the same as `ORDER_CONTEXT.finditer(text)`)."""
+    first = _ORDER_LABEL.search(text)
+    # The lookbehind sees the characters before `pos`, so starting there changes no match.
+    return [] if first is None else list(ORDER_CONTEXT.finditer(text, first.start()))
 
 
 def _digits(value: str) -> str:
@@ -106,6 +122,8 @@ class MaskRule:
     stars: int | None = None
     # Whether the value (the `value` group, or the whole match) really is one of this kind.
     check: Callable[[str], bool] | None = None
+    # Found in every text the pattern matches (None: no such shortcut).
+    hint: re.Pattern[str] | None = None
 
     def value_span(self, match: re.Match[str]) -> tuple[int, int]:
         return match.span("value") if "value" in self.pattern.groupindex else match.span()
@@ -166,13 +184,15 @@ class Masker:
     def kept_spans(self, text: str) -> list[tuple[int, int]]:
         spans = [m.span() for p in self.keep for m in p.finditer(text)]
         if self.keep_order_numbers:
-            spans += [m.span("value") for m in ORDER_CONTEXT.finditer(text)]
+            spans += [m.span("value") for m in order_numbers(text)]
         return spans
 
     def _found(self, text: str) -> list[tuple[int, int, MaskRule, re.Match[str]]]:
         taken = self.kept_spans(text)
         found: list[tuple[int, int, MaskRule, re.Match[str]]] = []
         for rule in self.rules:
+            if rule.hint is not None and rule.hint.search(text) is None:
+                continue
             for m in rule.pattern.finditer(text):
                 s, e = m.span()
                 if s == e or any(s < te and ts < e for ts, te in taken) or not rule.applies(m):
@@ -212,7 +232,11 @@ def default_rules(overrides: Mapping[str, str] | None = None, *, checks: bool = 
     for kind, (first, last, stars) in _KEEP.items():
         pattern = patterns[kind]
         if pattern:
-            rules.append(MaskRule(kind, re.compile(pattern), first, last, stars, CHECKS.get(kind) if checks else None))
+            check = CHECKS.get(kind) if checks else None
+            hint = _HINTS.get(kind) if pattern == DEFAULT_PATTERNS[kind] else None
+            rules.append(
+                MaskRule(kind, re.compile(pattern), first, last, stars, check, re.compile(hint) if hint else None)
+            )
     return rules
 
 
