@@ -232,6 +232,11 @@ class Glossary:
             for key, (en, zh) in concepts.items()
         }
         self._en_words = {key: _en_literals(en) for key, (en, _) in concepts.items()}
+        # A whole reading of a text (`_concepts`) goes through these flat lists: every Chinese phrase with
+        # its concept, then the English patterns with their leading letters (no call and no generator per
+        # concept: a hundred of them per text).
+        self._zh_phrases = [(t, key) for key, (_, zh) in self._terms.items() for t in zh]
+        self._en_scans = [(key, en, self._en_words[key]) for key, (en, _) in self._terms.items() if en is not None]
 
     def concepts(self, text: str, among: frozenset[str] | None = None) -> frozenset[str]:
         """The concepts `text` mentions; with `among`, only those of them. A caller that compares a text
@@ -257,7 +262,14 @@ class Glossary:
 def _concepts(glossary: Glossary, text: str) -> frozenset[str]:
     lowered = text.lower()
     folded = _folded(text, lowered)
-    found = {key for key in glossary._terms if glossary._mentions(text, lowered, key, folded)}
+    # The same as `{key for key in glossary._terms if glossary._mentions(text, lowered, key, folded)}`.
+    found: set[str] = set()
+    for phrase, key in glossary._zh_phrases:
+        if key not in found and phrase in lowered:
+            found.add(key)
+    for key, en, words in glossary._en_scans:
+        if key not in found and _may_match(words, folded) and en.search(text) is not None:
+            found.add(key)
     for parts, whole in _COMPOSED:
         if parts <= found:
             found.add(whole)
