@@ -47,8 +47,14 @@ DEFAULT_PATTERNS: dict[str, str] = {
 
 # What a default pattern's match must contain, as a pattern the regex engine finds by its first characters
 # (the default patterns start with a lookbehind, so their scan tries every position): a text without it is
-# not scanned. Only where that is much faster (the phone pattern's optional country code has no prefix).
-_HINTS: dict[str, str] = {"phone": r"1[3-9]\d(?:[ -]?\d{4}){2}"}
+# not scanned. Each is 2-40x faster than its pattern on a text it is not in (an ID number is 18 characters,
+# the first 17 digits; a card number has four digits, a digit or separator and four digits).
+_HINTS: dict[str, str] = {
+    "email": "@",
+    "id_card": r"[1-9]\d{16}[\dXx]",
+    "bank_card": r"\d\d{3}[ \d-]\d{4}",
+    "phone": r"1[3-9]\d(?:[ -]?\d{4}){2}",
+}
 
 # What each kind keeps: (leading characters, trailing characters, fixed number of stars or None for one
 # per hidden character).
@@ -63,6 +69,8 @@ DEFAULT_KEEP_PATTERNS: list[str] = [
     _B + r"400[- ]?\d{3}[- ]?\d{4}" + _E,  # the shop's hotline format
     _B + r"[A-Z]{1,4}\d{8,24}" + _E,  # order and ticket numbers such as XC20250301000123
 ]
+# As _HINTS, for the default keep patterns.
+_KEEP_HINTS: dict[str, str] = dict(zip(DEFAULT_KEEP_PATTERNS, ["400", r"[A-Z]\d{8}"], strict=True))
 
 # An order number: the identifier right after the word for it, with at most a few connecting characters
 # ("订单号是 3187…", "订单号码为：3187…", "order no. 3187…", "Order #3187…"): at least 6 characters, a
@@ -165,7 +173,9 @@ class Masker:
         keep_order_numbers: bool = True,
     ) -> None:
         self.rules = list(rules) if rules is not None else default_rules()
-        self.keep = [re.compile(p) for p in (DEFAULT_KEEP_PATTERNS if keep is None else keep)]
+        patterns = DEFAULT_KEEP_PATTERNS if keep is None else keep
+        # (pattern, what its every match contains or None)
+        self.keep = [(re.compile(p), re.compile(_KEEP_HINTS[p]) if p in _KEEP_HINTS else None) for p in patterns]
         self.keep_order_numbers = keep_order_numbers
         # The same strings come back: within a turn (a message is masked when it is stored and again in
         # the turn's receipt, the rewritten query is often the question) and turn after turn (the texts of
@@ -182,7 +192,7 @@ class Masker:
         return cls(rules, settings.keep_patterns, keep_order_numbers=settings.keep_order_numbers)
 
     def kept_spans(self, text: str) -> list[tuple[int, int]]:
-        spans = [m.span() for p in self.keep for m in p.finditer(text)]
+        spans = [m.span() for p, hint in self.keep if hint is None or hint.search(text) for m in p.finditer(text)]
         if self.keep_order_numbers:
             spans += [m.span("value") for m in order_numbers(text)]
         return spans

@@ -236,7 +236,7 @@ def test_checks_and_order_context_can_be_switched_off() -> None:
 
 
 # Characters the masking patterns turn on: digits, separators, the order labels' letters, Chinese text.
-_PII_ALPHABET = "0123456789 -+@.#：:订单号是单号orderORDERNo卡号Xx中\n"
+_PII_ALPHABET = "0123456789０１ -+@._#：:订单号是单号orderORDERNoXCa卡号Xx中\n"
 
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -244,15 +244,32 @@ _PII_ALPHABET = "0123456789 -+@.#：:订单号是单号orderORDERNo卡号Xx中\n
     st.lists(
         st.one_of(
             st.text(alphabet=_PII_ALPHABET, max_size=30),
-            st.sampled_from(["13812345678", "159 8765 4321", "+86 13812345678", "订单号 ", "Order #", "recorder "]),
+            st.sampled_from(
+                [
+                    "13812345678",
+                    "159 8765 4321",
+                    "+86 13812345678",
+                    "订单号 ",
+                    "Order #",
+                    "recorder ",
+                    "6222021234567894",
+                    "6222 0212 3456 7894",
+                    "11010519491231002X",
+                    "400-820-1234",
+                    "XC20250301000123",
+                    "bob.smith@mail.example.com",
+                ]
+            ),
         ),
         max_size=6,
     )
 )
 def test_scan_shortcuts_change_no_result(parts: list[str]) -> None:
-    """The order-label scan before the order context and the phone pattern's hint only skip work."""
+    """The order-label scan before the order context and the patterns' hints only skip work."""
     text = "".join(parts)
     assert [m.span() for m in order_numbers(text)] == [m.span() for m in ORDER_CONTEXT.finditer(text)]
     fast = Masker()
     plain = Masker([dataclasses.replace(rule, hint=None) for rule in fast.rules])
+    plain.keep = [(pattern, None) for pattern, _ in fast.keep]
+    assert any(hint is not None for _, hint in fast.keep) and all(rule.hint is not None for rule in fast.rules)
     assert fast.mask(text) == plain.mask(text)
