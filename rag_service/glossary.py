@@ -222,7 +222,13 @@ def _may_match(words: tuple[str, ...] | None, folded: str) -> bool:
     """Whether the concept's English pattern can match the text: one of its phrases' leading letters is in
     it (`folded`). Substring tests spare most texts the case-insensitive scan (a Chinese page is scanned
     for a hundred English patterns, of which it holds a few)."""
-    return words is None or any(w in folded for w in words)
+    if words is None:
+        return True
+    # A loop, not `any` over a generator: called for each concept a new chunk is looked at for.
+    for w in words:  # noqa: SIM110 (see above)
+        if w in folded:
+            return True
+    return False
 
 
 class Glossary:
@@ -250,8 +256,9 @@ class Glossary:
         """Whether the text (and its lower case) has one of the concept's own phrases."""
         en, zh = self._terms.get(key, (None, ()))
         # The Chinese phrases first: substring tests, far cheaper than a case-insensitive scan of the text.
-        if any(t in lowered for t in zh):
-            return True
+        for t in zh:
+            if t in lowered:
+                return True
         if en is None:
             return False
         folded = _folded(text, lowered) if folded is None else folded
