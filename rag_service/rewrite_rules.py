@@ -309,6 +309,8 @@ def normalize(text: str) -> str:
     return re.sub(r"\s+", " ", text.lower()).strip()
 
 
+# Remembered, like `normalize`: `mentions` squashes every history text again for each entity on each turn.
+@lru_cache(maxsize=8192)
 def _squash(text: str) -> str:
     return re.sub(r"\s+", "", text.lower())
 
@@ -475,8 +477,14 @@ def mentions(question: str, entity: Entity) -> bool:
     words = [w for w in re.split(r"[\s\-]+", entity.key) if len(w) >= 3 and w not in _EN_STOP]
     if not words:
         return False
-    q_words = set(re.split(r"[^a-z0-9]+", q))
+    q_words = _latin_words(q)
     return sum(w in q_words for w in words) * 3 >= len(words) * 2
+
+
+@lru_cache(maxsize=4096)
+def _latin_words(normalized: str) -> frozenset[str]:
+    # Remembered: each history text is split again for every Latin entity the gate asks about.
+    return frozenset(re.split(r"[^a-z0-9]+", normalized))
 
 
 def own_names(question: str) -> list[Entity]:
