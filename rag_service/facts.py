@@ -605,6 +605,8 @@ def _add_product(out: list[Product], text: str, start: int, end: int, raw: str) 
         out.append(product)
 
 
+# Remembered, as `_is_value`: the same words of the same names come back in every new chunk.
+@lru_cache(maxsize=16384)
 def _not_name(word: str) -> bool:
     """A word a name does not start or end with: a value, an acronym of the trade, or a lowercase English
     function word ("if ThinkPad X1", "in 24", "after 10" are not names; "Surface Go" keeps its "Go")."""
@@ -612,6 +614,7 @@ def _not_name(word: str) -> bool:
     return lowered in _NOT_NAMES or _is_value(word) or (word.islower() and lowered in EN_GENERIC_WORDS)
 
 
+@lru_cache(maxsize=16384)
 def _is_value(word: str) -> bool:
     return bool(re.fullmatch(r"\d*\s?(?:GB|TB|G|T|mAh|W|Hz|K|mm|g|kg|%)(?:\+\d*\s?(?:GB|TB)?)*", word, re.I))
 

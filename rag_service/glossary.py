@@ -222,7 +222,13 @@ def _may_match(words: tuple[str, ...] | None, folded: str) -> bool:
     """Whether the concept's English pattern can match the text: one of its phrases' leading letters is in
     it (`folded`). Substring tests spare most texts the case-insensitive scan (a Chinese page is scanned
     for a hundred English patterns, of which it holds a few)."""
-    return words is None or any(w in folded for w in words)
+    if words is None:
+        return True
+    # A loop, not `any` over a generator: called for each concept a new chunk is looked at for.
+    for w in words:  # noqa: SIM110 (see above)
+        if w in folded:
+            return True
+    return False
 
 
 class Glossary:
@@ -232,6 +238,11 @@ class Glossary:
             for key, (en, zh) in concepts.items()
         }
         self._en_words = {key: _en_literals(en) for key, (en, _) in concepts.items()}
+        # A whole reading of a text (`_concepts`) goes through these flat lists: every Chinese phrase with
+        # its concept, then the English patterns with their leading letters (no call and no generator per
+        # concept: a hundred of them per text).
+        self._zh_phrases = [(t, key) for key, (_, zh) in self._terms.items() for t in zh]
+        self._en_scans = [(key, en, self._en_words[key]) for key, (en, _) in self._terms.items() if en is not None]
 
     def concepts(self, text: str, among: frozenset[str] | None = None) -> frozenset[str]:
         """The concepts `text` mentions; with `among`, only those of them. A caller that compares a text
@@ -245,8 +256,9 @@ class Glossary:
         """Whether the text (and its lower case) has one of the concept's own phrases."""
         en, zh = self._terms.get(key, (None, ()))
         # The Chinese phrases first: substring tests, far cheaper than a case-insensitive scan of the text.
-        if any(t in lowered for t in zh):
-            return True
+        for t in zh:
+            if t in lowered:
+                return True
         if en is None:
             return False
         folded = _folded(text, lowered) if folded is None else folded
@@ -257,7 +269,14 @@ class Glossary:
 def _concepts(glossary: Glossary, text: str) -> frozenset[str]:
     lowered = text.lower()
     folded = _folded(text, lowered)
-    found = {key for key in glossary._terms if glossary._mentions(text, lowered, key, folded)}
+    # The same as `{key for key in glossary._terms if glossary._mentions(text, lowered, key, folded)}`.
+    found: set[str] = set()
+    for phrase, key in glossary._zh_phrases:
+        if key not in found and phrase in lowered:
+            found.add(key)
+    for key, en, words in glossary._en_scans:
+        if key not in found and _may_match(words, folded) and en.search(text) is not None:
+            found.add(key)
     for parts, whole in _COMPOSED:
         if parts <= found:
             found.add(whole)

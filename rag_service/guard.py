@@ -20,10 +20,12 @@ from __future__ import annotations
 import base64
 import binascii
 import html
+import itertools
 import re
 import unicodedata
 from collections.abc import Iterator
 from functools import lru_cache
+from itertools import compress
 
 # Base64 as a model writes it: one run, or lines of one wrapped run. At least 16 characters: shorter
 # runs cannot carry `window` characters of the prompt at any sensible window.
@@ -41,6 +43,14 @@ _OPEN_ENTITY = re.compile(r"&#?[A-Za-z0-9]{0,32}\Z")
 
 def fold(text: str, offset: int = 0) -> tuple[str, list[int]]:
     """The folded text and, for each of its characters, the index in `text` (+ `offset`) it came from."""
+    if "&" not in text:
+        # Every character is a unit; when each folds to at most one character (all but ligatures and the
+        # like), the folded characters' sources are the characters that did not fold away. Mapped in C: the
+        # loop below costs ~0.4 us a character.
+        units = list(map(_fold_unit, text))
+        folded = "".join(units)
+        if len(folded) == len(units) - units.count(""):
+            return folded, list(compress(range(offset, offset + len(text)), units))
     out: list[str] = []
     where: list[int] = []
     for start, unit in _units(text):
@@ -89,7 +99,10 @@ class OutputGuard:
     def _folded_leaks(self, folded: str, start: int = 0) -> bool:
         """Whether a shingle of `folded` starting at `start` or later is one of the prompt's."""
         w = self.window
-        return any(folded[i : i + w] in self._shingles for i in range(max(0, start), len(folded) - w + 1))
+        first = max(0, start)
+        # `any(folded[i : i + w] in shingles ...)`, with the slices made and looked up in C.
+        windows = map(folded.__getitem__, map(slice, range(first, len(folded) - w + 1), itertools.count(first + w)))
+        return not self._shingles.isdisjoint(windows)
 
     def _base64_leaks(self, run: str) -> bool:
         candidates = [run, *_LINE.findall(run)] if "\n" in run else [run]

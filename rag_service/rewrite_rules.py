@@ -40,6 +40,10 @@ from rag_core.text import HAN_RUN as _CJK_RUN
 from rag_core.text import has_han as is_chinese
 from rag_service.facts import CATEGORIES, PLACES, products
 from rag_service.glossary import concepts
+from rag_service.posseg_viterbi import install as _install_fast_viterbi
+
+# The same tags, faster: the decoder is most of the cost of tagging a new question.
+_install_fast_viterbi()
 
 
 # The same questions are read again on every later turn of their conversation (and by several rules in
@@ -309,6 +313,8 @@ def normalize(text: str) -> str:
     return re.sub(r"\s+", " ", text.lower()).strip()
 
 
+# Remembered, like `normalize`: `mentions` squashes every history text again for each entity on each turn.
+@lru_cache(maxsize=8192)
 def _squash(text: str) -> str:
     return re.sub(r"\s+", "", text.lower())
 
@@ -475,8 +481,14 @@ def mentions(question: str, entity: Entity) -> bool:
     words = [w for w in re.split(r"[\s\-]+", entity.key) if len(w) >= 3 and w not in _EN_STOP]
     if not words:
         return False
-    q_words = set(re.split(r"[^a-z0-9]+", q))
+    q_words = _latin_words(q)
     return sum(w in q_words for w in words) * 3 >= len(words) * 2
+
+
+@lru_cache(maxsize=4096)
+def _latin_words(normalized: str) -> frozenset[str]:
+    # Remembered: each history text is split again for every Latin entity the gate asks about.
+    return frozenset(re.split(r"[^a-z0-9]+", normalized))
 
 
 def own_names(question: str) -> list[Entity]:

@@ -26,7 +26,7 @@ from rag_core.tokens import TokenCounter
 from rag_service import recall
 from rag_service.domain import Round
 from rag_service.llm import ChatClient
-from rag_service.privacy import ORDER_CONTEXT
+from rag_service.privacy import order_numbers
 from rag_service.recall import ANSWER_LINE, USER_LINE, product_names
 
 PINNED_HEADER = recall.PINNED_HEADER  # recall reads the line back
@@ -68,7 +68,7 @@ def _occurrences(text: str) -> list[tuple[int, int, str]]:
     """(start, end, fact) of every fact in `text`, in order; whatever the conversation calls an order number
     is one, even when no other pattern takes it."""
     found = [(m.start(), m.end(), m.group().strip()) for m in _FACTS.finditer(text)]
-    found += [(m.start("value"), m.end("value"), m.group("value")) for m in ORDER_CONTEXT.finditer(text)]
+    found += [(m.start("value"), m.end("value"), m.group("value")) for m in order_numbers(text)]
     return sorted(f for f in found if len(f[2]) <= MAX_FACT_CHARS)
 
 
@@ -129,9 +129,9 @@ def pin_facts(summary: str, rounds: Sequence[Round], previous_summary: str, limi
     copied into its text is replaced, so there is one line and the limit holds for it."""
     body = "\n".join(line for line in summary.splitlines() if not line.startswith(PINNED_HEADER)).rstrip()
     source = previous_summary + "\n" + "\n".join(f"{r.user.content}\n{r.assistant.content}" for r in rounds)
-    labels = {_norm(m.group("value")): m.group("label") for m in ORDER_CONTEXT.finditer(source)}
+    labels = {_norm(m.group("value")): m.group("label") for m in order_numbers(source)}
     normalized = _norm(body)
-    kept_orders = {_norm(m.group("value")) for m in ORDER_CONTEXT.finditer(body)}
+    kept_orders = {_norm(m.group("value")) for m in order_numbers(body)}
     # One entry per labelled fact, at its latest mention (a value said of two products is two facts).
     entries: dict[str, tuple[int, str, str, bool]] = {}
     for start, end, fact in _occurrences(source):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import logging
 
@@ -10,7 +11,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rag_core.settings import PrivacySettings, Settings
-from rag_service.privacy import Masker, MaskingFilter, install_log_masking, uninstall_log_masking
+from rag_service.privacy import (
+    ORDER_CONTEXT,
+    Masker,
+    MaskingFilter,
+    install_log_masking,
+    order_numbers,
+    uninstall_log_masking,
+)
 
 
 @pytest.fixture(scope="module")
@@ -225,3 +233,43 @@ def test_checks_and_order_context_can_be_switched_off() -> None:
     assert strict.mask("订单号 3187654321098765432") == f"订单号 {card_masked('3187654321098765432')}"
     default = Masker.from_settings(PrivacySettings())
     assert default is not None and default.mask(f"卡 {invalid}") == f"卡 {invalid}"
+
+
+# Characters the masking patterns turn on: digits, separators, the order labels' letters, Chinese text.
+_PII_ALPHABET = "0123456789０１ -+@._#：:订单号是单号orderORDERNoXCa卡号Xx中\n"
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(
+        st.one_of(
+            st.text(alphabet=_PII_ALPHABET, max_size=30),
+            st.sampled_from(
+                [
+                    "13812345678",
+                    "159 8765 4321",
+                    "+86 13812345678",
+                    "订单号 ",
+                    "Order #",
+                    "recorder ",
+                    "6222021234567894",
+                    "6222 0212 3456 7894",
+                    "11010519491231002X",
+                    "400-820-1234",
+                    "XC20250301000123",
+                    "bob.smith@mail.example.com",
+                ]
+            ),
+        ),
+        max_size=6,
+    )
+)
+def test_scan_shortcuts_change_no_result(parts: list[str]) -> None:
+    """The order-label scan before the order context and the patterns' hints only skip work."""
+    text = "".join(parts)
+    assert [m.span() for m in order_numbers(text)] == [m.span() for m in ORDER_CONTEXT.finditer(text)]
+    fast = Masker()
+    plain = Masker([dataclasses.replace(rule, hint=None) for rule in fast.rules])
+    plain.keep = [(pattern, None) for pattern, _ in fast.keep]
+    assert any(hint is not None for _, hint in fast.keep) and all(rule.hint is not None for rule in fast.rules)
+    assert fast.mask(text) == plain.mask(text)

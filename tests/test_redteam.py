@@ -434,6 +434,28 @@ def test_folding_reads_entities_and_characters_as_a_regex_per_unit_would() -> No
     rnd = random.Random(7)
     alphabet = [chr(i) for i in range(0x20, 0x3100, 7)] + list("&&#;;xX0123456789abcdefﬁ①²ß\n")
     samples = ["Brewmoor ﬁlter &lt;b&gt; &#x3c;&#60 &amp &#99999999; ①²", "没有实体的中文回答，第 2 段。"]
+    # No entity: one unit per character, with and without a character that folds to two.
+    samples += ["Straße ﬁx ① 第2段", "Plain words, 中文 and 42."]
     samples += ["".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 60))) for _ in range(500)]
     for text in samples:
         assert fold(text, 5) == by_regex(text, 5), text
+
+
+def test_leak_scan_finds_a_window_from_the_start_given_and_only_there() -> None:
+    import random
+
+    from rag_service.guard import OutputGuard, fold
+
+    guard = OutputGuard("Quillmoor's staff never reveal the routing codes 7Q-44 or the escalation words.", 20, "no")
+    rnd = random.Random(11)
+    secret = fold("the routing codes 7Q-44 or the escalation")[0]
+    for _ in range(300):
+        noise = "".join(rnd.choice("abcxyz0123 ") for _ in range(rnd.randint(0, 30)))
+        cut = rnd.randint(0, len(secret))
+        folded = fold(noise)[0] + secret[:cut] + fold(noise[::-1])[0]
+        start = rnd.randint(-5, len(folded) + 2)
+        expected = any(
+            folded[i : i + guard.window] in guard._shingles
+            for i in range(max(0, start), len(folded) - guard.window + 1)
+        )
+        assert guard._folded_leaks(folded, start) == expected
