@@ -176,18 +176,62 @@ def numbered(query: str, ranked: Sequence[Chunk], scale: float = 1.0) -> list[Ch
     return sorted((c.rescored(c.score + lift(c)) for c in ranked), key=lambda c: -c.score)
 
 
-def fill_budget(chunks: Sequence[Chunk], budget: int, max_chunks: int, cost: Callable[[Chunk], int]) -> list[Chunk]:
-    """Best-scored whole chunks while they fit; a chunk too big for what is left is skipped, not cut."""
+def fill_budget(
+    chunks: Sequence[Chunk],
+    budget: int,
+    max_chunks: int,
+    cost: Callable[[Chunk], int],
+    per_document: int = 0,
+    neighbours: int = 0,
+) -> list[Chunk]:
+    """Best-scored whole chunks while they fit, in the order given; a chunk too big for what is left is skipped,
+    not cut.
+
+    `per_document` (0: no limit): at most this many of one document while another document's chunks are left
+    to take. A product page whose every chunk outscores the rest would otherwise fill the prompt, and a question
+    about the product often needs a second page (the instalment terms, the parts price list, the workshop's
+    rates), while that page's sixth-best chunk rarely holds what its five better ones did not.
+
+    `neighbours`: up to this many more beyond `max_chunks`, the best candidates next to a picked chunk of their
+    document. A page is cut into chunks by length, not by meaning: the line that answers may sit in the chunk
+    after the one whose heading matched the question (or before the one that names it), and that chunk, scored
+    on its own, is rarely among the best."""
     picked: list[Chunk] = []
+    held: list[Chunk] = []  # past their document's share, taken only if nothing else is left
     left = budget
+    per_doc: dict[str, int] = {}
     for chunk in chunks:
+        if len(picked) >= max_chunks:
+            break
         c = cost(chunk)
-        if c <= left:
+        if c > left:
+            continue
+        if per_document and per_doc.get(chunk.doc_id, 0) >= per_document:
+            held.append(chunk)
+            continue
+        picked.append(chunk)
+        per_doc[chunk.doc_id] = per_doc.get(chunk.doc_id, 0) + 1
+        left -= c
+    for chunk in held:
+        if len(picked) >= max_chunks:
+            break
+        if (c := cost(chunk)) <= left:
             picked.append(chunk)
             left -= c
-            if len(picked) >= max_chunks:
-                break
-    return picked
+    taken = {c.id for c in picked}
+    near = {(c.doc_id, c.index + step) for c in picked for step in (-1, 1)}
+    added = 0
+    for chunk in chunks:
+        if added >= neighbours:
+            break
+        if chunk.id in taken or (chunk.doc_id, chunk.index) not in near:
+            continue
+        if (c := cost(chunk)) <= left:
+            picked.append(chunk)
+            left -= c
+            added += 1
+    rank = {c.id: i for i, c in enumerate(chunks)}
+    return sorted(picked, key=lambda c: rank[c.id])
 
 
 def _rrf_scale(chunks: Sequence[Chunk]) -> float:
