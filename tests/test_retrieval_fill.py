@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rag_service.domain import Chunk
-from rag_service.retrieval import fill_budget
+from rag_service.retrieval import PRIOR_DECAY, continued, fill_budget
 
 
 def chunk(doc: str, index: int, score: float, tokens: int = 100) -> Chunk:
@@ -67,3 +67,15 @@ def test_a_chunk_held_back_by_the_share_can_come_back_as_a_neighbour() -> None:
     picked = fill_budget(ranked, 1000, 3, cost, per_document=2, neighbours=1)
     # Kept in the order of the candidates: the neighbour is read beside its page's other chunks.
     assert [c.id for c in picked] == ["kettle-0", "kettle-1", "kettle-2", "prices-2"]
+
+
+def test_a_follow_up_takes_in_the_best_chunk_of_the_page_it_continues() -> None:
+    # The pool past the candidates: the follow-up's own words rank the kettle page (found first by the previous
+    # question, weight 1) below everything; the rice page, found second, is left to the follow-up's own words.
+    pool = [("rice-1", 0.71, "zh"), ("kettle-4", 0.70, "zh"), ("kettle-2", 0.69, "zh"), ("fan-0", 0.68, "en")]
+    docs = {"rice-1": "rice", "kettle-4": "kettle", "kettle-2": "kettle", "fan-0": "fan"}
+    prior = {"kettle": 1.0, "rice": PRIOR_DECAY}
+    assert continued(pool, docs, prior, set()) == [("kettle-4", 0.70)]
+    # A chunk already among the candidates is not taken twice; the next best of the page is taken instead.
+    assert continued(pool, docs, prior, {"kettle-4"}) == [("kettle-2", 0.69)]
+    assert continued(pool, docs, {}, set()) == []
