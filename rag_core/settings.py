@@ -151,6 +151,11 @@ class RetrievalSettings(BaseModel):
     mode: Literal["dense", "hybrid"] = "dense"
     candidates: int = 20
     max_chunks: int = 6
+    # Chunks taken beyond `max_chunks` when they sit next to a picked chunk of their document
+    # (`rag_service.retrieval.fill_budget`): the line that answers may be in the chunk after the matching one.
+    neighbour_chunks: int = 1
+    # At most this many chunks of one document while another's are left (0: no limit; `fill_budget`).
+    max_chunks_per_document: int = 5
     # Rerank the dense hits with shared concepts across languages and the product in the page title
     # (rag_service.rerank): the best `candidates` hits plus the other language's best
     # `other_language_chunks` among the top `rerank_pool` (read with their language only, so a wide pool

@@ -476,7 +476,17 @@ class ChatPipeline:
         candidates = await self.s.retriever.search(query, tenant=tenant, continues=continues)
         # An intent action's reply comes first and counts against the same budget.
         room = plan.chunk_budget - self.context_frame_tokens - sum(self._chunk_cost(c) for c in context)
-        return [*context, *fill_budget(candidates, room, cfg.retrieval.max_chunks, self._chunk_cost)]
+        return [
+            *context,
+            *fill_budget(
+                candidates,
+                room,
+                cfg.retrieval.max_chunks,
+                self._chunk_cost,
+                cfg.retrieval.max_chunks_per_document,
+                cfg.retrieval.neighbour_chunks,
+            ),
+        ]
 
     def _chunk_cost(self, chunk: Chunk) -> int:
         # +1 for the newline that joins blocks. The wrapper depends only on the document, so its count is

@@ -5,7 +5,8 @@ A dependent follow-up ("还没出库的话能换颜色吗" after a question abou
 rarely names its page: its own words match many pages a little. It leans toward the documents the questions
 it continues found (`RewriteResult.continues`: their searches are remembered, see `FoundDocuments`), so
 it stays on its page unless another page fits it clearly better; a follow-up that names another product or
-subject carries no such questions (`RuleRewriter.continuity`)."""
+subject carries no such questions (`RuleRewriter.continuity`). The best chunk of the page the previous question
+found first is taken into a follow-up's candidates (`continued`) when its own words rank it below them."""
 
 from __future__ import annotations
 
@@ -69,7 +70,15 @@ class Retriever:
         # language's best: the embedder ranks the question's own language first, and an English question
         # may have its answer on a Chinese page. Whole payloads are read for the narrowed pool only.
         other = other_language(query)
-        pool = await self.index.pool(dense, sparse, max(n, cfg.rerank_pool), cfg.rrf_k, tenant=tenant)
+        size = max(n, cfg.rerank_pool)
+        docs: dict[str, str] = {}
+        if prior:
+            # A follow-up needs the documents of the pool's chunks: the pages it continues are taken in below.
+            scored = await self.index.search(dense, sparse, size, cfg.rrf_k, tenant=tenant, payload=["lang", "doc_id"])
+            pool = [(h.id, h.score, str(h.payload.get("lang", ""))) for h in scored]
+            docs = {h.id: str(h.payload.get("doc_id", "")) for h in scored}
+        else:
+            pool = await self.index.pool(dense, sparse, size, cfg.rrf_k, tenant=tenant)
         picked = [(i, score) for i, score, _ in pool[:n]]
         others = [(i, score) for i, score, lang in pool[n:] if lang == other][: cfg.other_language_chunks]
         have = sum(lang == other for _, _, lang in pool[:n]) + len(others)
@@ -81,6 +90,8 @@ class Retriever:
             )
             others.extend((h.id, h.score) for h in extra if h.id not in seen)
         hits = picked + others[: cfg.other_language_chunks]
+        if prior:
+            hits += continued(pool[n:], docs, prior, {i for i, _ in hits})
         payloads = await self.index.payloads([i for i, _ in hits], tenant)
         chunks = [_to_chunk(ScoredChunk(i, score, payloads[i])) for i, score in hits if i in payloads]
         scale = 1.0 if cfg.mode == "dense" else _rrf_scale(chunks)
@@ -111,6 +122,25 @@ class Retriever:
         return lean(chain[0], searched.chunks, prior, searched.scale)[:n]
 
 
+def continued(
+    pool: Sequence[tuple[str, float, str]], docs: dict[str, str], prior: dict[str, float], taken: set[str]
+) -> list[tuple[str, float]]:
+    """The best `CONTINUED_CHUNKS` chunks of the page the previous question found first (weight 1 in `prior`)
+    that the pool holds beyond what was taken. A follow-up's own words may rank every chunk of the page it
+    continues below the candidates (a question in the other language, a question that names nothing): the
+    lean can only lift what is there. The pages found after it are left to the follow-up's own words: taken in
+    and lifted, an older page of the chain came to outrank the one the customer had moved on to."""
+    out: list[tuple[str, float]] = []
+    count: dict[str, int] = {}
+    for i, score, _ in pool:
+        doc = docs.get(i, "")
+        if i in taken or prior.get(doc, 0.0) < 1.0 or count.get(doc, 0) >= CONTINUED_CHUNKS:
+            continue
+        count[doc] = count.get(doc, 0) + 1
+        out.append((i, score))
+    return out
+
+
 def _weights(found: Sequence[Chunk]) -> dict[str, float]:
     weights: dict[str, float] = {}
     for chunk in found[:PRIOR_CHUNKS]:
@@ -125,6 +155,8 @@ def _weights(found: Sequence[Chunk]) -> dict[str, float]:
 DOC_PRIOR = 0.08
 PRIOR_CHUNKS = 3
 PRIOR_DECAY = 0.5
+# How many chunks of the continued page a follow-up's candidates take in beyond its own best (`continued`).
+CONTINUED_CHUNKS = 1
 
 
 def lean(query: str, chunks: Sequence[Chunk], prior: dict[str, float], scale: float = 1.0) -> list[Chunk]:
@@ -176,18 +208,62 @@ def numbered(query: str, ranked: Sequence[Chunk], scale: float = 1.0) -> list[Ch
     return sorted((c.rescored(c.score + lift(c)) for c in ranked), key=lambda c: -c.score)
 
 
-def fill_budget(chunks: Sequence[Chunk], budget: int, max_chunks: int, cost: Callable[[Chunk], int]) -> list[Chunk]:
-    """Best-scored whole chunks while they fit; a chunk too big for what is left is skipped, not cut."""
+def fill_budget(
+    chunks: Sequence[Chunk],
+    budget: int,
+    max_chunks: int,
+    cost: Callable[[Chunk], int],
+    per_document: int = 0,
+    neighbours: int = 0,
+) -> list[Chunk]:
+    """Best-scored whole chunks while they fit, in the order given; a chunk too big for what is left is skipped,
+    not cut.
+
+    `per_document` (0: no limit): at most this many of one document while another document's chunks are left
+    to take. A product page whose every chunk outscores the rest would otherwise fill the prompt, and a question
+    about the product often needs a second page (the instalment terms, the parts price list, the workshop's
+    rates), while that page's sixth-best chunk rarely holds what its five better ones did not.
+
+    `neighbours`: up to this many more beyond `max_chunks`, the best candidates next to a picked chunk of their
+    document. A page is cut into chunks by length, not by meaning: the line that answers may sit in the chunk
+    after the one whose heading matched the question (or before the one that names it), and that chunk, scored
+    on its own, is rarely among the best."""
     picked: list[Chunk] = []
+    held: list[Chunk] = []  # past their document's share, taken only if nothing else is left
     left = budget
+    per_doc: dict[str, int] = {}
     for chunk in chunks:
+        if len(picked) >= max_chunks:
+            break
         c = cost(chunk)
-        if c <= left:
+        if c > left:
+            continue
+        if per_document and per_doc.get(chunk.doc_id, 0) >= per_document:
+            held.append(chunk)
+            continue
+        picked.append(chunk)
+        per_doc[chunk.doc_id] = per_doc.get(chunk.doc_id, 0) + 1
+        left -= c
+    for chunk in held:
+        if len(picked) >= max_chunks:
+            break
+        if (c := cost(chunk)) <= left:
             picked.append(chunk)
             left -= c
-            if len(picked) >= max_chunks:
-                break
-    return picked
+    taken = {c.id for c in picked}
+    near = {(c.doc_id, c.index + step) for c in picked for step in (-1, 1)}
+    added = 0
+    for chunk in chunks:
+        if added >= neighbours:
+            break
+        if chunk.id in taken or (chunk.doc_id, chunk.index) not in near:
+            continue
+        if (c := cost(chunk)) <= left:
+            picked.append(chunk)
+            left -= c
+            added += 1
+    rank = {c.id: i for i, c in enumerate(chunks)}
+    return sorted(picked, key=lambda c: rank[c.id])
 
 
 def _rrf_scale(chunks: Sequence[Chunk]) -> float:

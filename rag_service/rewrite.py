@@ -15,7 +15,10 @@ Every turn first goes through the `Gate` (history = the summary and the last `hi
 
 A switch needs both: no shared word and (with an embedder) low similarity. Similarity alone fires on
 every short, differently worded follow-up ("Which one protects more?", "Explain Spark."), and a false
-switch both leaves a dependent question unresolved and cuts the session's topic.
+switch both leaves a dependent question unresolved and cuts the session's topic. Even then it is weak
+evidence: a switch on similarity (nothing announced, no new name) is searched as asked but its retrieval
+still leans on the previous question's pages (`Decision.carries`), which a page fitting its own words
+clearly better outweighs.
 
 `RuleRewriter` rewrites dependent questions: a contrast follow-up is read against the previous question
 (itself rewritten first, so chains such as "那标准款呢" -> "那 512GB 呢" work); otherwise it adds only
@@ -189,6 +192,7 @@ class Decision:
     # A standalone follow-up that stays in the conversation (no switch, no other service): "Is the evening
     # slot available in <city>?" after a question about delivery slots. Its retrieval leans on the previous
     # question's pages like a dependent one's (its own words still win where they fit another page clearly).
+    # So does a switch on similarity alone: unlike every recent question, but nothing announced or newly named.
     carries: bool = False
 
 
@@ -265,7 +269,9 @@ class Gate:
                     return Decision("switch", f"new entity {new[0].text!r}", history)
                 sim = self.similarity(question, rounds)
                 if sim is not None and sim < self.settings.topic_similarity:
-                    return Decision("switch", f"similarity {sim:.2f} < {self.settings.topic_similarity:.2f}", history)
+                    return Decision(
+                        "switch", f"similarity {sim:.2f} < {self.settings.topic_similarity:.2f}", history, carries=True
+                    )
             # A product of its own is another page; a place or another name only qualifies the conversation's.
             moves = any(not history.knows(Entity(p, True)) for p in product_names(question))
             return Decision("standalone", f"names {names[0].text!r}", history, carries=not moves and not ideas)
@@ -277,7 +283,9 @@ class Gate:
         if not shared and has_subject(question) and not definite_without_name(question) and not attribute:
             sim = self.similarity(question, rounds)
             if sim is not None and sim < self.settings.topic_similarity:
-                return Decision("switch", f"similarity {sim:.2f} < {self.settings.topic_similarity:.2f}", history)
+                return Decision(
+                    "switch", f"similarity {sim:.2f} < {self.settings.topic_similarity:.2f}", history, carries=True
+                )
         if content_size(question) <= 1 and not is_fragment(question):
             service = _services(concepts(question))
             if service and not any(service & _services(concepts(r.user.content)) for r in rounds):

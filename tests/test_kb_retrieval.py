@@ -70,7 +70,8 @@ async def test_extractive_without_context_says_so() -> None:
 
 
 class CountingIndex:
-    """The real index, counting the wide searches a retrieval makes."""
+    """The real index, counting the wide searches a retrieval makes (a follow-up's reads its chunks' documents
+    too, to take in the page it continues)."""
 
     def __init__(self, inner: VectorIndex) -> None:
         self.inner, self.pools = inner, 0
@@ -78,6 +79,11 @@ class CountingIndex:
     async def pool(self, *args: Any, **kwargs: Any) -> Any:
         self.pools += 1
         return await self.inner.pool(*args, **kwargs)
+
+    async def search(self, *args: Any, **kwargs: Any) -> Any:
+        if "doc_id" in (kwargs.get("payload") or ()):
+            self.pools += 1
+        return await self.inner.search(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

@@ -183,3 +183,18 @@ def test_a_day_or_a_month_is_no_new_subject() -> None:
     history = ("What's the phone number of your Harbourside store?", "The Harbourside store: 0571-5550 1234.")
     assert "Harbourside" in rule("Open at weekends?", history)
     assert "Harbourside" in rule("Still open in December?", history)
+
+
+def test_a_switch_on_similarity_alone_still_leans_on_the_previous_pages() -> None:
+    # The question shares no word with the conversation and the embedder finds it unlike every earlier one,
+    # but it names nothing new: the customer may well still be asking about the backpack. It is searched as
+    # asked (nothing is glued on) and its retrieval leans on the previous question's pages, which its own
+    # words outweigh where another page fits clearly better.
+    rules = RuleRewriter(RewriteSettings(mode="rule", topic_similarity=0.84), Orthogonal())
+    history = view(("How much is the Torva 35L backpack?", "The Torva 35L costs 499 yuan."))
+    kept = rules.rewrite_now("Can a child carry that on school trips?", history)
+    assert kept.topic_switch and kept.query == "Can a child carry that on school trips?"
+    assert kept.continues == ("How much is the Torva 35L backpack?",)
+    # A switch the customer announces, or one to a product the conversation never named, carries nothing.
+    assert rules.rewrite_now("Unrelated, but where is your Oslo store?", history).continues == ()
+    assert rules.rewrite_now("Do you sell the Kelda 2 tent?", history).continues == ()
