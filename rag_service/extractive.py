@@ -159,6 +159,7 @@ def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
 
 
 _INTRO_ENDS = ("：", ":")
+_BARE_INTRO = 0.1
 _ITEM_JOIN = "；"
 _MAX_ITEMS = 8
 # An item states something ("周六 14:00–17:00"); a heading after the items ("退换说明") starts a section.
@@ -215,8 +216,16 @@ class Question:
         if not asks and _FOLLOW_UP.search(question):
             # The nearest earlier question with a type ("三年的呢" after "平板呢" after "延保多少钱").
             asks = next((found for e in reversed(earlier) if (found := _typed(e))), [])
-        if not asks and _BARE_HOW_MUCH.search(question) and _SELLING.search(question):
-            asks = [Ask.PRICE]  # "网上卖 1280，店里多少": what it sells for here
+            if Ask.DURATION in asks and "out_of_warranty" in concepts(question):
+                # "and if it breaks after the warranty?" after "how long is the warranty?": past the warranty
+                # its length is known; what happens then (a cost, a rule) is asked.
+                asks = []
+        if not asks and _BARE_HOW_MUCH.search(question):
+            # "网上卖 1280，店里多少": what it sells for here; "Pro 版要多少", "配一支要多少": an amount. "那款呢，多少"
+            # leans on the question before: the kind of value asked there.
+            asks = [Ask.PRICE]
+            if "呢" in question and not _SELLING.search(question):
+                asks = next((found for e in reversed(earlier) if (found := _typed(e))), asks)
         previous = " ".join(earlier[-_CONTEXT_ROUNDS:])
         if not asks and has_value(question, Ask.DURATION):
             asks = [Ask.DURATION]  # "what if it stops working after 20 days?": the time limit that applies
@@ -230,7 +239,11 @@ class Question:
         words = _stems(terms(both))
         added_words = words - own_words if own_words - _GENERIC_ZH else set()
         named = products(query or question) or products(question)
-        named_editions = asked_editions(question) or asked_editions(query)
+        # The rewriter's editions ("the standard lens") are no evidence against the model the customer names
+        # themself ("and the Pro version?"): only a question that names none takes the query's.
+        named_editions = asked_editions(question) or (
+            asked_editions(query) if not _names_own_subject(question) else frozenset()
+        )
         if answered and _leans_on_previous(question, query) and not _names_own_subject(question):
             # "它的能效是几级" after an answer about one model: that model, whatever the rewriter carried over
             # from an earlier turn (it keeps the conversation's first product through "那双门那款呢").
@@ -810,10 +823,14 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             score *= _SUBJECT_BONUS  # "滤网（2 片装）：49 元" for "滤网什么价", not a spec line naming it in passing
         elif subject_found and (head or under) and not under & own_words:
             score /= _SUBJECT_BONUS  # "S8 Pro：…，自动集尘基站，…" is about the machine, not the bag
-        if asks_product and _PART.search(c.text):
-            score *= _PART_MISS  # "X 备用电池 … 1990 元" is a part for the model asked about, not the model
+        if asks_product and (_PART.search(c.text) or (c.section != c.chunk.title and _PART.search(c.section))):
+            # "X 备用电池 … 1990 元", or any line under an "Accessories" heading, is a part for the model asked
+            # about, not the model.
+            score *= _PART_MISS
         if _BOILERPLATE.search(c.text):
             score *= 0.05
+        elif c.row is None and c.text.endswith(_INTRO_ENDS):
+            score *= _BARE_INTRO  # "按身高选尺码：" without the items it introduces states nothing
         elif _POINTER.search(c.text):
             score *= 0.3  # "详见《售后服务说明》": the answer is on the page it points to
         if primary is Ask.GENERAL:
@@ -1029,7 +1046,7 @@ _HAN_WORD = re.compile(f"{HAN_CLASS}{{2,4}}")
 # One Chinese character that is a word of its own and says what is done or to what ("戴", "拆", "折"), not a
 # function or question character, whose presence in a sentence says nothing.
 _HAN_CONTENT_CHAR = re.compile(
-    f"(?![要的了是在有能会可就都也还吗呢吧啊多少几个我你他她它这那和与或把被给让到去来上下不没很太最更再又才只用做买卖说看啥咋怎么谁哪呀嘛么之其])"
+    f"(?![要的了是在有能会可就都也还吗呢吧啊多少几个我你他她它这那和与或把被给让到去来上下不没很太最更再又才只用做买卖说看啥咋怎么谁哪呀嘛么之其等])"
     f"{HAN_CLASS}"
 )
 

@@ -120,7 +120,7 @@ _ASK_PATTERNS: list[tuple[Ask, re.Pattern[str]]] = [
             r"多大|多重|多少克|多少瓦|几瓦|瓦数|重量|尺寸|容量|续航|多少毫安|刷新率|分辨率|几核|内存多大|像素|屏幕多大"
             # How far, tall or long a thing is (not how long it takes): "能跑多远", "多高", "多少公里".
             r"|多远|多高|多宽|多少(?:公里|千米|米|厘米|毫米)|几(?:公里|米|厘米)|载重"
-            r"|\bhow (?:big|heavy|large|many|far(?! (?:ahead|in advance|back|before))|tall|high|wide)\b|\bweigh|\bwatts?\b|\bwattage\b|\bcapacity\b|\bsize\b|\bbattery life\b|\bhow much (?:memory|storage|ram|space)\b",
+            r"|\bhow (?:big|heavy|large|many|far(?! (?:ahead|in advance|back|before))|tall|high|wide|light|thin|thick|deep|loud|bright)\b|\bweigh|\bwatts?\b|\bwattage\b|\bcapacity\b|\bsize\b|\bbattery life\b|\bhow much (?:memory|storage|ram|space)\b",
             re.I,
         ),
     ),

@@ -1,0 +1,150 @@
+"""What the question asks, read from the customer's own words, on an invented piano-stool and smartwatch shop:
+a variant the customer names over an edition the rewriter added, "how light", a bare "多少", a type carried
+from an earlier question that the follow-up's own words overrule, lines under an accessories heading, and an
+introduction cut off from its items."""
+
+from __future__ import annotations
+
+from rag_service.facts import Ask, question_asks
+from tests.extractive_kit import answer, chunk
+from tests.extractive_kit import conversation as _memory
+
+STOOLS = chunk(
+    "stools",
+    "云帆（Yunfan）琴凳 商品详情",
+    "\n".join(
+        [
+            "云帆（Yunfan）琴凳 商品详情",
+            "云帆 标准版",
+            "- 售价：1200 元 / 张",
+            "- 重量：约 6.5 kg",
+            "云帆 Pro",
+            "- 售价：1900 元 / 张",
+            "- 重量：约 4.8 kg",
+        ]
+    ),
+)
+
+STOOL_INTRO = chunk(
+    "stool-table",
+    "云帆（Yunfan）琴凳 规格对比",
+    "\n".join(
+        [
+            "云帆（Yunfan）琴凳 规格对比",
+            "高度怎么选",
+            "按身高选框架高度：",
+            "云帆 S2 Pro 的框架比 S2 宽 5 cm，适合四手联弹。",
+        ]
+    ),
+)
+
+STOOL_SIZES = chunk(
+    "stool-table",
+    "云帆（Yunfan）琴凳 规格对比",
+    "\n".join(
+        ["云帆（Yunfan）琴凳 规格对比", "尺码", "按身高选框架尺码：", "框架尺码分 S、M 两种，S 适合 1.6 米以下。"]
+    ),
+)
+
+STOOL_TABLE = chunk(
+    "stool-table",
+    "云帆（Yunfan）琴凳 规格对比",
+    "\n".join(
+        [
+            "规格对比",
+            "| 型号 | 框架 | 重量 | 售价 |",
+            "| --- | --- | --- | --- |",
+            "| 云帆 S2 | 榉木 | 6.5 kg | 1200 元 |",
+            "| 云帆 S2 Pro | 胡桃木 | 5.1 kg | 1900 元 |",
+        ]
+    ),
+    index=3,
+)
+
+
+def test_the_variant_the_customer_names_beats_an_edition_the_rewriter_added() -> None:
+    out = answer("And the Pro version?", [STOOLS], query="How much is the Yunfan Pro standard stool?")
+    assert "1900" in out and "1200" not in out
+
+
+def test_how_light_asks_for_a_measure() -> None:
+    assert Ask.SPEC in question_asks("How light is it?")
+    assert Ask.SPEC in question_asks("how thin are the legs?")
+
+
+def test_a_follow_up_after_how_light_asks_for_the_weight_not_the_price() -> None:
+    memory = _memory(("How much is the Yunfan Pro?", "…"), ("How light is it?", "…"))
+    out = answer("and the standard one?", [STOOLS], query="and the Yunfan standard one?", memory=memory)
+    assert "6.5 kg" in out and "1200" not in out
+
+
+def test_a_bare_how_much_asks_for_the_value_asked_before_else_an_amount() -> None:
+    memory = _memory(("云帆 S2 什么价", "…"))
+    out = answer("Pro 版要多少", [STOOL_INTRO, STOOL_TABLE], query="云帆 S2 Pro 版要多少", memory=memory)
+    assert "1900" in out.splitlines()[1]
+    alone = answer("S2 Pro 要多少", [STOOL_INTRO, STOOL_TABLE])
+    assert "1900" in alone.splitlines()[1]
+
+
+def test_an_introduction_without_its_items_is_no_answer() -> None:
+    out = answer("框架尺码有哪些", [STOOL_SIZES, STOOL_TABLE], query="云帆 框架尺码有哪些")
+    assert "S、M 两种" in out.splitlines()[1]
+
+
+WATCHES = chunk(
+    "watches",
+    "星迹 W3 手表 商品详情",
+    "\n".join(
+        [
+            "星迹 W3 手表 商品详情",
+            "售后服务",
+            "- 整机保修 2 年。",
+            "- 电池属于易耗件，电池保修 1 年。",
+            "- 表带更换价格为 129 元。",
+            "English summary",
+            "Warranty: 2 years for the watch, 1 year for the battery. "
+            "Out-of-warranty strap replacement costs ¥129 and screen replacement costs ¥480.",
+            "Accessories",
+            "A charging dock that clips onto the strap is 59 yuan.",
+            "Buying",
+            "售价 1299 元。",
+        ]
+    ),
+)
+
+
+def test_a_type_carried_from_an_earlier_question_gives_way_to_the_follow_ups_own_words() -> None:
+    memory = _memory(("How much is the Xingji W3?", "…"), ("How long is the warranty?", "…"))
+    out = answer(
+        "What about the strap, if it snaps after the warranty?",
+        [WATCHES],
+        query="What about the strap, if Xingji W3 snaps after the warranty?",
+        memory=memory,
+    )
+    assert "129" in out.splitlines()[1]
+
+
+def test_a_line_under_an_accessories_heading_is_no_price_of_the_product() -> None:
+    out = answer("星迹 W3 多少钱", [WATCHES])
+    assert "1299" in out.splitlines()[1]
+
+
+FRAMES = chunk(
+    "frames",
+    "明眸镜架 商品详情",
+    "\n".join(
+        [
+            "明眸镜架 商品详情",
+            "加工时间",
+            "- 定制镜片需要 7 个工作日。",
+            "退换说明",
+            "- 取镜后 30 天内如有头晕等不适，可以免费重配一次。",
+        ]
+    ),
+)
+
+
+def test_a_function_character_of_the_question_says_nothing_about_a_sentence() -> None:
+    # "等" asks "how long to wait" here and lists ("头晕等不适") there: no shared content.
+    out = answer("镜片要等几天", [FRAMES])
+    assert "7 个工作日" in out.splitlines()[1]
