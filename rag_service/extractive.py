@@ -256,6 +256,10 @@ class Question:
             ):
                 named = focus_named or named
                 named_editions = focus_editions or named_editions
+        if named and _PICKS_SIBLING.search(question) and not products(question):
+            # "4 人那款有什么颜色": the customer picks a sibling by what it is or has; the product the rewriter
+            # carried over is the one they are moving away from, so the page's sibling names decide.
+            named = ()
         picked = _bare_variants(question)
         if picked and (products(question) or any(picked <= p.variants for p in named)):
             picked = frozenset()
@@ -352,7 +356,13 @@ def _names_own_subject(question: str) -> bool:
         or BASE_WORDS.search(question)
         or {w.lower() for w in re.findall(r"[A-Za-z]+", question)} & VARIANT_WORDS
         or attributes(question)
+        or _MODEL_TOKEN.search(question)
     )
+
+
+# Letters and a figure written together ("2L", "X5", "65L"): a model's name or a sibling's distinguishing mark,
+# which no generic word is.
+_MODEL_TOKEN = re.compile(r"(?<![A-Za-z0-9])(?:[A-Za-z]+\d+[A-Za-z]*|\d+[A-Za-z]+)(?![A-Za-z0-9])")
 
 
 # A model told by what it is or has: "能除醛的那款", "双门那台", "the quieter one" (not "那款", "that one").

@@ -148,3 +148,50 @@ def test_a_function_character_of_the_question_says_nothing_about_a_sentence() ->
     # "等" asks "how long to wait" here and lists ("头晕等不适") there: no shared content.
     out = answer("镜片要等几天", [FRAMES])
     assert "7 个工作日" in out.splitlines()[1]
+
+
+SHELLS = chunk(
+    "shells",
+    "Breeze Shell Jackets",
+    "\n".join(
+        [
+            "Breeze Shell Jackets",
+            "Breeze Shell 2L",
+            "- Waterproof rating: 10,000 mm",
+            "- Warranty: 2 years",
+            "Breeze Shell 3L Pro",
+            "- Waterproof rating: 20,000 mm",
+            "- Warranty: 3 years",
+        ]
+    ),
+)
+
+
+def test_a_model_mark_the_customer_writes_is_their_subject_not_the_last_answers() -> None:
+    earlier = "From the knowledge base:\n- Breeze Shell 3L Pro: Waterproof rating: 20,000 mm (Breeze Shell Jackets)"
+    memory = _memory(("Breeze Shell 3L Pro 防水指数多少", earlier))
+    out = answer("2L 保修几年", [SHELLS], query="Breeze Shell 2L 保修几年", memory=memory)
+    assert "2 years" in out and "3 years" not in out
+
+
+TENTS = chunk(
+    "tents",
+    "雁栖帐篷 商品详情",
+    "\n".join(
+        [
+            "雁栖帐篷 商品详情",
+            "雁栖 2 Pro",
+            "- 适用人数：2 人",
+            "- 颜色：岩灰",
+            "雁栖 4 家庭版",
+            "- 适用人数：4 人",
+            "- 颜色：松绿、雾蓝",
+        ]
+    ),
+)
+
+
+def test_a_sibling_picked_by_what_it_has_is_not_the_product_the_rewriter_carried() -> None:
+    memory = _memory(("雁栖 2 Pro 保修多久", "…"))
+    out = answer("4 人那款有什么颜色", [TENTS], query="雁栖 2 Pro 4 人那款有什么颜色", memory=memory)
+    assert "松绿" in out.splitlines()[1] and "岩灰" not in out
