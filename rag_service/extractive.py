@@ -654,7 +654,9 @@ class _Siblings:
         hit = self.hits.get((c.chunk.doc_id, _sibling_name(c)))
         if not best or hit is None:
             return 1.0
-        return _SIBLING_HIT if hit >= best else _SIBLING_MISS if hit == 0 else 1.0
+        # A sibling that shares only the family's word with the question ("晶透" of "晶透 1.67" for "晶透 1.60") is
+        # not named while another is named by a whole word more.
+        return _SIBLING_HIT if hit >= best else _SIBLING_MISS if hit == 0 or hit <= best - 1 else 1.0
 
 
 def score_candidates(q: Question, candidates: list[Candidate]) -> None:
@@ -1298,8 +1300,10 @@ def _subject(c: Candidate, text: str) -> str:
         return ""
     if places(section):
         return "" if places(text) else section
-    if products(section) or editions(section):
-        return "" if products(text) or editions(text) else section
+    # "声眸 Pro" names a model by its family and variant word as surely as a parsed product name does.
+    variant = any(w.lower() in VARIANT_WORDS for w in _WORD.findall(section))
+    if products(section) or editions(section) or variant:
+        return "" if products(text) or editions(text) or variant_marks(text) - {"base"} else section
     return ""
 
 

@@ -188,7 +188,7 @@ VALUE_PATTERNS: dict[Ask, re.Pattern[str]] = {
     Ask.PERCENT: re.compile(rf"{_NUM}\s?%|百分之[一二三四五六七八九十\d]+|[一二三四五六七八九\d](?:\.\d)?\s?折"),
     Ask.SPEC: re.compile(
         rf"{_NUM}\s?(?:mAh|GB|TB|MB|克|千克|公斤|kg|g\b|英寸|寸|inch(?:es)?|-inch|mm|毫米|Hz|W\b|瓦|核|万像素|像素|小时|hours?|nits|尼特"
-        r"|dB|分贝|℃|°C|m²|㎡|平方米|L\b|升|Pa\b|kWh|km\b|公里|千米|cm\b|厘米|m\b|米)",
+        r"|dB|分贝|℃|°C|m²|㎡|平方米|ml\b|mL\b|毫升|L\b|升|Pa\b|kWh|km\b|公里|千米|cm\b|厘米|m\b|米)",
         re.I,
     ),
 }

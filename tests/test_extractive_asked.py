@@ -195,3 +195,57 @@ def test_a_sibling_picked_by_what_it_has_is_not_the_product_the_rewriter_carried
     memory = _memory(("雁栖 2 Pro 保修多久", "…"))
     out = answer("4 人那款有什么颜色", [TENTS], query="雁栖 2 Pro 4 人那款有什么颜色", memory=memory)
     assert "松绿" in out.splitlines()[1] and "岩灰" not in out
+
+
+EARPHONES = chunk(
+    "earphones",
+    "听风耳机 商品详情",
+    "\n".join(
+        [
+            "听风耳机 商品详情",
+            "听风 Lite",
+            "- 音乐续航约 4 小时",
+            "听风 Pro",
+            "- 音乐续航约 8 小时，支持快充",
+        ]
+    ),
+)
+
+
+def test_a_sentence_under_a_variants_heading_is_quoted_with_it() -> None:
+    out = answer("哪款续航最长", [EARPHONES])
+    assert "听风 Pro" in out.splitlines()[1] and "8 小时" in out.splitlines()[1]
+
+
+def test_millilitres_are_a_measure() -> None:
+    cleaners = chunk(
+        "cleaners",
+        "清洗机价格表",
+        "\n".join(
+            [
+                "清洗机价格表",
+                "| 商品 | 规格 | 售价 |",
+                "| --- | --- | --- |",
+                "| 清洗机 K2 | 450 ml 水槽 | 159 元 |",
+                "| 清洗机 K2 Pro | 600 ml 水槽 | 239 元 |",
+            ]
+        ),
+    )
+    hours = chunk("stores", "门店", "门店\n滨湖店\n- 凭小票免费停车 2 小时。")
+    out = answer("How big is the tank on that one?", [hours, cleaners], query="K2: How big is the tank on that one?")
+    assert "450 ml" in out.splitlines()[1]
+
+
+LENSES_HIGH = chunk(
+    "lenses",
+    "明澈镜片 商品详情",
+    "\n".join(["明澈 1.67 防蓝光", "- 售价：760 元 / 副", "度数怎么选", "近视 300 度以内", "- 建议 1.56。"]),
+)
+LENSES_CARE = chunk("lenses", "明澈镜片 商品详情", "\n".join(["镜片护理", "- 用清水冲洗后再擦干。"]), index=1)
+LENSES_BASIC = chunk("lenses", "明澈镜片 商品详情", "\n".join(["明澈 1.56 标准", "- 售价：380 元 / 副"]), index=2)
+
+
+def test_a_sibling_sharing_only_the_familys_word_is_not_the_one_named() -> None:
+    # The better-retrieved chunk is the other sibling's: the family word alone must not make it a rival.
+    out = answer("明澈 1.56 镜片多少钱", [LENSES_HIGH, LENSES_CARE, LENSES_BASIC])
+    assert "380" in out and "760" not in out
