@@ -234,9 +234,10 @@ class Question:
             asks = [Ask.SPEC]  # "what noise level on its quietest mode?": a figure in the concept's unit
         # What the rewriter added to the question ("Zone 2 客服周末上班吗") is weaker evidence than what the
         # customer asked, unless the question says nothing by itself ("专票呢" -> "专票什么时候能收到").
-        own_ideas, own_words = concepts(question), _stems(terms(question))
+        # The tail of a contraction ("m" of "I'm") is no word of the question.
+        own_ideas, own_words = concepts(question), _stems(terms(_CONTRACTION.sub(" ", question)))
         added_ideas = ideas - own_ideas if own_ideas else frozenset()
-        words = _stems(terms(both))
+        words = _stems(terms(_CONTRACTION.sub(" ", both)))
         added_words = words - own_words if own_words - _GENERIC_ZH else set()
         named = products(query or question) or products(question)
         # The rewriter's editions ("the standard lens") are no evidence against the model the customer names
@@ -598,6 +599,9 @@ def _sibling_name(c: Candidate) -> str:
     return head.group(1) if head and re.search(r"\d", head.group(1)) else ""
 
 
+_CONTRACTION = re.compile(r"['’](?:m|s|d|re|ve|ll|t)\b")
+
+
 class _Siblings:
     """Which of a page's sibling models (rows of one table, sections of one page) the question names, read
     by the words that tell them apart rather than by parsing a product name: "20L" picks "远足 20L 城市包"
@@ -608,7 +612,8 @@ class _Siblings:
         # The question's own words and the editions it names ("the flagship one": 旗舰); the products named
         # (perhaps carried over by the rewriter or read from the previous answer) and the query's other words
         # count less.
-        own_text = " ".join([q.text, *q.editions]).lower()
+        # Without the tails of contractions: the "m" of "I'm" is no size M nor model M.
+        own_text = _CONTRACTION.sub(" ", " ".join([q.text, *q.editions]).lower())
         self.own = _name_tokens(own_text)
         self.own_text = own_text
         self.added = (q.words | {t for p in q.named for t in _name_tokens(p.text)}) - self.own

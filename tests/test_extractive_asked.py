@@ -5,7 +5,7 @@ introduction cut off from its items."""
 
 from __future__ import annotations
 
-from rag_service.facts import Ask, question_asks
+from rag_service.facts import Ask, products, question_asks
 from tests.extractive_kit import answer, chunk
 from tests.extractive_kit import conversation as _memory
 
@@ -249,3 +249,22 @@ def test_a_sibling_sharing_only_the_familys_word_is_not_the_one_named() -> None:
     # The better-retrieved chunk is the other sibling's: the family word alone must not make it a rival.
     out = answer("明澈 1.56 镜片多少钱", [LENSES_HIGH, LENSES_CARE, LENSES_BASIC])
     assert "380" in out and "760" not in out
+
+
+def test_the_tail_of_a_contraction_names_no_model_nor_size() -> None:
+    assert products("I'm 176 cm. Size?") == ()
+    sizes = chunk(
+        "boards",
+        "浪板 商品详情",
+        "\n".join(
+            [
+                "浪板 商品详情",
+                "尺码怎么选",
+                "- M 码（7 尺板）：身高 165–175 cm",
+                "- L 码（8 尺板）：身高 175–185 cm",
+            ]
+        ),
+    )
+    out = answer("I'm 178 cm. Size?", [sizes], query="Langban: I'm 178 cm. Size?")
+    quoted = [line for line in out.splitlines() if line.startswith("- ")]
+    assert "L 码" in quoted[0] and "M 码" not in out
