@@ -268,3 +268,8 @@ def test_the_tail_of_a_contraction_names_no_model_nor_size() -> None:
     out = answer("I'm 178 cm. Size?", [sizes], query="Langban: I'm 178 cm. Size?")
     quoted = [line for line in out.splitlines() if line.startswith("- ")]
     assert "L 码" in quoted[0] and "M 码" not in out
+
+
+def test_an_order_number_is_no_model() -> None:
+    assert [p.text for p in products("订单号 QX20261101000123，买的 K7 Pro，几天到")] == ["K7 Pro"]
+    assert products("my tracking number is SF1234567890123") == ()
