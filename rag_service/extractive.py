@@ -230,6 +230,9 @@ class Question:
         if not asks and has_value(question, Ask.DURATION):
             asks = [Ask.DURATION]  # "what if it stops working after 20 days?": the time limit that applies
         ideas = concepts(both)
+        if "price" in ideas and Ask.PRICE not in asks and "price" not in concepts(_HOW_MUCH.sub(" ", both)):
+            # "How much suspension travel does it have?": the type reader found no price in "how much".
+            ideas -= {"price"}
         if not asks and concepts(question) & _SPEC_UNITS.keys():
             asks = [Ask.SPEC]  # "what noise level on its quietest mode?": a figure in the concept's unit
         # What the rewriter added to the question ("Zone 2 客服周末上班吗") is weaker evidence than what the
@@ -430,6 +433,7 @@ _ANAPHOR = re.compile(r"\b(?:that|this|it|its|those|these|them|they)\b|这个|�
 
 
 _CONTEXT_ROUNDS = 3
+_HOW_MUCH = re.compile(r"\bhow much\b", re.I)
 _BARE_HOW_MUCH = re.compile(r"多少[？?]?\s*$", re.I)
 _SELLING = re.compile(r"卖|售|标价|\bsells?\b|\bsold\b|\bselling\b", re.I)
 

@@ -273,3 +273,17 @@ def test_the_tail_of_a_contraction_names_no_model_nor_size() -> None:
 def test_an_order_number_is_no_model() -> None:
     assert [p.text for p in products("订单号 QX20261101000123，买的 K7 Pro，几天到")] == ["K7 Pro"]
     assert products("my tracking number is SF1234567890123") == ()
+
+
+def test_how_much_of_a_thing_it_has_is_a_measure_not_a_price() -> None:
+    assert question_asks("How much legroom does the Pro have?") == [Ask.SPEC]
+    assert Ask.PRICE in question_asks("How much do I have to pay?")
+    kayak = chunk(
+        "kayaks",
+        "浪舟皮划艇 商品详情",
+        "\n".join(["浪舟皮划艇 商品详情", "浪舟 K3 Pro", "- 售价：4200 元", "- 舱容：120 L", "- 船长：4.2 m"]),
+    )
+    out = answer(
+        "How much cargo volume does it have?", [kayak], query="How much cargo volume does Langzhou K3 Pro have?"
+    )
+    assert "4200" not in out
