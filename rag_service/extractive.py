@@ -584,8 +584,9 @@ def _name_tokens(name: str) -> frozenset[str]:
 def _model_heading(section: str) -> bool:
     if not section or len(section) > 40 or _QUESTION_LINE.search(section):
         return False
-    # "晴川 Pro": a family word and a variant word name a model as surely as a model number does.
-    variant = any(w.lower() in VARIANT_WORDS for w in _WORD.findall(section))
+    # "晴川 Pro": a family word and a variant word name a model as surely as a model number does ("How to fold it"
+    # uses the word as a verb: a name writes it capitalised).
+    variant = any(w.lower() in VARIANT_WORDS and w[0].isupper() for w in _WORD.findall(section))
     return bool(re.search(r"\d", section) or _EDITION_END.search(section) or products(section) or variant)
 
 
@@ -803,7 +804,9 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             fit = _variant_fit(q, c)
             if q.answered_pages and _page_title(c) not in q.answered_pages:
                 score *= 0.4  # "and the Max?": the Max of the page we were on, not another line's Max
-        sibling = siblings.fit(c) if fit is None and not q.picked_variants else 1.0
+        # A heading the product reader finds only a looser naming of the asked model ("岩羚 M3" for "M3 Plus") is a
+        # sibling's own when the page names the asked one too: the sibling names decide.
+        sibling = siblings.fit(c) if (fit is None or 0 < fit < 1) and not q.picked_variants else 1.0
         if fit is None and sibling > 1:
             fit = 1.0  # under a heading or in a row naming the asked model in a way no product name reads
         elif fit is None and sibling == 1 and _on_asked_page(q, c):
@@ -1310,7 +1313,7 @@ def _subject(c: Candidate, text: str) -> str:
     if places(section):
         return "" if places(text) else section
     # "声眸 Pro" names a model by its family and variant word as surely as a parsed product name does.
-    variant = any(w.lower() in VARIANT_WORDS for w in _WORD.findall(section))
+    variant = any(w.lower() in VARIANT_WORDS and w[0].isupper() for w in _WORD.findall(section))
     if products(section) or editions(section) or variant:
         return "" if products(text) or editions(text) or variant_marks(text) - {"base"} else section
     return ""

@@ -5,6 +5,7 @@ introduction cut off from its items."""
 
 from __future__ import annotations
 
+from rag_service.extractive import _model_heading
 from rag_service.facts import Ask, products, question_asks
 from tests.extractive_kit import answer, chunk
 from tests.extractive_kit import conversation as _memory
@@ -287,3 +288,28 @@ def test_how_much_of_a_thing_it_has_is_a_measure_not_a_price() -> None:
         "How much cargo volume does it have?", [kayak], query="How much cargo volume does Langzhou K3 Pro have?"
     )
     assert "4200" not in out
+
+
+def test_a_heading_naming_the_asked_model_loosely_is_a_siblings_when_the_page_names_the_asked_one() -> None:
+    kettles = chunk(
+        "kettles",
+        "青岚水壶 商品详情",
+        "\n".join(
+            [
+                "青岚水壶 商品详情",
+                "青岚 T3",
+                "- 售价：1999 元",
+                "青岚 T3 Plus",
+                "- 售价：2599 元",
+                "青岚 T7 Pro",
+                "- 售价：3999 元",
+            ]
+        ),
+    )
+    out = answer("青岚 T3 Plus 什么价", [kettles])
+    assert "2599" in out and "1999" not in out
+
+
+def test_a_lowercase_variant_word_in_a_heading_is_a_verb_not_a_model() -> None:
+    assert not _model_heading("How to fold it")
+    assert _model_heading("Breeze Fold")
