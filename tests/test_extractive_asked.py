@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from rag_service.extractive import _model_heading
 from rag_service.facts import Ask, products, question_asks
+from rag_service.table_rows import spoken_heights
 from tests.extractive_kit import answer, chunk
 from tests.extractive_kit import conversation as _memory
 
@@ -313,3 +314,25 @@ def test_a_heading_naming_the_asked_model_loosely_is_a_siblings_when_the_page_na
 def test_a_lowercase_variant_word_in_a_heading_is_a_verb_not_a_model() -> None:
     assert not _model_heading("How to fold it")
     assert _model_heading("Breeze Fold")
+
+
+def test_a_height_said_in_metres_is_read_in_centimetres() -> None:
+    assert spoken_heights("我一米六五，选啥码") == "我165 cm，选啥码"
+    assert spoken_heights("身高1米8") == "身高180 cm"
+    assert spoken_heights("1.72米的人") == "172 cm的人"
+    assert spoken_heights("这根绳 1 米长") == "这根绳 1 米长"
+    skates = chunk(
+        "skates",
+        "疾风轮滑鞋 商品详情",
+        "\n".join(
+            [
+                "疾风轮滑鞋 商品详情",
+                "尺码怎么选",
+                "- S 码：身高 150–165 cm",
+                "- M 码：身高 165–180 cm",
+                "- L 码：身高 180–195 cm",
+            ]
+        ),
+    )
+    out = answer("我一米七二，选啥码", [skates], query="疾风 我一米七二，选啥码")
+    assert "M 码" in out.splitlines()[1]
