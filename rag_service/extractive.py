@@ -725,7 +725,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     # Not for "700 度能配吗": a span that does not hold the figure answers a yes-or-no question too ("0–600 度").
     # A name of one letter and a figure ("m 186" of "I'm 186 cm") is no model's name.
     names = [p.text for p in q.named if any(len(t) > 1 and not t.isdigit() for t in p.tokens)]
-    figures = stated_figures(q.text, asked_numbers(q.text, names)) if primary is not Ask.YESNO else frozenset()
+    figures = stated_figures(q.text, asked_numbers(q.text, names))
     span_fits = {id(c): span_fit(figures, c.text, asked_words) for c in candidates} if figures else {}
     # "安装要收钱吗", "do I pay the postage?": a sentence saying it is free, or who pays, answers it as an amount does.
     cost_yesno = Ask.YESNO in q.asks and _COST_ASKED.search(q.text) is not None
@@ -824,7 +824,9 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             sentence_attrs.setdefault(kind, found)  # "成都店" heading over "门店电话为 …"
         score *= attribute_fit(q.attrs, sentence_attrs)
         if c.chunk.doc_id in spanned:
-            score *= span_fits[id(c)]
+            # A yes-or-no question is answered by a span that does not hold the figure too ("0–600 度" for "700
+            # 度能配吗"): only the one holding it is lifted ("我 188，有我能骑的码不": the 186–195 row).
+            score *= max(1.0, span_fits[id(c)]) if primary is Ask.YESNO else span_fits[id(c)]
         if c.row is not None:
             score *= c.row.number_fit(numbers)  # "the 5-litre one": the row holding the figure
             if tier is not None and (own := c.row.threshold()) is not None:

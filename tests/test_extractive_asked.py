@@ -336,3 +336,23 @@ def test_a_height_said_in_metres_is_read_in_centimetres() -> None:
     )
     out = answer("我一米七二，选啥码", [skates], query="疾风 我一米七二，选啥码")
     assert "M 码" in out.splitlines()[1]
+
+
+def test_a_yes_or_no_question_with_a_figure_lifts_the_span_holding_it() -> None:
+    suits = chunk(
+        "suits",
+        "潜影潜水服 商品详情",
+        "\n".join(
+            [
+                "潜影潜水服 商品详情",
+                "规格说明",
+                "- 重量按 M 码、不含配重带称重。",
+                "尺码",
+                "- 身高在两个尺码之间的，建议到店试穿。",
+                "- M 码：身高 165–180 cm",
+                "- XL 码：身高 185–198 cm（仅 Pro 款有 XL 码）",
+            ]
+        ),
+    )
+    out = answer("我 192，有我能穿的码不", [suits], query="潜影 Pro 我 192，有我能穿的码不")
+    assert "XL 码" in out.splitlines()[1]
