@@ -614,8 +614,6 @@ def _not_name(word: str) -> bool:
 
 
 def _is_value(word: str) -> bool:
-    if re.search(r"\d{8}", word):
-        return True  # an order, tracking or phone number ("CM20260915004218"), not a model's number
     return bool(re.fullmatch(r"\d*\s?(?:GB|TB|G|T|mAh|W|Hz|K|mm|g|kg|%)(?:\+\d*\s?(?:GB|TB)?)*", word, re.I))
 
 

@@ -272,11 +272,6 @@ def test_the_tail_of_a_contraction_names_no_model_nor_size() -> None:
     assert "L 码" in quoted[0] and "M 码" not in out
 
 
-def test_an_order_number_is_no_model() -> None:
-    assert [p.text for p in products("订单号 QX20261101000123，买的 K7 Pro，几天到")] == ["K7 Pro"]
-    assert products("my tracking number is SF1234567890123") == ()
-
-
 def test_how_much_of_a_thing_it_has_is_a_measure_not_a_price() -> None:
     assert question_asks("How much legroom does the Pro have?") == [Ask.SPEC]
     assert Ask.PRICE in question_asks("How much do I have to pay?")
