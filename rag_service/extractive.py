@@ -242,7 +242,8 @@ class Question:
         added_ideas = ideas - own_ideas if own_ideas else frozenset()
         words = _stems(terms(_CONTRACTION.sub(" ", both)))
         added_words = words - own_words if own_words - _GENERIC_ZH else set()
-        named = products(query or question) or products(question)
+        # The tail of a contraction ("I'm 183 cm") is no model "m 183".
+        named = products(_CONTRACTION.sub(" ", query or question)) or products(_CONTRACTION.sub(" ", question))
         # The rewriter's editions ("the standard lens") are no evidence against the model the customer names
         # themself ("and the Pro version?"): only a question that names none takes the query's.
         named_editions = asked_editions(question) or (

@@ -452,9 +452,8 @@ BASE_WORDS = re.compile(
     r"标准款|标准版|基础款|普通款|普通版|入门款|\bstandard\b|\bbase model\b|\bbasic\b|\bregular\b|\bnon-pro\b", re.I
 )
 
-# Not the tail of a contraction ("I'm 183 cm" names no model "m 183").
 _NAME_RUN = re.compile(
-    r"(?<!['’])[A-Za-z][A-Za-z0-9+]*(?:[ \-]?(?:\d+[A-Za-z+]*|[A-Z][A-Za-z0-9+]*|[a-z]*\d[a-z0-9]*|pro|max|plus|ultra|mini|lite|air|se|fe|neo|gen|carbon)(?![A-Za-z]))*"
+    r"[A-Za-z][A-Za-z0-9+]*(?:[ \-]?(?:\d+[A-Za-z+]*|[A-Z][A-Za-z0-9+]*|[a-z]*\d[a-z0-9]*|pro|max|plus|ultra|mini|lite|air|se|fe|neo|gen|carbon)(?![A-Za-z]))*"
 )
 # Variant words that name the model without a variant ("云岭 3 标准版" is the plain 云岭 3).
 _BASE_VARIANTS = frozenset(w for w in VARIANT_WORDS if BASE_WORDS.fullmatch(w))

@@ -5,8 +5,8 @@ introduction cut off from its items."""
 
 from __future__ import annotations
 
-from rag_service.extractive import _model_heading
-from rag_service.facts import Ask, products, question_asks
+from rag_service.extractive import Question, _model_heading
+from rag_service.facts import Ask, question_asks
 from rag_service.table_rows import spoken_heights
 from tests.extractive_kit import answer, chunk
 from tests.extractive_kit import conversation as _memory
@@ -254,7 +254,7 @@ def test_a_sibling_sharing_only_the_familys_word_is_not_the_one_named() -> None:
 
 
 def test_the_tail_of_a_contraction_names_no_model_nor_size() -> None:
-    assert products("I'm 176 cm. Size?") == ()
+    assert Question.parse("I'm 176 cm. Size?", "Langban: I'm 176 cm. Size?").named == ()
     sizes = chunk(
         "boards",
         "浪板 商品详情",
