@@ -799,20 +799,15 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             # "霜川 502 尺寸多大": the section of the model whose number was said, not its sibling's.
             score *= 1.5 if any(model_numbers & p.tokens for p in context) else 0.6
         fit = product_fit(list(q.named), q.base_model, context)
-        loose = fit is not None and 0 < fit < 1
-        if fit == 0 and _names_family(c, q):
-            fit = 0.8  # "S8 系列均保修 2 年": said of every model of the family, the asked one too
-        elif fit == 0 and _family_wide(c, q):
+        if fit == 0 and (_family_wide(c, q) or _names_family(c, q)):
             fit = 0.8  # "发热管均保修 3 年" on a page that covers the asked variant among others
-            loose = True  # unless its heading is a sibling's the product reader did not see as one
         if q.picked_variants:
             fit = _variant_fit(q, c)
             if q.answered_pages and _page_title(c) not in q.answered_pages:
                 score *= 0.4  # "and the Max?": the Max of the page we were on, not another line's Max
         # A heading the product reader finds only a looser naming of the asked model ("岩羚 M3" for "M3 Plus") is a
-        # sibling's own when the page names the asked one too: the sibling names decide. Not a line said of the
-        # whole family ("S8 系列…"), which is the asked model's too.
-        sibling = siblings.fit(c) if (fit is None or loose) and not q.picked_variants else 1.0
+        # sibling's own when the page names the asked one too: the sibling names decide.
+        sibling = siblings.fit(c) if (fit is None or 0 < fit < 1) and not q.picked_variants else 1.0
         if fit is None and sibling > 1:
             fit = 1.0  # under a heading or in a row naming the asked model in a way no product name reads
         elif fit is None and sibling == 1 and _on_asked_page(q, c):
