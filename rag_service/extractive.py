@@ -159,6 +159,7 @@ def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
 
 
 _INTRO_ENDS = ("：", ":")
+_BARE_INTRO = 0.1
 _ITEM_JOIN = "；"
 _MAX_ITEMS = 8
 # An item states something ("周六 14:00–17:00"); a heading after the items ("退换说明") starts a section.
@@ -215,22 +216,39 @@ class Question:
         if not asks and _FOLLOW_UP.search(question):
             # The nearest earlier question with a type ("三年的呢" after "平板呢" after "延保多少钱").
             asks = next((found for e in reversed(earlier) if (found := _typed(e))), [])
-        if not asks and _BARE_HOW_MUCH.search(question) and _SELLING.search(question):
-            asks = [Ask.PRICE]  # "网上卖 1280，店里多少": what it sells for here
+            if Ask.DURATION in asks and "out_of_warranty" in concepts(question):
+                # "and if it breaks after the warranty?" after "how long is the warranty?": past the warranty
+                # its length is known; what happens then (a cost, a rule) is asked.
+                asks = []
+        if not asks and _BARE_HOW_MUCH.search(question):
+            # "网上卖 1280，店里多少": what it sells for here; "Pro 版要多少", "配一支要多少": an amount. "那款呢，多少"
+            # leans on the question before: the kind of value asked there.
+            asks = [Ask.PRICE]
+            if "呢" in question and not _SELLING.search(question):
+                asks = next((found for e in reversed(earlier) if (found := _typed(e))), asks)
         previous = " ".join(earlier[-_CONTEXT_ROUNDS:])
         if not asks and has_value(question, Ask.DURATION):
             asks = [Ask.DURATION]  # "what if it stops working after 20 days?": the time limit that applies
         ideas = concepts(both)
+        if "price" in ideas and Ask.PRICE not in asks and "price" not in concepts(_HOW_MUCH.sub(" ", both)):
+            # "How much suspension travel does it have?": the type reader found no price in "how much".
+            ideas -= {"price"}
         if not asks and concepts(question) & _SPEC_UNITS.keys():
             asks = [Ask.SPEC]  # "what noise level on its quietest mode?": a figure in the concept's unit
         # What the rewriter added to the question ("Zone 2 客服周末上班吗") is weaker evidence than what the
         # customer asked, unless the question says nothing by itself ("专票呢" -> "专票什么时候能收到").
-        own_ideas, own_words = concepts(question), _stems(terms(question))
+        # The tail of a contraction ("m" of "I'm") is no word of the question.
+        own_ideas, own_words = concepts(question), _stems(terms(_CONTRACTION.sub(" ", question)))
         added_ideas = ideas - own_ideas if own_ideas else frozenset()
-        words = _stems(terms(both))
+        words = _stems(terms(_CONTRACTION.sub(" ", both)))
         added_words = words - own_words if own_words - _GENERIC_ZH else set()
-        named = products(query or question) or products(question)
-        named_editions = asked_editions(question) or asked_editions(query)
+        # The tail of a contraction ("I'm 183 cm") is no model "m 183".
+        named = products(_CONTRACTION.sub(" ", query or question)) or products(_CONTRACTION.sub(" ", question))
+        # The rewriter's editions ("the standard lens") are no evidence against the model the customer names
+        # themself ("and the Pro version?"): only a question that names none takes the query's.
+        named_editions = asked_editions(question) or (
+            asked_editions(query) if not _names_own_subject(question) else frozenset()
+        )
         if answered and _leans_on_previous(question, query) and not _names_own_subject(question):
             # "它的能效是几级" after an answer about one model: that model, whatever the rewriter carried over
             # from an earlier turn (it keeps the conversation's first product through "那双门那款呢").
@@ -243,6 +261,10 @@ class Question:
             ):
                 named = focus_named or named
                 named_editions = focus_editions or named_editions
+        if named and _PICKS_SIBLING.search(question) and not products(question):
+            # "4 人那款有什么颜色": the customer picks a sibling by what it is or has; the product the rewriter
+            # carried over is the one they are moving away from, so the page's sibling names decide.
+            named = ()
         picked = _bare_variants(question)
         if picked and (products(question) or any(picked <= p.variants for p in named)):
             picked = frozenset()
@@ -339,7 +361,13 @@ def _names_own_subject(question: str) -> bool:
         or BASE_WORDS.search(question)
         or {w.lower() for w in re.findall(r"[A-Za-z]+", question)} & VARIANT_WORDS
         or attributes(question)
+        or _MODEL_TOKEN.search(question)
     )
+
+
+# Letters and a figure written together ("2L", "X5", "65L"): a model's name or a sibling's distinguishing mark,
+# which no generic word is.
+_MODEL_TOKEN = re.compile(r"(?<![A-Za-z0-9])(?:[A-Za-z]+\d+[A-Za-z]*|\d+[A-Za-z]+)(?![A-Za-z0-9])")
 
 
 # A model told by what it is or has: "能除醛的那款", "双门那台", "the quieter one" (not "那款", "that one").
@@ -406,6 +434,7 @@ _ANAPHOR = re.compile(r"\b(?:that|this|it|its|those|these|them|they)\b|这个|�
 
 
 _CONTEXT_ROUNDS = 3
+_HOW_MUCH = re.compile(r"\bhow much\b", re.I)
 _BARE_HOW_MUCH = re.compile(r"多少[？?]?\s*$", re.I)
 _SELLING = re.compile(r"卖|售|标价|\bsells?\b|\bsold\b|\bselling\b", re.I)
 
@@ -556,8 +585,9 @@ def _name_tokens(name: str) -> frozenset[str]:
 def _model_heading(section: str) -> bool:
     if not section or len(section) > 40 or _QUESTION_LINE.search(section):
         return False
-    # "晴川 Pro": a family word and a variant word name a model as surely as a model number does.
-    variant = any(w.lower() in VARIANT_WORDS for w in _WORD.findall(section))
+    # "晴川 Pro": a family word and a variant word name a model as surely as a model number does ("How to fold it"
+    # uses the word as a verb: a name writes it capitalised).
+    variant = any(w.lower() in VARIANT_WORDS and w[0].isupper() for w in _WORD.findall(section))
     return bool(re.search(r"\d", section) or _EDITION_END.search(section) or products(section) or variant)
 
 
@@ -575,6 +605,9 @@ def _sibling_name(c: Candidate) -> str:
     return head.group(1) if head and re.search(r"\d", head.group(1)) else ""
 
 
+_CONTRACTION = re.compile(r"['’](?:m|s|d|re|ve|ll|t)\b")
+
+
 class _Siblings:
     """Which of a page's sibling models (rows of one table, sections of one page) the question names, read
     by the words that tell them apart rather than by parsing a product name: "20L" picks "远足 20L 城市包"
@@ -585,7 +618,8 @@ class _Siblings:
         # The question's own words and the editions it names ("the flagship one": 旗舰); the products named
         # (perhaps carried over by the rewriter or read from the previous answer) and the query's other words
         # count less.
-        own_text = " ".join([q.text, *q.editions]).lower()
+        # Without the tails of contractions: the "m" of "I'm" is no size M nor model M.
+        own_text = _CONTRACTION.sub(" ", " ".join([q.text, *q.editions]).lower())
         self.own = _name_tokens(own_text)
         self.own_text = own_text
         self.added = (q.words | {t for p in q.named for t in _name_tokens(p.text)}) - self.own
@@ -631,7 +665,9 @@ class _Siblings:
         hit = self.hits.get((c.chunk.doc_id, _sibling_name(c)))
         if not best or hit is None:
             return 1.0
-        return _SIBLING_HIT if hit >= best else _SIBLING_MISS if hit == 0 else 1.0
+        # A sibling that shares only the family's word with the question ("晶透" of "晶透 1.67" for "晶透 1.60") is
+        # not named while another is named by a whole word more.
+        return _SIBLING_HIT if hit >= best else _SIBLING_MISS if hit == 0 or hit <= best - 1 else 1.0
 
 
 def score_candidates(q: Question, candidates: list[Candidate]) -> None:
@@ -690,7 +726,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     # Not for "700 度能配吗": a span that does not hold the figure answers a yes-or-no question too ("0–600 度").
     # A name of one letter and a figure ("m 186" of "I'm 186 cm") is no model's name.
     names = [p.text for p in q.named if any(len(t) > 1 and not t.isdigit() for t in p.tokens)]
-    figures = stated_figures(q.text, asked_numbers(q.text, names)) if primary is not Ask.YESNO else frozenset()
+    figures = stated_figures(q.text, asked_numbers(q.text, names))
     span_fits = {id(c): span_fit(figures, c.text, asked_words) for c in candidates} if figures else {}
     # "安装要收钱吗", "do I pay the postage?": a sentence saying it is free, or who pays, answers it as an amount does.
     cost_yesno = Ask.YESNO in q.asks and _COST_ASKED.search(q.text) is not None
@@ -769,7 +805,9 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             fit = _variant_fit(q, c)
             if q.answered_pages and _page_title(c) not in q.answered_pages:
                 score *= 0.4  # "and the Max?": the Max of the page we were on, not another line's Max
-        sibling = siblings.fit(c) if fit is None and not q.picked_variants else 1.0
+        # A heading the product reader finds only a looser naming of the asked model ("岩羚 M3" for "M3 Plus") is a
+        # sibling's own when the page names the asked one too: the sibling names decide.
+        sibling = siblings.fit(c) if (fit is None or 0 < fit < 1) and not q.picked_variants else 1.0
         if fit is None and sibling > 1:
             fit = 1.0  # under a heading or in a row naming the asked model in a way no product name reads
         elif fit is None and sibling == 1 and _on_asked_page(q, c):
@@ -787,7 +825,9 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             sentence_attrs.setdefault(kind, found)  # "成都店" heading over "门店电话为 …"
         score *= attribute_fit(q.attrs, sentence_attrs)
         if c.chunk.doc_id in spanned:
-            score *= span_fits[id(c)]
+            # A yes-or-no question is answered by a span that does not hold the figure too ("0–600 度" for "700
+            # 度能配吗"): only the one holding it is lifted ("我 188，有我能骑的码不": the 186–195 row).
+            score *= max(1.0, span_fits[id(c)]) if primary is Ask.YESNO else span_fits[id(c)]
         if c.row is not None:
             score *= c.row.number_fit(numbers)  # "the 5-litre one": the row holding the figure
             if tier is not None and (own := c.row.threshold()) is not None:
@@ -810,10 +850,14 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             score *= _SUBJECT_BONUS  # "滤网（2 片装）：49 元" for "滤网什么价", not a spec line naming it in passing
         elif subject_found and (head or under) and not under & own_words:
             score /= _SUBJECT_BONUS  # "S8 Pro：…，自动集尘基站，…" is about the machine, not the bag
-        if asks_product and _PART.search(c.text):
-            score *= _PART_MISS  # "X 备用电池 … 1990 元" is a part for the model asked about, not the model
+        if asks_product and (_PART.search(c.text) or (c.section != c.chunk.title and _PART.search(c.section))):
+            # "X 备用电池 … 1990 元", or any line under an "Accessories" heading, is a part for the model asked
+            # about, not the model.
+            score *= _PART_MISS
         if _BOILERPLATE.search(c.text):
             score *= 0.05
+        elif c.row is None and c.text.endswith(_INTRO_ENDS):
+            score *= _BARE_INTRO  # "按身高选尺码：" without the items it introduces states nothing
         elif _POINTER.search(c.text):
             score *= 0.3  # "详见《售后服务说明》": the answer is on the page it points to
         if primary is Ask.GENERAL:
@@ -1029,7 +1073,7 @@ _HAN_WORD = re.compile(f"{HAN_CLASS}{{2,4}}")
 # One Chinese character that is a word of its own and says what is done or to what ("戴", "拆", "折"), not a
 # function or question character, whose presence in a sentence says nothing.
 _HAN_CONTENT_CHAR = re.compile(
-    f"(?![要的了是在有能会可就都也还吗呢吧啊多少几个我你他她它这那和与或把被给让到去来上下不没很太最更再又才只用做买卖说看啥咋怎么谁哪呀嘛么之其])"
+    f"(?![要的了是在有能会可就都也还吗呢吧啊多少几个我你他她它这那和与或把被给让到去来上下不没很太最更再又才只用做买卖说看啥咋怎么谁哪呀嘛么之其等])"
     f"{HAN_CLASS}"
 )
 
@@ -1271,8 +1315,10 @@ def _subject(c: Candidate, text: str) -> str:
         return ""
     if places(section):
         return "" if places(text) else section
-    if products(section) or editions(section):
-        return "" if products(text) or editions(text) else section
+    # "声眸 Pro" names a model by its family and variant word as surely as a parsed product name does.
+    variant = any(w.lower() in VARIANT_WORDS and w[0].isupper() for w in _WORD.findall(section))
+    if products(section) or editions(section) or variant:
+        return "" if products(text) or editions(text) or variant_marks(text) - {"base"} else section
     return ""
 
 

@@ -66,7 +66,7 @@ _ASK_PATTERNS: list[tuple[Ask, re.Pattern[str]]] = [
         Ask.PRICE,
         re.compile(
             r"多少钱|啥价|什么价|最便宜|最贵|价格|价钱|售价|回收多少|收多少|卖多少钱|报价|多贵|几块|几元|卖多少|卖几|费用|收费|运费|邮费|要钱|花多少|起售价|起价|折多少|回收价|值多少|能换多少|补贴多少|便宜多少"
-            r"|\bprices?\b|\bcosts?\b|\bfees?\b|(?<!full )(?<!one )(?<!per )(?<!single )(?<!on a )\bcharges?\b|\bpay\b.*\bhow much|\bhow much\b(?!\s+(?:memory|storage|ram|space|data|time|weight|battery)\b)(?![^?]*\b(?:weigh|weighs|hold|holds|fit|fits)\b)"
+            r"|\bprices?\b|\bcosts?\b|\bfees?\b|(?<!full )(?<!one )(?<!per )(?<!single )(?<!on a )\bcharges?\b|\bpay\b.*\bhow much|\bhow much\b(?!\s+(?:memory|storage|ram|space|data|time|weight|battery)\b)(?![^?]*\b(?:weigh|weighs|hold|holds|fit|fits)\b)(?![^?]*\b(?:does|do|did) (?:it|they|this|that|the \w+) have\b)"
             r"|\bexpensive\b|\bcheap(?:er|est)?\b|\bworth\b|\bget for\b",
             re.I,
         ),
@@ -120,7 +120,7 @@ _ASK_PATTERNS: list[tuple[Ask, re.Pattern[str]]] = [
             r"多大|多重|多少克|多少瓦|几瓦|瓦数|重量|尺寸|容量|续航|多少毫安|刷新率|分辨率|几核|内存多大|像素|屏幕多大"
             # How far, tall or long a thing is (not how long it takes): "能跑多远", "多高", "多少公里".
             r"|多远|多高|多宽|多少(?:公里|千米|米|厘米|毫米)|几(?:公里|米|厘米)|载重"
-            r"|\bhow (?:big|heavy|large|many|far(?! (?:ahead|in advance|back|before))|tall|high|wide)\b|\bweigh|\bwatts?\b|\bwattage\b|\bcapacity\b|\bsize\b|\bbattery life\b|\bhow much (?:memory|storage|ram|space)\b",
+            r"|\bhow (?:big|heavy|large|many|far(?! (?:ahead|in advance|back|before))|tall|high|wide|light|thin|thick|deep|loud|bright)\b|\bweigh|\bwatts?\b|\bwattage\b|\bcapacity\b|\bsize\b|\bbattery life\b|\bhow much (?:memory|storage|ram|space)\b|\bhow much\b[^?]*\b(?:does|do|did) (?:it|they|this|that|the \w+) have\b",
             re.I,
         ),
     ),
@@ -188,7 +188,7 @@ VALUE_PATTERNS: dict[Ask, re.Pattern[str]] = {
     Ask.PERCENT: re.compile(rf"{_NUM}\s?%|百分之[一二三四五六七八九十\d]+|[一二三四五六七八九\d](?:\.\d)?\s?折"),
     Ask.SPEC: re.compile(
         rf"{_NUM}\s?(?:mAh|GB|TB|MB|克|千克|公斤|kg|g\b|英寸|寸|inch(?:es)?|-inch|mm|毫米|Hz|W\b|瓦|核|万像素|像素|小时|hours?|nits|尼特"
-        r"|dB|分贝|℃|°C|m²|㎡|平方米|L\b|升|Pa\b|kWh|km\b|公里|千米|cm\b|厘米|m\b|米)",
+        r"|dB|分贝|℃|°C|m²|㎡|平方米|ml\b|mL\b|毫升|L\b|升|Pa\b|kWh|km\b|公里|千米|cm\b|厘米|m\b|米)",
         re.I,
     ),
 }
