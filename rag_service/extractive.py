@@ -221,7 +221,7 @@ class Question:
                 # its length is known; what happens then (a cost, a rule) is asked.
                 asks = []
         if not asks and _BARE_HOW_MUCH.search(question):
-            # "网上卖 1280，店里多少": what it sells for here; "Pro 版要多少", "配一支要多少": an amount. "那款呢，多少"
+            # "网上卖 1280，店里多少": what it sells for here; "Pro 版卖多少", "买两个要多少": an amount. "那款呢，多少"
             # leans on the question before: the kind of value asked there.
             asks = [Ask.PRICE]
             if "呢" in question and not _SELLING.search(question):
@@ -231,7 +231,7 @@ class Question:
             asks = [Ask.DURATION]  # "what if it stops working after 20 days?": the time limit that applies
         ideas = concepts(both)
         if "price" in ideas and Ask.PRICE not in asks and "price" not in concepts(_HOW_MUCH.sub(" ", both)):
-            # "How much suspension travel does it have?": the type reader found no price in "how much".
+            # "How much storage does it have?": the type reader found no price in "how much".
             ideas -= {"price"}
         if not asks and concepts(question) & _SPEC_UNITS.keys():
             asks = [Ask.SPEC]  # "what noise level on its quietest mode?": a figure in the concept's unit
@@ -242,7 +242,7 @@ class Question:
         added_ideas = ideas - own_ideas if own_ideas else frozenset()
         words = _stems(terms(_CONTRACTION.sub(" ", both)))
         added_words = words - own_words if own_words - _GENERIC_ZH else set()
-        # The tail of a contraction ("I'm 183 cm") is no model "m 183".
+        # The tail of a contraction ("I'm 176 cm") is no model "m 183".
         named = products(_CONTRACTION.sub(" ", query or question)) or products(_CONTRACTION.sub(" ", question))
         # The rewriter's editions ("the standard lens") are no evidence against the model the customer names
         # themself ("and the Pro version?"): only a question that names none takes the query's.
@@ -262,7 +262,7 @@ class Question:
                 named = focus_named or named
                 named_editions = focus_editions or named_editions
         if named and _PICKS_SIBLING.search(question) and not products(question):
-            # "4 人那款有什么颜色": the customer picks a sibling by what it is or has; the product the rewriter
+            # "4 人的那个是什么颜色": the customer picks a sibling by what it is or has; the product the rewriter
             # carried over is the one they are moving away from, so the page's sibling names decide.
             named = ()
         picked = _bare_variants(question)
@@ -665,7 +665,7 @@ class _Siblings:
         hit = self.hits.get((c.chunk.doc_id, _sibling_name(c)))
         if not best or hit is None:
             return 1.0
-        # A sibling that shares only the family's word with the question ("晶透" of "晶透 1.67" for "晶透 1.60") is
+        # A sibling that shares only the family's word with the question ("Clara" of "Clara 1.74" for "Clara 1.56") is
         # not named while another is named by a whole word more.
         return _SIBLING_HIT if hit >= best else _SIBLING_MISS if hit == 0 or hit <= best - 1 else 1.0
 
@@ -721,7 +721,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     own_tiers = (q.ideas - q.added_ideas) & _TIERS
     # "洗碗机搬上楼收费吗": the category says which product, the words say what about it.
     category_only = 0.3 if q.ideas and q.ideas <= CATEGORIES else 1.0
-    # "身高 132 买几寸的", "I'm 183 cm, which size": the row or line whose span holds the figure, on a page
+    # "身高 132 买几寸的", "I'm 176 cm, which size": the row or line whose span holds the figure, on a page
     # where one does (elsewhere a figure in a span is a coincidence).
     # Not for "700 度能配吗": a span that does not hold the figure answers a yes-or-no question too ("0–600 度").
     # A name of one letter and a figure ("m 186" of "I'm 186 cm") is no model's name.
@@ -805,7 +805,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             fit = _variant_fit(q, c)
             if q.answered_pages and _page_title(c) not in q.answered_pages:
                 score *= 0.4  # "and the Max?": the Max of the page we were on, not another line's Max
-        # A heading the product reader finds only a looser naming of the asked model ("岩羚 M3" for "M3 Plus") is a
+        # A heading the product reader finds only a looser naming of the asked model ("Acme T5" for "T5 Plus") is a
         # sibling's own when the page names the asked one too: the sibling names decide.
         sibling = siblings.fit(c) if (fit is None or 0 < fit < 1) and not q.picked_variants else 1.0
         if fit is None and sibling > 1:
@@ -825,8 +825,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             sentence_attrs.setdefault(kind, found)  # "成都店" heading over "门店电话为 …"
         score *= attribute_fit(q.attrs, sentence_attrs)
         if c.chunk.doc_id in spanned:
-            # A yes-or-no question is answered by a span that does not hold the figure too ("0–600 度" for "700
-            # 度能配吗"): only the one holding it is lifted ("我 188，有我能骑的码不": the 186–195 row).
+            # A yes-or-no question is answered by a span that does not hold the figure too ("0–500 度" for "650
+            # 度能配吗"): only the one holding it is lifted ("我 191，有我能穿的码吗": the 188–195 row).
             score *= max(1.0, span_fits[id(c)]) if primary is Ask.YESNO else span_fits[id(c)]
         if c.row is not None:
             score *= c.row.number_fit(numbers)  # "the 5-litre one": the row holding the figure
@@ -1105,7 +1105,7 @@ _SPEC_UNITS = {
 _ASK_IDEA = {Ask.PRICE: "price", Ask.DURATION: "time_limit"}
 
 
-# "the cheapest one", "哪款续航最长": the model at one end of the figures asked about (-1: the lowest).
+# "the cheapest one", "续航最长的是哪款": the model at one end of the figures asked about (-1: the lowest).
 _LOWEST = re.compile(
     r"最便宜|最低价|最实惠|最轻|最小|最短|最少|\bcheapest\b|\bleast expensive\b|\blowest price\b|\blightest\b"
     r"|\bsmallest\b|\bshortest\b|\bfewest\b",
@@ -1315,7 +1315,7 @@ def _subject(c: Candidate, text: str) -> str:
         return ""
     if places(section):
         return "" if places(text) else section
-    # "声眸 Pro" names a model by its family and variant word as surely as a parsed product name does.
+    # "Acme Pro" names a model by its family and variant word as surely as a parsed product name does.
     variant = any(w.lower() in VARIANT_WORDS and w[0].isupper() for w in _WORD.findall(section))
     if products(section) or editions(section) or variant:
         return "" if products(text) or editions(text) or variant_marks(text) - {"base"} else section

@@ -125,7 +125,7 @@ def latin_name_share(words: frozenset[str], chunk: Chunk) -> float:
 
 def romanised_brand(han: Sequence[str], chunk: Chunk, titled: Sequence[Product]) -> bool:
     """Are the page title's products the romanisation of a Chinese name the query writes in characters
-    ("岩羚 M3 Plus 多少钱" over "岩羚（Yanling）山地车": the title's product is "Yanling")? Then the page is the
+    ("青岚 T5 Plus 多少钱" over "青岚（Qinglan）跑步机": the title's product is "Qinglan")? Then the page is the
     family's, not another product's."""
     pairs = _alias_pairs(chunk.aliases)
     if not han or not titled or not pairs:
@@ -159,7 +159,7 @@ def _heading(chunk: Chunk, across: bool) -> str:
 def _product_bonus(q: Query, chunk: Chunk, own_page: bool) -> float:
     asked, titled = list(q.named), list(title_products(chunk.title))
     if romanised_brand(q.han, chunk, titled):
-        # The title names the brand only ("岩羚（Yanling）"), which the query writes in characters: the family's page,
+        # The title names the brand only ("青岚（Qinglan）"), which the query writes in characters: the family's page,
         # the asked model's own where the chunk names it.
         mentioned = product_fit(asked, q.base_model, list(products(f"{chunk.section}\n{chunk.text}")))
         return SAME_PRODUCT * (1.0 if mentioned is not None and mentioned >= OWN_PAGE_FIT else 0.5)

@@ -397,7 +397,7 @@ class RuleRewriter:
             joined = " 和 ".join(decision.pair) if is_chinese(question) else " and ".join(decision.pair)
             query, detail = f"{joined}: {question.strip()}", f"added {joined!r}"
         if not query and decision.product is not None:
-            # "2L 保修几年" after "Acme 3L Pro": the family of the sibling it names, not the old model glued on.
+            # "2L 保修多长时间" after "Acme 3L Pro": the family of the sibling it names, not the old model glued on.
             family = sibling_family(decision.product, question)
             completed = with_family(question, decision.product) if variant_only(own_names(question)) else None
             if completed is not None:

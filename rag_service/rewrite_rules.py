@@ -945,7 +945,7 @@ def _variant_tokens(text: str) -> list[str]:
 
 
 def variant_only(names: Sequence[Entity]) -> bool:
-    """Are the question's names only variant words or model tokens ("the Pro", "the 45L", "2L 保修几年")?
+    """Are the question's names only variant words or model tokens ("the Pro", "the 45L", "2L 保修多长时间")?
     Such a name is a sibling of the conversation's product, not a subject of its own."""
     return bool(names) and all(
         _VARIANT.fullmatch(e.text) is not None
@@ -1000,7 +1000,7 @@ def _base_model(product: str, token: str) -> str | None:
 
 def sibling_family(product: str, question: str) -> str | None:
     """The family a sibling variant belongs to, when the question names another variant than `product`'s
-    ("2L 保修几年" after "Acme 3L Pro"): the product's words before its first variant word ("Acme"), which
+    ("2L 保修多长时间" after "Acme 3L Pro"): the product's words before its first variant word ("Acme"), which
     may be empty. None when the question names no other variant (or the product has none to swap)."""
     own = _variant_tokens(product)
     if not own:

@@ -249,14 +249,14 @@ def variant_clauses(text: str, wanted: frozenset[str]) -> str | None:
 
 def asked_numbers(question: str, product_names: Iterable[str]) -> frozenset[str]:
     """Figures of the question outside the product names it uses ("5" of "the 5-litre one"), a height said
-    the spoken way ("一米六五") in centimetres."""
+    the spoken way ("一米七二") in centimetres."""
     for name in product_names:
         question = question.replace(name, " ")
     return frozenset(re.findall(r"(?<![\d.])\d+(?:\.\d+)?(?![\d.])", spoken_heights(question)))
 
 
 _DIGIT = {c: str(i) for i, c in enumerate("零一二三四五六七八九")} | {"两": "2"}
-# "一米六五", "1米7", "一米八二": metres and the centimetres after them, the way heights are said.
+# "一米七二", "1米7", "一米八": metres and the centimetres after them, the way heights are said.
 _SPOKEN_HEIGHT = re.compile(
     r"([一两1])\s?米\s?([零一二三四五六七八九\d])([零一二三四五六七八九\d])?(?![\d零一二三四五六七八九十])"
 )
@@ -264,7 +264,7 @@ _METRES = re.compile(r"(?<![\d.])([12])\.(\d{2})\s?(?:米|m\b)")
 
 
 def spoken_heights(text: str) -> str:
-    """Heights said in metres ("一米六五", "1.65 米") written as centimetres ("165 cm")."""
+    """Heights said in metres ("一米七二", "1.72 米") written as centimetres ("165 cm")."""
 
     def cm(first: str, second: str, third: str | None) -> str:
         digits = "".join(_DIGIT.get(ch, ch) for ch in (first, second, third or "0"))

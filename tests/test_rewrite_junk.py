@@ -71,8 +71,8 @@ def test_a_variant_word_added_to_a_model_that_has_none() -> None:
     assert sibling_family("青鸾 T7", "Pro 版多少钱") == "青鸾 T7"
     assert with_family("Pro 版多少钱", "青鸾 T7") == "青鸾 T7 Pro 版多少钱"
     assert sibling_family("青鸾 T7", "双电池版保修多久") == "青鸾 T7"
-    query, _ = rewrite("Pro 版要多少", "青鸾 T7 多少钱")
-    assert query == "青鸾 T7 Pro 版要多少"
+    query, _ = rewrite("Pro 版卖多少", "青鸾 T7 多少钱")
+    assert query == "青鸾 T7 Pro 版卖多少"
 
 
 def test_the_base_model_after_its_variant_is_the_base_model() -> None:
