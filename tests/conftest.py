@@ -18,8 +18,10 @@ from rag_core.settings import EmbeddingSettings, Settings
 from rag_core.tokens import TokenCounter, make_counter
 from rag_core.vectorstore import VectorIndex, open_index
 from rag_service.api import create_app
+from rag_service.sessions.archive import migrate
 from rag_service.testing.fake_llm import FakeLLM
 from rag_service.wiring import Services, build_services
+from tests.servers import fresh_database
 
 ROOT = Path(__file__).resolve().parent.parent
 KB = ROOT / "examples" / "kb"
@@ -149,3 +151,11 @@ async def app_factory(services_factory: Callable[..., Services]) -> AsyncIterato
             for c in services.clients:
                 await c.close()
             await obj.__aexit__(None, None, None)
+
+
+@pytest.fixture
+async def sqlite_url(tmp_path: Path) -> AsyncIterator[str]:
+    """A migrated archive in a fresh SQLite file."""
+    async with fresh_database("sqlite", tmp_path) as url:
+        migrate(url)
+        yield url

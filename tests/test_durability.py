@@ -29,7 +29,7 @@ from cryptography.fernet import Fernet
 
 from rag_service.api import create_app
 from rag_service.domain import Message, SessionMeta
-from rag_service.sessions.archive import Archive, Cipher, migrate
+from rag_service.sessions.archive import Archive, Cipher
 from rag_service.sessions.interface import ArchiveWrite, SessionBusy, StoreUnavailable, SummaryUpdate, new_session_id
 from rag_service.sessions.live_memory import MemoryStore
 from rag_service.sessions.live_redis import RedisStore
@@ -111,13 +111,6 @@ class GatedArchive:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.archive, name)
-
-
-@pytest.fixture
-async def sqlite_url(tmp_path: Path) -> AsyncIterator[str]:
-    async with fresh_database("sqlite", tmp_path) as url:
-        migrate(url)
-        yield url
 
 
 @pytest.fixture

@@ -4,18 +4,14 @@ first batch starts at seq 0 and cannot."""
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
-import pytest
-
 from rag_service.domain import Message, SessionMeta
-from rag_service.sessions.archive import Archive, migrate
+from rag_service.sessions.archive import Archive
 from rag_service.sessions.interface import new_session_id
 from rag_service.sessions.live_memory import MemoryStore
 from rag_service.sessions.writebehind import ArchivedStore
-from tests.servers import fresh_database
 
 
 class CountingArchive:
@@ -31,13 +27,6 @@ class CountingArchive:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.archive, name)
-
-
-@pytest.fixture
-async def sqlite_url(tmp_path: Path) -> AsyncIterator[str]:
-    async with fresh_database("sqlite", tmp_path) as url:
-        migrate(url)
-        yield url
 
 
 def _turn(label: str) -> list[Message]:
