@@ -62,12 +62,51 @@ _FACT_PATTERNS = [
     r"(?<![\d.])\d{8,}(?![\d.])",
 ]
 _FACTS = re.compile("|".join(f"(?:{p})" for p in _FACT_PATTERNS))
+# Every fact holds a digit, at most this many characters after its start (a month name, a dot and a space:
+# "September. 5"), except an identifier, which starts where its run of ASCII letters, digits and hyphens does.
+# What comes before a fact's first digit starts with a letter or a currency mark.
+_DIGIT_REACH = 11
+_DIGIT = re.compile(r"\d")
+_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_ID_CHARS = frozenset(_LETTERS + "0123456789-")
+_LEADS = frozenset(_LETTERS + "¥￥$")
+
+
+def _fact_matches(text: str) -> list[re.Match[str]]:
+    """`_FACTS.finditer(text)`, trying a match only where one can start: the alternation has no literal
+    prefix (lookbehinds lead), so the full scan tries all 13 patterns at every character."""
+    found: list[re.Match[str]] = []
+    match = _FACTS.match
+    pos = 0  # where the scan goes on: the end of the last fact
+    lo = 0  # no fact starts in [pos, lo); and no digit is in [lo, d) for the digit d at hand
+    for digit in _DIGIT.finditer(text):
+        d = digit.start()
+        if d < pos:
+            continue
+        start = max(lo, d - _DIGIT_REACH)
+        first = start
+        while first > lo and text[first - 1] in _ID_CHARS:
+            first -= 1  # an identifier's digit can be far into its run
+        lo = d + 1
+        m = match(text, first) if first < start else None
+        if m is None:
+            for p in range(start, d):
+                if text[p] in _LEADS:
+                    m = match(text, p)
+                    if m is not None:
+                        break
+            else:
+                m = match(text, d)
+        if m is not None:
+            found.append(m)
+            pos = lo = m.end()
+    return found
 
 
 def _occurrences(text: str) -> list[tuple[int, int, str]]:
     """(start, end, fact) of every fact in `text`, in order; whatever the conversation calls an order number
     is one, even when no other pattern takes it."""
-    found = [(m.start(), m.end(), m.group().strip()) for m in _FACTS.finditer(text)]
+    found = [(m.start(), m.end(), m.group().strip()) for m in _fact_matches(text)]
     found += [(m.start("value"), m.end("value"), m.group("value")) for m in order_numbers(text)]
     return sorted(f for f in found if len(f[2]) <= MAX_FACT_CHARS)
 
