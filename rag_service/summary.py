@@ -62,8 +62,9 @@ _FACT_PATTERNS = [
     r"(?<![\d.])\d{8,}(?![\d.])",
 ]
 _FACTS = re.compile("|".join(f"(?:{p})" for p in _FACT_PATTERNS))
-# Every fact holds a digit, at most this many characters after its start (a month name, a dot and a space:
-# "September. 5"), except an identifier, which starts where its run of ASCII letters, digits and hyphens does.
+# Every fact has a digit at most this many characters after its start (a month name, a dot and a space:
+# "September. 5"), except an identifier, which starts where its run of ASCII letters, digits and hyphens
+# does (its digit may even be the non-ASCII one just after the run: \d is any digit, "ABCDEF４").
 # What comes before a fact's first digit starts with a letter or a currency mark.
 _DIGIT_REACH = 11
 _DIGIT = re.compile(r"\d")
@@ -76,18 +77,15 @@ def _fact_matches(text: str) -> list[re.Match[str]]:
     """`_FACTS.finditer(text)`, trying a match only where one can start: the alternation has no literal
     prefix (lookbehinds lead), so the full scan tries all 13 patterns at every character."""
     found: list[re.Match[str]] = []
-    match = _FACTS.match
-    pos = 0  # where the scan goes on: the end of the last fact
-    lo = 0  # no fact starts in [pos, lo); and no digit is in [lo, d) for the digit d at hand
-    for digit in _DIGIT.finditer(text):
+    match, next_digit = _FACTS.match, _DIGIT.search
+    lo = 0  # no fact starts between the end of the last one and lo
+    while (digit := next_digit(text, lo)) is not None:
+        # The first digit from lo: a fact starting in [lo, d] has it, or one after it, within reach.
         d = digit.start()
-        if d < pos:
-            continue
         start = max(lo, d - _DIGIT_REACH)
         first = start
         while first > lo and text[first - 1] in _ID_CHARS:
             first -= 1  # an identifier's digit can be far into its run
-        lo = d + 1
         m = match(text, first) if first < start else None
         if m is None:
             for p in range(start, d):
@@ -97,9 +95,11 @@ def _fact_matches(text: str) -> list[re.Match[str]]:
                         break
             else:
                 m = match(text, d)
-        if m is not None:
+        if m is None:
+            lo = d + 1
+        else:
             found.append(m)
-            pos = lo = m.end()
+            lo = m.end()  # which may be d itself: "ABCDEF４元" is an identifier and then an amount
     return found
 
 

@@ -19,7 +19,7 @@ _PIECES = st.sampled_from(
 )  # fmt: skip
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=1500, deadline=None)
 @given(st.lists(_PIECES, max_size=40))
 def test_fact_scan_finds_what_the_full_scan_finds(pieces: list[str]) -> None:
     text = "".join(pieces)
@@ -32,5 +32,14 @@ def test_fact_scan_reaches_back_to_a_month_and_an_identifier_run() -> None:
     # the reach finds it; the identifier's digit is further from its start than any reach.
     text = "寄出 Re-September. 4 号，单号 Qwertyuiopasdfgh-7，付款 QZUSD 60"
     expected = ["September. 4", "Qwertyuiopasdfgh-7", "USD 60"]
+    assert [m.group() for m in summary._FACTS.finditer(text)] == expected
+    assert [m.group() for m in summary._fact_matches(text)] == expected
+
+
+def test_an_identifier_can_end_at_the_digit_the_next_fact_starts_with() -> None:
+    # \d takes a full-width digit and the identifier's lookahead sees it after its ASCII run: the run is a
+    # fact without it, and the digit starts the next one.
+    text = "编号ABCDEF４元"
+    expected = ["ABCDEF", "４元"]
     assert [m.group() for m in summary._FACTS.finditer(text)] == expected
     assert [m.group() for m in summary._fact_matches(text)] == expected
