@@ -269,9 +269,7 @@ class Gate:
                     return Decision("switch", f"new entity {new[0].text!r}", history)
                 sim = self.similarity(question, rounds)
                 if sim is not None and sim < self.settings.topic_similarity:
-                    return Decision(
-                        "switch", f"similarity {sim:.2f} < {self.settings.topic_similarity:.2f}", history, carries=True
-                    )
+                    return self._unlike(sim, history)
             # A product of its own is another page; a place or another name only qualifies the conversation's.
             moves = any(not history.knows(Entity(p, True)) for p in product_names(question))
             return Decision("standalone", f"names {names[0].text!r}", history, carries=not moves and not ideas)
@@ -283,9 +281,7 @@ class Gate:
         if not shared and has_subject(question) and not definite_without_name(question) and not attribute:
             sim = self.similarity(question, rounds)
             if sim is not None and sim < self.settings.topic_similarity:
-                return Decision(
-                    "switch", f"similarity {sim:.2f} < {self.settings.topic_similarity:.2f}", history, carries=True
-                )
+                return self._unlike(sim, history)
         if content_size(question) <= 1 and not is_fragment(question):
             service = _services(concepts(question))
             if service and not any(service & _services(concepts(r.user.content)) for r in rounds):
@@ -311,6 +307,11 @@ class Gate:
             return None
         q = self.embedder.embed_query(question)
         return max(_cosine(q, self.embedder.embed_query(p)) for p in plain)
+
+    def _unlike(self, sim: float, history: History) -> Decision:
+        """A switch on similarity alone: unlike every recent question, nothing announced or newly named. Its
+        retrieval still leans on the previous question's pages (`carries`)."""
+        return Decision("switch", f"similarity {sim:.2f} < {self.settings.topic_similarity:.2f}", history, carries=True)
 
 
 # The customer's relatives and friends ("my son", "my cousin", "我儿子"): whom a later he/she stands for.

@@ -264,7 +264,7 @@ _METRES = re.compile(r"(?<![\d.])([12])\.(\d{2})\s?(?:米|m\b)")
 
 
 def spoken_heights(text: str) -> str:
-    """Heights said in metres ("一米七二", "1.72 米") written as centimetres ("165 cm")."""
+    """Heights said in metres ("一米七二", "1.72 米") written as centimetres ("172 cm")."""
 
     def cm(first: str, second: str, third: str | None) -> str:
         digits = "".join(_DIGIT.get(ch, ch) for ch in (first, second, third or "0"))
