@@ -78,6 +78,7 @@ class ArchivedStore:
         self._task: asyncio.Task[None] | None = None
         self._failures = 0
         self._closing = False
+        self._waiting = False  # the flusher is between batches: a cancel there interrupts no write
         # Sessions whose live copy disagrees with the archive (a seq conflict), to be reconciled.
         self._stale: set[str] = set()
         self._reconciling: dict[str, asyncio.Task[None]] = {}
@@ -165,7 +166,10 @@ class ArchivedStore:
         self._closing = True  # the flusher stops even if a client library swallows the cancel
         background = [t for t in (self._task, *self._reconciling.values()) if t is not None and not t.done()]
         for task in background:
-            task.cancel()
+            # A batch being written is let finish (the flusher stops after it): a task cancelled inside a
+            # database call has its connection dropped mid-transaction, and the batch written again below.
+            if task is not self._task or self._waiting:
+                task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
         for attempt in range(3):
             try:
@@ -225,7 +229,11 @@ class ArchivedStore:
     async def _run(self) -> None:
         delay = self.flush_interval_s
         while (self._pending or self._stale) and not self._closing:
-            await asyncio.sleep(delay)
+            self._waiting = True
+            try:
+                await asyncio.sleep(delay)
+            finally:
+                self._waiting = False
             if self._closing:
                 return
             try:
