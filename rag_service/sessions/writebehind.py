@@ -272,26 +272,17 @@ class ArchivedStore:
     async def _write(self, batch: dict[str, _Pending]) -> None:
         sids = list(batch)
         states = await self.live.peek(sids)
-        sids = [sid for sid in sids if states.get(sid) != DELETED]
-        # Only a batch that starts after seq 0 can leave a gap behind what the archive holds (its last seq is
-        # -1 at least): a new session's first flush reads no max (a connection and a select, ~0.5 ms).
-        stored = await self.archive.max_seqs(
-            [sid for sid in sids if batch[sid].messages and min(batch[sid].messages) > 0]
-        )
         writes: list[ArchiveWrite] = []
         for sid in sids:
             queued, state = batch[sid], states.get(sid)
+            if state == DELETED:
+                continue
             meta = state if isinstance(state, SessionMeta) else queued.meta
-            messages = dict(queued.messages)
-            if messages:
-                # A gap (writes lost with a crashed process) is filled from the live store when it still has them.
-                have, first = stored.get(sid, -1), min(messages)
-                if first > have + 1:
-                    for i, m in enumerate(await self.live.peek_messages(sid, have + 1, first)):
-                        messages.setdefault(have + 1 + i, m)
-            writes.append(ArchiveWrite(sid, meta, tuple(sorted(messages.items(), key=lambda kv: kv[0]))))
+            writes.append(ArchiveWrite(sid, meta, tuple(sorted(queued.messages.items(), key=lambda kv: kv[0]))))
         if writes:
-            self._note_conflicts(await self.archive.write_batch(writes))
+            # A gap behind what the archive holds (writes lost with a crashed process) is filled from the
+            # live store when it still has those messages.
+            self._note_conflicts(await self.archive.write_batch(writes, self.live.peek_messages))
             # A session deleted by another process while this batch was being written: delete it again.
             after = await self.live.peek([w.session_id for w in writes])
             for sid, state in after.items():
