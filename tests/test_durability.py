@@ -30,7 +30,14 @@ from cryptography.fernet import Fernet
 from rag_service.api import create_app
 from rag_service.domain import Message, SessionMeta
 from rag_service.sessions.archive import Archive, Cipher
-from rag_service.sessions.interface import ArchiveWrite, SessionBusy, StoreUnavailable, SummaryUpdate, new_session_id
+from rag_service.sessions.interface import (
+    ArchiveWrite,
+    GapFill,
+    SessionBusy,
+    StoreUnavailable,
+    SummaryUpdate,
+    new_session_id,
+)
 from rag_service.sessions.live_memory import MemoryStore
 from rag_service.sessions.live_redis import RedisStore
 from rag_service.sessions.spool import Spool
@@ -97,11 +104,11 @@ class GatedArchive:
         self.writing = asyncio.Event()
         self.calls: list[str] = []
 
-    async def write_batch(self, writes: Sequence[ArchiveWrite]) -> set[str]:
+    async def write_batch(self, writes: Sequence[ArchiveWrite], fill: GapFill | None = None) -> set[str]:
         self.calls.append("write")
         self.writing.set()
         await self.gate.wait()
-        result = await self.archive.write_batch(writes)
+        result = await self.archive.write_batch(writes, fill)
         self.calls.append("written")
         return result
 
@@ -138,7 +145,7 @@ async def test_restore_waits_for_a_flush_in_flight(sqlite_url: str) -> None:
     the restore read the archive without it and the next turn reused its positions."""
     gated = GatedArchive(Archive(sqlite_url))
     live = MemoryStore(60, 5.0, "wait")
-    store = ArchivedStore(live, gated, flush_interval_s=0.001)  # type: ignore[arg-type]
+    store = ArchivedStore(live, gated, flush_interval_s=0.001)
     try:
         meta = new_meta()
         await store.create(meta)
@@ -274,7 +281,7 @@ class DownArchive:
     def __init__(self, archive: Archive) -> None:
         self.archive = archive
 
-    async def write_batch(self, writes: Sequence[ArchiveWrite]) -> set[str]:
+    async def write_batch(self, writes: Sequence[ArchiveWrite], fill: GapFill | None = None) -> set[str]:
         raise StoreUnavailable("archive", "connection refused")
 
     async def max_seqs(self, session_ids: Sequence[str]) -> dict[str, int]:
@@ -292,7 +299,7 @@ async def test_archive_down_at_shutdown_spools_and_the_next_start_writes(
     spool_dir = tmp_path / "spool"
     first = ArchivedStore(
         MemoryStore(60, 5.0, "wait"),
-        DownArchive(Archive(sqlite_url, key)),  # type: ignore[arg-type]
+        DownArchive(Archive(sqlite_url, key)),
         flush_interval_s=60,
         spool=Spool(spool_dir, Cipher(key) if key else None),
     )

@@ -26,6 +26,7 @@ from rag_service.sessions.archive import Archive, migrate
 from rag_service.sessions.build import build_store
 from rag_service.sessions.interface import (
     ArchiveWrite,
+    GapFill,
     LiveStore,
     SessionBusy,
     SessionCatalog,
@@ -660,11 +661,11 @@ class FlakyArchive:
     def __init__(self, archive: Archive, failures: int) -> None:
         self.archive, self.failures, self.calls = archive, failures, 0
 
-    async def write_batch(self, writes: Sequence[ArchiveWrite]) -> set[str]:
+    async def write_batch(self, writes: Sequence[ArchiveWrite], fill: GapFill | None = None) -> set[str]:
         self.calls += 1
         if self.calls <= self.failures:
             raise ConnectionError("archive unavailable")
-        return await self.archive.write_batch(writes)
+        return await self.archive.write_batch(writes, fill)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.archive, name)

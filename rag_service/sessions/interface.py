@@ -165,6 +165,10 @@ class LiveStore(SessionStore, Protocol):
         ...
 
 
+# messages[start:stop] of a session, as far as the caller still has them (the live store's peek_messages).
+GapFill = Callable[[str, int, int], Awaitable[Sequence[Message]]]
+
+
 @dataclass(frozen=True, slots=True)
 class ArchiveWrite:
     """What the write-behind sends to the archive for one session: its meta (when known) and messages by seq."""
@@ -179,14 +183,12 @@ class SessionArchive(Protocol):
 
     async def list_sessions(self, tenant: str, limit: int, offset: int) -> list[dict[str, Any]]: ...
 
-    async def write_batch(self, writes: Sequence[ArchiveWrite]) -> set[str]:
+    async def write_batch(self, writes: Sequence[ArchiveWrite], fill: GapFill | None = None) -> set[str]:
         """Idempotent: upserts each meta, inserts the messages not stored yet. A message whose seq holds
         a different message is stored after the session's last seq, never dropped; returns the sessions
-        where that happened (their live copies are stale)."""
-        ...
-
-    async def max_seqs(self, session_ids: Sequence[str]) -> dict[str, int]:
-        """The highest stored seq of each session (absent: nothing stored)."""
+        where that happened (their live copies are stale). A write whose first seq lies beyond the
+        session's last stored seq + 1 (writes lost with a crashed process) gets the missing messages
+        from `fill(session_id, start, stop)` (those it has) before it is stored."""
         ...
 
     async def load(self, session_id: str) -> tuple[SessionMeta, list[Message]] | None: ...

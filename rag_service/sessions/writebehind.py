@@ -78,6 +78,7 @@ class ArchivedStore:
         self._task: asyncio.Task[None] | None = None
         self._failures = 0
         self._closing = False
+        self._waiting = False  # the flusher is between batches: a cancel there interrupts no write
         # Sessions whose live copy disagrees with the archive (a seq conflict), to be reconciled.
         self._stale: set[str] = set()
         self._reconciling: dict[str, asyncio.Task[None]] = {}
@@ -165,7 +166,10 @@ class ArchivedStore:
         self._closing = True  # the flusher stops even if a client library swallows the cancel
         background = [t for t in (self._task, *self._reconciling.values()) if t is not None and not t.done()]
         for task in background:
-            task.cancel()
+            # A batch being written is let finish (the flusher stops after it): a task cancelled inside a
+            # database call has its connection dropped mid-transaction, and the batch written again below.
+            if task is not self._task or self._waiting:
+                task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
         for attempt in range(3):
             try:
@@ -225,7 +229,11 @@ class ArchivedStore:
     async def _run(self) -> None:
         delay = self.flush_interval_s
         while (self._pending or self._stale) and not self._closing:
-            await asyncio.sleep(delay)
+            self._waiting = True
+            try:
+                await asyncio.sleep(delay)
+            finally:
+                self._waiting = False
             if self._closing:
                 return
             try:
@@ -264,26 +272,17 @@ class ArchivedStore:
     async def _write(self, batch: dict[str, _Pending]) -> None:
         sids = list(batch)
         states = await self.live.peek(sids)
-        sids = [sid for sid in sids if states.get(sid) != DELETED]
-        # Only a batch that starts after seq 0 can leave a gap behind what the archive holds (its last seq is
-        # -1 at least): a new session's first flush reads no max (a connection and a select, ~0.5 ms).
-        stored = await self.archive.max_seqs(
-            [sid for sid in sids if batch[sid].messages and min(batch[sid].messages) > 0]
-        )
         writes: list[ArchiveWrite] = []
         for sid in sids:
             queued, state = batch[sid], states.get(sid)
+            if state == DELETED:
+                continue
             meta = state if isinstance(state, SessionMeta) else queued.meta
-            messages = dict(queued.messages)
-            if messages:
-                # A gap (writes lost with a crashed process) is filled from the live store when it still has them.
-                have, first = stored.get(sid, -1), min(messages)
-                if first > have + 1:
-                    for i, m in enumerate(await self.live.peek_messages(sid, have + 1, first)):
-                        messages.setdefault(have + 1 + i, m)
-            writes.append(ArchiveWrite(sid, meta, tuple(sorted(messages.items(), key=lambda kv: kv[0]))))
+            writes.append(ArchiveWrite(sid, meta, tuple(sorted(queued.messages.items(), key=lambda kv: kv[0]))))
         if writes:
-            self._note_conflicts(await self.archive.write_batch(writes))
+            # A gap behind what the archive holds (writes lost with a crashed process) is filled from the
+            # live store when it still has those messages.
+            self._note_conflicts(await self.archive.write_batch(writes, self.live.peek_messages))
             # A session deleted by another process while this batch was being written: delete it again.
             after = await self.live.peek([w.session_id for w in writes])
             for sid, state in after.items():

@@ -3,6 +3,7 @@ MySQL/MariaDB (aiomysql), whatever driver a configured URL names."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,26 @@ def normalize_url(url: str | URL) -> URL:
     return u
 
 
+class RollbackOnClose(sqlite3.Connection):
+    """A SQLite connection that rolls back before it closes.
+
+    `sqlite3.Connection.close()` leaves a connection whose statement is still held by a cursor (a SELECT
+    with rows not fetched, an `executemany`) open as a zombie (`sqlite3_close_v2`): its transaction, and
+    with it the database's write lock, lasts until that cursor is garbage-collected. SQLAlchemy closes a
+    connection that way when a task is cancelled in the middle of a transaction (it invalidates it, no
+    rollback), and the cancelled task's exception keeps the cursor alive: every other writer then waited
+    out its busy timeout and failed with "database is locked". A rollback resets those statements and
+    ends the transaction at once (what the close would have done anyway: nothing of it was committed)."""
+
+    def close(self) -> None:
+        try:
+            if self.in_transaction:
+                self.rollback()
+        except sqlite3.Error:  # closed already, or the rollback failed: the close is all there is to do
+            pass
+        super().close()
+
+
 def sqlite_in_memory(u: URL) -> bool:
     return u.get_backend_name() == "sqlite" and u.database in (None, "", ":memory:")
 
@@ -56,7 +77,11 @@ def make_engine(url: str | URL) -> AsyncEngine:
         # aiosqlite makes each call's future on the running loop, so a kept connection also serves an
         # engine used from another loop later (tests, CLIs).
         engine = create_async_engine(
-            u, poolclass=AsyncAdaptedQueuePool, pool_size=2, max_overflow=-1, connect_args={"timeout": 30}
+            u,
+            poolclass=AsyncAdaptedQueuePool,
+            pool_size=2,
+            max_overflow=-1,
+            connect_args={"timeout": 30, "factory": RollbackOnClose},
         )
 
     @sa.event.listens_for(engine.sync_engine, "connect")

@@ -16,7 +16,7 @@ from rag_service.domain import Message, SessionMeta
 from rag_service.sessions.archive.base import Database, available
 from rag_service.sessions.archive.crypto import seal, unseal
 from rag_service.sessions.archive.schema import messages, sessions
-from rag_service.sessions.interface import ArchiveWrite
+from rag_service.sessions.interface import ArchiveWrite, GapFill
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +31,15 @@ _MAX_SEQS = (
     .group_by(messages.c.session_id)
 )
 _INSERT_MESSAGES = sa.insert(messages)
+
+
+class _Gaps(Exception):
+    """Writes that start beyond their session's last stored seq + 1 (its last seq by session): their
+    transaction is rolled back, and written again with the missing messages filled in."""
+
+    def __init__(self, last: dict[str, int]) -> None:
+        super().__init__(f"{len(last)} sessions with a gap")
+        self.last = last
 
 
 @dataclass
@@ -108,14 +117,40 @@ class SessionRepository(Database):
         return await self.write_batch([ArchiveWrite(session_id, None, tuple(enumerate(items, start_seq)))])
 
     @available
-    async def write_batch(self, writes: Sequence[ArchiveWrite]) -> set[str]:
+    async def write_batch(self, writes: Sequence[ArchiveWrite], fill: GapFill | None = None) -> set[str]:
         """One transaction: metas upserted, rows made to exist, messages placed (see `_place`). Returns the
         sessions where a message's seq was held by a different message: those were written after the
-        session's last seq, and the live copy, which numbered them differently, is stale."""
+        session's last seq, and the live copy, which numbered them differently, is stale.
+
+        With `fill`, a write that would leave a gap after the session's last stored seq (writes lost with
+        a crashed process) has the missing messages filled from it first. The last seq is the one the
+        transaction reads anyway (a separate read before it cost a connection and a select on every
+        flush); a gap, which is rare, rolls the transaction back, is filled, and the batch is written
+        again: so the live store is not read while the archive's write lock is held."""
         writes = [w for w in writes if w.meta is not None or w.messages]
         if not writes:
             return set()
         await self.connect_ready()
+        try:
+            return await self._write_batch(writes, stop_at_gaps=fill is not None)
+        except _Gaps as gaps:
+            assert fill is not None
+            filled = [
+                await self._filled(w, gaps.last[w.session_id], fill) if w.session_id in gaps.last else w for w in writes
+            ]
+            return await self._write_batch(filled, stop_at_gaps=False)
+
+    @staticmethod
+    async def _filled(write: ArchiveWrite, last: int, fill: GapFill) -> ArchiveWrite:
+        """The write with the messages between the session's last stored seq and its first one, as far as
+        `fill` still has them."""
+        messages = dict(write.messages)
+        first = min(messages)
+        for i, m in enumerate(await fill(write.session_id, last + 1, first)):
+            messages.setdefault(last + 1 + i, m)
+        return ArchiveWrite(write.session_id, write.meta, tuple(sorted(messages.items(), key=lambda kv: kv[0])))
+
+    async def _write_batch(self, writes: Sequence[ArchiveWrite], *, stop_at_gaps: bool) -> set[str]:
         now = time.time()
         metas = [w.meta for w in writes if w.meta is not None]
         bare = [(w.session_id, w.messages[0][1].created_at) for w in writes if w.meta is None]
@@ -126,6 +161,14 @@ class SessionRepository(Database):
             with_messages = [w for w in writes if w.messages]
             if with_messages:
                 stored = await self._stored_tails(conn, with_messages)
+                if stop_at_gaps:
+                    gaps = {
+                        w.session_id: stored[w.session_id].last
+                        for w in with_messages
+                        if min(seq for seq, _ in w.messages) > stored[w.session_id].last + 1
+                    }
+                    if gaps:
+                        raise _Gaps(gaps)
                 rows = []
                 for w in with_messages:
                     placed, moved = self._place(w, stored[w.session_id])
