@@ -10,6 +10,7 @@ product rules encode how shops name sibling models ("iPhone 16" vs "iPhone 16 Pr
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
@@ -554,12 +555,15 @@ def products(text: str) -> tuple[Product, ...]:
     brand right before them (小米 15 Pro, 小米15 Pro). Storage sizes and other values are not part of a name."""
     out: list[Product] = []
     taken: list[tuple[int, int]] = []
-    for m in _BRAND_DIGITS.finditer(text):
+    for m in _brand_digit_runs(text):
         _add_product(out, text, m.start(), m.end(), m.group())
         taken.append(m.span())
     for m in _NAME_RUN.finditer(text):
-        if not any(a <= m.start() < b for a, b in taken):
-            _add_product(out, text, m.start(), m.end(), m.group())
+        if taken:
+            at = m.start()
+            if any(a <= at < b for a, b in taken):
+                continue
+        _add_product(out, text, m.start(), m.end(), m.group())
     return tuple(out)
 
 
@@ -572,9 +576,51 @@ _BRAND_DIGITS = re.compile(
 )
 _INNER_CAP = re.compile(r"[a-z][A-Z]|[A-Z]{2,}[a-z]")
 _LOWER_NOUN = re.compile(r"[ -][a-z]{3,}")
+# A match of `_BRAND_DIGITS` is a brand or two Chinese characters (no digit among them), at most one space,
+# then its first digit: it starts at most this far before the run of digits that digit begins.
+_BRAND_REACH = max(2, *(len(b) for b in _BRANDS_ZH.split())) + 1
+_DIGIT_RUN = re.compile(r"\d+")
+
+
+def _brand_digit_runs(text: str) -> Iterator[re.Match[str]]:
+    """`_BRAND_DIGITS.finditer(text)`, trying a match only a few characters before each run of digits.
+
+    The pattern has no prefix the engine could skip to, so `finditer` tries it at every character (most of
+    a Chinese chunk's first reading by `products`). Starts are tried in order, each once, from the last
+    match's end, so the first that matches is the one `finditer` finds there."""
+    pos, tried = 0, -1
+    for run in _DIGIT_RUN.finditer(text):
+        first = run.start()
+        for at in range(max(pos, tried + 1, first - _BRAND_REACH), first - 1):
+            tried = at
+            m = _BRAND_DIGITS.match(text, at)
+            if m is not None:
+                yield m
+                pos = m.end()
+                break
+
+
+_ASCII_DIGIT = re.compile("[0-9]")
 
 
 def _add_product(out: list[Product], text: str, start: int, end: int, raw: str) -> None:
+    if not _plain_words(raw):
+        _add_name(out, text, start, end, raw)
+
+
+def _plain_words(raw: str) -> bool:
+    """An ASCII run with no digit, inner capital or variant word anywhere ("Return policy", most runs): the
+    name `_add_name` makes of some of its words would have none, so it makes none. Told in C (the only
+    digits of an ASCII run are 0-9)."""
+    return (
+        raw.isascii()
+        and _ASCII_DIGIT.search(raw) is None
+        and _INNER_CAP.search(raw) is None
+        and VARIANT_WORDS.isdisjoint(raw.strip(" -").lower().split())
+    )
+
+
+def _add_name(out: list[Product], text: str, start: int, end: int, raw: str) -> None:
     words = raw.strip(" -").split()
     words = [w for w in words if not _is_value(w)]
     if words and words[-1] == "air" and _LOWER_NOUN.match(text, end):

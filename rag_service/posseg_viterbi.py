@@ -3,7 +3,9 @@
 Tagging a question not seen before (the rule rewriter's entities) spends most of its time in that decoder:
 per character, a `max` over a generator of `(score, state)` tuples for each state the character can take.
 This version walks the same states with plain loops, builds no tuple per candidate and reads a state's
-emission once per character instead of once per candidate. Scores are the same sums in the same order, and
+emission once per character instead of once per candidate, and pairs a state only with the predecessors
+that have a transition to it (found from the shorter side: the state's predecessors or the states reached
+before). Scores are the same sums in the same order, and
 a candidate replaces the best so far exactly when its `(score, state)` tuple compares greater, which is
 how `max` chooses; the route, tags and score are therefore the library's. `install()` puts it in place of
 the library's function for `jieba.posseg`'s tokenizers.
@@ -15,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import jieba.posseg as pseg
-from jieba.posseg.viterbi import MIN_FLOAT, MIN_INF
+from jieba.posseg.viterbi import MIN_FLOAT
 
 State = tuple[str, str]  # (B|M|E|S, part-of-speech tag)
 
@@ -28,6 +30,7 @@ def viterbi(
     emit_p: Mapping[State, Mapping[str, float]],
 ) -> tuple[float, list[Any]]:
     all_states = trans_p.keys()
+    into = _predecessors(trans_p)
     first: dict[State, float] = {}
     # Each state's best predecessor ("" for the first character).
     first_path: dict[State, Any] = {}
@@ -55,10 +58,26 @@ def viterbi(
             emit = emit_p[y].get(char, MIN_FLOAT)
             best: float | None = None
             best_state: State = ("", "")
-            for score, transitions, x in prev:
-                p = score + transitions.get(y, MIN_INF) + emit
-                if best is None or p > best or (p == best and x > best_state):
-                    best, best_state = p, x
+            # Only predecessors with a transition to y: every state here has one (it is in `expected`), and
+            # the scores are finite, so a candidate without one (-inf) never wins. They are found from
+            # whichever side is shorter: y's predecessors, or the states reached at t - 1.
+            sources = into.get(y, ())
+            if len(sources) < len(prev):
+                for x, move in sources:
+                    reached = previous.get(x)
+                    if reached is None:
+                        continue
+                    p = reached + move + emit
+                    if best is None or p > best or (p == best and x > best_state):
+                        best, best_state = p, x
+            else:
+                for score, transitions, x in prev:
+                    step = transitions.get(y)
+                    if step is None:
+                        continue
+                    p = score + step + emit
+                    if best is None or p > best or (p == best and x > best_state):
+                        best, best_state = p, x
             assert best is not None
             now[y] = best
             path[y] = best_state
@@ -72,6 +91,25 @@ def viterbi(
         state = mem_path[i][state]
         i -= 1
     return (prob, route)
+
+
+# The transition table's reverse, per table (jieba has one; a table is never changed once loaded).
+_INTO: dict[int, tuple[Mapping[State, Mapping[State, float]], dict[State, list[tuple[State, float]]]]] = {}
+
+
+def _predecessors(trans_p: Mapping[State, Mapping[State, float]]) -> dict[State, list[tuple[State, float]]]:
+    """Each state's predecessors with their transition's log probability."""
+    known = _INTO.get(id(trans_p))
+    if known is not None and known[0] is trans_p:
+        return known[1]
+    into: dict[State, list[tuple[State, float]]] = {}
+    for x, transitions in trans_p.items():
+        for y, move in transitions.items():
+            into.setdefault(y, []).append((x, move))
+    if len(_INTO) >= 8:
+        _INTO.clear()
+    _INTO[id(trans_p)] = (trans_p, into)
+    return into
 
 
 def install() -> None:
