@@ -295,10 +295,10 @@ class Gate:
     def similarity(self, question: str, rounds: Sequence[Round]) -> float | None:
         """Highest cosine between the question and recent user questions.
 
-        Questions without a marker were embedded on their own turn (by this gate or by retrieval) as
-        retrieval embeds a question left as asked (`_embedded`), so the embedder's query LRU already holds
-        them; questions with one are compared only if none without one is left, so a turn costs at most the
-        question's own embedding (which retrieval reuses when the question stays unchanged).
+        Questions without a marker were embedded as asked (without filler, as retrieval embeds them:
+        `search_text`) on their own turn (by this gate or by retrieval), so the embedder's query LRU already
+        holds them; questions with one are compared only if none without one is left, so a turn costs at
+        most the question's own embedding (which retrieval reuses when the question stays unchanged).
         """
         if self.embedder is None:
             return None
@@ -306,8 +306,8 @@ class Gate:
         plain = [q for q in previous if find_marker(q) is None] or previous[-1:]
         if not plain:
             return None
-        q = self.embedder.embed_query(_embedded(question))
-        return max(_cosine(q, self.embedder.embed_query(_embedded(p))) for p in plain)
+        q = self.embedder.embed_query(search_text(question))
+        return max(_cosine(q, self.embedder.embed_query(search_text(p))) for p in plain)
 
     def _unlike(self, sim: float, history: History) -> Decision:
         """A switch on similarity alone: unlike every recent question, nothing announced or newly named. Its
@@ -328,11 +328,6 @@ def announces_new_subject(question: str) -> bool:
         return False
     rest = question[: announced.start()] + " " * len(announced.group()) + question[announced.end() :]
     return _marker(question, rest, announced) is None and _back(question, announced) is None
-
-
-def _embedded(question: str) -> str:
-    """The text retrieval embeds for a question it searches as asked (a skipped rewrite)."""
-    return search_text(without_preamble(question))
 
 
 def _cosine(a: Vector, b: Vector) -> float:
