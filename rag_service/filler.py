@@ -1,7 +1,7 @@
 """The text a search query is embedded as: the query without conversational filler.
 
 Customers wrap questions in words that ask nothing: greetings and thanks ("你好", "thanks!"), requests to be
-told ("请问", "麻烦问一下", "can you tell me"), announcements that a question follows ("想咨询几个问题", "quick
+told ("请问", "麻烦问一下", "can you tell me"), announcements that a question follows ("有个问题想请教", "quick
 question"), discourse markers ("对了", "by the way") and reactions to the last answer ("ok great"). No page
 of a shop is written in them, so in a dense query they only pull toward other chatty text; and the query
 embedder's cost grows with every token (about a millisecond each for the default model on one core).

@@ -33,7 +33,7 @@ from tests.test_rewrite import view
         ("Hi I was wondering whether the Nimbus kettle has a keep-warm mode", "the Nimbus kettle has a keep-warm mode"),
         # Announcements that a question follows, discourse markers, reactions to the last answer.
         ("我有几个问题想咨询一下，儿童座椅能装在后排中间吗", "儿童座椅能装在后排中间吗"),
-        ("我想顺便问问，Z8 投影仪支持 4K 吗", "Z8 投影仪支持 4K 吗"),
+        ("我还想顺便问一下，Z8 投影仪支持 4K 吗", "Z8 投影仪支持 4K 吗"),
         ("对了，寄到海南要几天", "寄到海南要几天"),
         ("好的谢谢，那以旧换新怎么算", "那以旧换新怎么算"),
         ("Quick question: do the Orbit earbuds pair with two phones?", "do the Orbit earbuds pair with two phones?"),
