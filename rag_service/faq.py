@@ -16,6 +16,7 @@ from rag_core.settings import FaqSettings
 from rag_core.text import language
 from rag_core.vectorstore import VectorIndex
 from rag_service.domain import Chunk
+from rag_service.filler import search_text
 
 MODE = "faq"
 # Not a retrieval knob: one nearest entry is all the short path needs.
@@ -54,7 +55,8 @@ class FaqMatcher:
 
     async def nearest(self, query: str, tenant: str | None = None) -> FaqHit | None:
         """The tenant's FAQ entry nearest to `query` in its language, whatever its score."""
-        dense = await embed_query_off_loop(self.embedder, query)
+        # As retrieval embeds it (`search_text`): the turn's one query embedding serves both.
+        dense = await embed_query_off_loop(self.embedder, search_text(query))
         hits = await self.index.search(dense, None, 1, _RRF_K, tenant=tenant, lang=language(query))
         if not hits:
             return None

@@ -23,6 +23,7 @@ from rag_core.text import language
 from rag_core.vectorstore import ScoredChunk, VectorIndex
 from rag_service.domain import Chunk
 from rag_service.facts import BASE_WORDS, product_fit, products
+from rag_service.filler import search_text
 from rag_service.rerank import other_language, rerank
 
 
@@ -60,7 +61,8 @@ class Retriever:
         earlier questions a follow-up continues, the latest first (their documents are lifted)."""
         cfg = self.settings
         n = limit or cfg.candidates
-        dense = await embed_query_off_loop(self.embedder, query)
+        # The embedding alone reads the query without its filler; the reranker and the lean read it whole.
+        dense = await embed_query_off_loop(self.embedder, search_text(query))
         sparse = query_vector(query) if cfg.mode == "hybrid" else None
         prior = await self.prior(continues, tenant) if continues else {}
         if not cfg.rerank:

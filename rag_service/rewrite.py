@@ -48,6 +48,7 @@ from rag_core.recent import Recent
 from rag_core.settings import LLMEndpoint, RewriteSettings, Settings
 from rag_core.text import has_han as is_chinese
 from rag_service.domain import MemoryView, RewriteResult, Round
+from rag_service.filler import search_text
 from rag_service.glossary import concepts
 from rag_service.intents.slots import ProductCatalog
 from rag_service.intents.switch import _PERSON_WORDS, _ZH_PERSON_WORDS, _announcement, _back, _marker
@@ -294,10 +295,10 @@ class Gate:
     def similarity(self, question: str, rounds: Sequence[Round]) -> float | None:
         """Highest cosine between the question and recent user questions.
 
-        Questions without a marker were embedded as asked on their own turn (by this gate or by retrieval),
-        so the embedder's query LRU already holds them; questions with one are compared only if none
-        without one is left, so a turn costs at most the question's own embedding (which retrieval reuses
-        when the question stays unchanged).
+        Questions without a marker were embedded as asked (without filler, as retrieval embeds them:
+        `search_text`) on their own turn (by this gate or by retrieval), so the embedder's query LRU already
+        holds them; questions with one are compared only if none without one is left, so a turn costs at
+        most the question's own embedding (which retrieval reuses when the question stays unchanged).
         """
         if self.embedder is None:
             return None
@@ -305,8 +306,8 @@ class Gate:
         plain = [q for q in previous if find_marker(q) is None] or previous[-1:]
         if not plain:
             return None
-        q = self.embedder.embed_query(question)
-        return max(_cosine(q, self.embedder.embed_query(p)) for p in plain)
+        q = self.embedder.embed_query(search_text(question))
+        return max(_cosine(q, self.embedder.embed_query(search_text(p))) for p in plain)
 
     def _unlike(self, sim: float, history: History) -> Decision:
         """A switch on similarity alone: unlike every recent question, nothing announced or newly named. Its

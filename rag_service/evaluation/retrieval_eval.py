@@ -31,6 +31,7 @@ from rag_service.domain import MemoryView, Message, Round
 from rag_service.evaluation.cache import CachingEmbedder
 from rag_service.evaluation.data import Conversation, Passage
 from rag_service.evaluation.metrics import mean_scores, turn_scores
+from rag_service.filler import search_text
 from rag_service.rewrite import Rewriter
 
 MODES = ("none", "concat", "rule", "llm", "reference")
@@ -191,7 +192,7 @@ def evaluate_retrieval(
 
 
 def embed_queries(embedder: CachingEmbedder, queries: Sequence[str]) -> None:
-    unique = list(dict.fromkeys(q for q in queries if q))
+    unique = list(dict.fromkeys(search_text(q) for q in queries if q))
     embedder.cache.embed(unique, "query", lambda ts: np.stack([embedder.inner.embed_query(t) for t in ts]))
 
 
@@ -199,8 +200,9 @@ async def search(
     index: VectorIndex, embedder: CachingEmbedder, query: str, depth: int, settings: RetrievalSettings, tenant: str
 ) -> list[str]:
     sparse = query_vector(query) if settings.mode == "hybrid" else None
+    # Embedded as the service's retrieval embeds it (without filler).
     hits = await index.search(
-        embedder.embed_query(query), sparse, max(depth, settings.candidates), settings.rrf_k, tenant=tenant
+        embedder.embed_query(search_text(query)), sparse, max(depth, settings.candidates), settings.rrf_k, tenant=tenant
     )
     ranked = list(dict.fromkeys(str(h.payload.get("doc_id")) for h in hits))
     return ranked[:depth]
