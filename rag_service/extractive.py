@@ -202,6 +202,9 @@ class Question:
     picked_variants: frozenset[str] = frozenset()
     # The pages the previous answer quoted: a sibling picked by its variant word is on the same page.
     answered_pages: frozenset[str] = frozenset()
+    # What the previous answer's quoted lines were about ("型号 晨星 16 寸" of a row it quoted), for a follow-up
+    # that names no model of its own: "这个多少钱" after an answer that settled on one of a page's siblings.
+    answered_subjects: str = ""
     # The amount the customer says they spent, in this question or one just before: the tier it reaches.
     spend: float | None = None
     spend_carried: bool = False
@@ -284,6 +287,9 @@ class Question:
             named=named,
             picked_variants=picked,
             answered_pages=cited_pages(answered) if picked else frozenset(),
+            answered_subjects=quoted_subjects(answered)
+            if answered and _leans_on_previous(question, query) and not _names_own_subject(question)
+            else "",
             base_model=BASE_WORDS.search(question) is not None,
             attrs=_with_place_pointed_at(attributes(question) or attributes(query), question, earlier),
             editions=named_editions,
@@ -370,9 +376,9 @@ def _names_own_subject(question: str) -> bool:
 _MODEL_TOKEN = re.compile(r"(?<![A-Za-z0-9])(?:[A-Za-z]+\d+[A-Za-z]*|\d+[A-Za-z]+)(?![A-Za-z0-9])")
 
 
-# A model told by what it is or has: "能除醛的那款", "双门那台", "the quieter one" (not "那款", "that one").
+# A model told by what it is or has: "能除醛的那款", "双门那台", "the quieter one" (not "那款", "那这个", "that one").
 _PICKS_SIBLING = re.compile(
-    rf"{HAN_CLASS}(?:的)?(?:那|这)(?:款|个|台|种|一款)|\bthe (?!same\b|other\b)[\w-]+(?: [\w-]+)? (?:one|model|version)\b",
+    rf"(?![那这]){HAN_CLASS}(?:的)?(?:那|这)(?:款|个|台|种|一款)|\bthe (?!same\b|other\b)[\w-]+(?: [\w-]+)? (?:one|model|version)\b",
     re.I,
 )
 _QUOTED_LINE = re.compile(r"^- (.+)$", re.M)
@@ -428,6 +434,19 @@ def answer_subject(answer: str) -> tuple[tuple[Product, ...], frozenset[str], st
         return products(subject), editions(subject), subject
     named = products(answer)
     return (named, frozenset(), named[0].text) if len({p.text for p in named}) == 1 else ((), frozenset(), "")
+
+
+@lru_cache(maxsize=1024)
+def quoted_subjects(answer: str) -> str:
+    """What an extractive answer's quoted lines are about, each read as `answer_subject` reads its first one
+    (the heading it was quoted under, a row's name cell, the words before the first comma), lowered: the
+    siblings it named. A free-text answer quotes none."""
+    out: list[str] = []
+    for m in _QUOTED_LINE.finditer(answer):
+        line = _without_citation(m.group(1))
+        end = _SUBJECT_END.search(line)
+        out.append(line[: end.start()] if end else line)
+    return " ".join(out).lower()
 
 
 _ANAPHOR = re.compile(r"\b(?:that|this|it|its|those|these|them|they)\b|这个|那个|这项|那项|该|它", re.I)
@@ -623,6 +642,10 @@ class _Siblings:
         self.own = _name_tokens(own_text)
         self.own_text = own_text
         self.added = (q.words | {t for p in q.named for t in _name_tokens(p.text)}) - self.own
+        # The siblings the previous answer quoted, for a follow-up that names none ("那这个多少钱"): the one
+        # the conversation settled on, weighed as the rewriter's additions are.
+        self.answered = q.answered_subjects
+        self.added |= _name_tokens(self.answered) - self.own
         by_doc: dict[str, set[str]] = {}
         for c in candidates:
             name = _sibling_name(c)
@@ -636,6 +659,15 @@ class _Siblings:
         # The words of the asked products' line ("Breeze Shell" of "Breeze Shell Lite"): on a page of another
         # line a shared variant word ("晨光 Lite") tells nothing.
         lines = [_name_tokens(p.text) - VARIANT_WORDS for p in q.named]
+        if _PICKS_SIBLING.search(q.text) and any(
+            (_name_tokens(n) - frozenset.intersection(*(_name_tokens(m) for m in names))) & self.own
+            for names in by_doc.values()
+            if len(names) > 1
+            for n in names
+        ):
+            # "4 人的那款" where one sibling is named by "4": the customer picks it by what it is or has, and the
+            # model the rewriter carried is the one they move away from (its words name no sibling then).
+            self.added = frozenset()
         for doc, names in by_doc.items():
             if len(names) < 2:
                 continue
@@ -653,7 +685,7 @@ class _Siblings:
             if concepts(token):
                 return 0.0  # a membership level or a category: the glossary's concepts weigh those
             stem = _EDITION_END.sub("", token) if len(token) > 2 else token
-            return 1.0 if stem in self.own_text else 0.0
+            return 1.0 if stem in self.own_text else _ADDED if stem in self.answered else 0.0
         if token in self.own:
             return 1.0
         return _ADDED if token in self.added else 0.0

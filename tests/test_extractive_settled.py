@@ -1,0 +1,70 @@
+"""What a follow-up is about when it does not say, on an invented kids' scooter shop: the sibling the previous
+answer settled on (a row of the page's table it quoted)."""
+
+from __future__ import annotations
+
+from rag_service.domain import Chunk
+from tests.extractive_kit import answer, chunk
+from tests.extractive_kit import conversation as _memory
+
+SCOOTERS = chunk(
+    "scooters",
+    "跳跳（Tiaotiao）儿童滑板车 商品详情",
+    "\n".join(
+        [
+            "跳跳（Tiaotiao）儿童滑板车 商品详情",
+            "选车先看身高：孩子握住把手时手肘微弯就是合适的高度。",
+            "型号与价格",
+            "| 型号 | 适合身高 | 刹车 | 车重 | 售价 |",
+            "| --- | --- | --- | --- | --- |",
+            "| 跳跳 三轮款 | 85–105 cm | 后踩刹 | 2.1 kg | 239 元 |",
+            "| 跳跳 6 寸 | 100–125 cm | 后踩刹 | 2.9 kg | 329 元 |",
+            "| 跳跳 8 寸 | 120–150 cm | 手刹 + 后踩刹 | 3.6 kg | 459 元 |",
+        ]
+    ),
+)
+
+EARLIER = (
+    "- 选车先看身高：孩子握住把手时手肘微弯就是合适的高度。（跳跳（Tiaotiao）儿童滑板车 商品详情）\n"
+    "- 型号 跳跳 8 寸，适合身高 120–150 cm，刹车 手刹 + 后踩刹，车重 3.6 kg，售价 459 元。（跳跳（Tiaotiao）儿童滑板车 商品详情）"
+)
+
+
+def test_a_follow_up_naming_no_model_is_about_the_row_the_last_answer_quoted() -> None:
+    memory = _memory(("孩子一米三五，选哪款", f"[extractive answer, no LLM configured] 根据知识库：\n{EARLIER}"))
+    out = answer("那这个卖多少", [SCOOTERS], query="跳跳 那这个卖多少", memory=memory)
+    assert "459" in out and "239" not in out and "329" not in out
+
+
+def test_the_settled_row_gives_way_to_a_sibling_the_customer_names() -> None:
+    memory = _memory(("孩子一米三五，选哪款", f"[extractive answer, no LLM configured] 根据知识库：\n{EARLIER}"))
+    out = answer("6 寸的呢，多少钱", [SCOOTERS], query="跳跳 6 寸 多少钱", memory=memory)
+    assert "329" in out and "459" not in out
+
+
+def test_without_an_earlier_answer_the_whole_price_list_answers() -> None:
+    out = answer("跳跳滑板车多少钱", [SCOOTERS])
+    assert all(price in out for price in ("239", "329", "459"))
+
+
+def _kayak(name: str, seats: str, colours: str, index: int) -> Chunk:
+    return chunk(
+        "kayaks",
+        "飞鱼充气皮划艇 商品详情",
+        "\n".join([name, f"- 乘坐人数：{seats}", f"- 颜色：{colours}"]),
+        section=name,
+        index=index,
+    )
+
+
+# Retrieval ranks the rewriter's carried model first and the picked sibling last.
+KAYAKS = [
+    _kayak("飞鱼 2 Pro", "2 人", "珊瑚橙", 0),
+    _kayak("飞鱼 2 标准版", "2 人", "湖蓝、珊瑚橙", 1),
+    _kayak("飞鱼 3 家庭版", "3 人，带一个儿童座", "湖蓝、松绿", 2),
+]
+
+
+def test_a_sibling_picked_by_what_it_has_drops_the_model_the_rewriter_carried() -> None:
+    out = answer("能坐 3 人那款有哪些颜色", KAYAKS, query="飞鱼 2 Pro 能坐 3 人那款有哪些颜色")
+    assert "松绿" in out and "珊瑚橙" not in out
