@@ -101,6 +101,8 @@ class Candidate:
     ideas: frozenset[str] = frozenset()
     score: float = 0.0
     row: Row | None = None
+    # How much of what the question asks about the sentence says, against the sentence that says most (`_said_of`).
+    said: float = 1.0
 
 
 def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
@@ -204,7 +206,7 @@ class Question:
     answered_pages: frozenset[str] = frozenset()
     # What the previous answer's quoted lines were about ("型号 晨星 16 寸" of a row it quoted), for a follow-up
     # that names no model of its own: "这个多少钱" after an answer that settled on one of a page's siblings.
-    answered_subjects: str = ""
+    answered_subjects: tuple[str, ...] = ()
     # The amount the customer says they spent, in this question or one just before: the tier it reaches.
     spend: float | None = None
     spend_carried: bool = False
@@ -287,9 +289,11 @@ class Question:
             named=named,
             picked_variants=picked,
             answered_pages=cited_pages(answered) if picked else frozenset(),
+            # Only for a question that points back ("这个", "that one"): one with a topic of its own ("积分怎么换算")
+            # may have left the row the last answer quoted.
             answered_subjects=quoted_subjects(answered)
-            if answered and _leans_on_previous(question, query) and not _names_own_subject(question)
-            else "",
+            if answered and _ANAPHOR.search(question) and not _names_own_subject(question)
+            else (),
             base_model=BASE_WORDS.search(question) is not None,
             attrs=_with_place_pointed_at(attributes(question) or attributes(query), question, earlier),
             editions=named_editions,
@@ -437,16 +441,16 @@ def answer_subject(answer: str) -> tuple[tuple[Product, ...], frozenset[str], st
 
 
 @lru_cache(maxsize=1024)
-def quoted_subjects(answer: str) -> str:
+def quoted_subjects(answer: str) -> tuple[str, ...]:
     """What an extractive answer's quoted lines are about, each read as `answer_subject` reads its first one
-    (the heading it was quoted under, a row's name cell, the words before the first comma), lowered: the
-    siblings it named. A free-text answer quotes none."""
+    (the heading it was quoted under, a row's name cell, the words before the first comma), lowered. A
+    free-text answer quotes none."""
     out: list[str] = []
     for m in _QUOTED_LINE.finditer(answer):
         line = _without_citation(m.group(1))
         end = _SUBJECT_END.search(line)
         out.append(line[: end.start()] if end else line)
-    return " ".join(out).lower()
+    return tuple(o.strip().lower() for o in out)
 
 
 _ANAPHOR = re.compile(r"\b(?:that|this|it|its|those|these|them|they)\b|这个|那个|这项|那项|该|它", re.I)
@@ -627,6 +631,13 @@ def _sibling_name(c: Candidate) -> str:
 _CONTRACTION = re.compile(r"['’](?:m|s|d|re|ve|ll|t)\b")
 
 
+def _quotes_sibling(subjects: tuple[str, ...], name: str) -> bool:
+    """Is a quoted line about the sibling `name`: its subject is the sibling's heading, or a row's name cell
+    after its header ("型号 晨星 16 寸")?"""
+    lowered = name.strip().lower()
+    return any(s == lowered or s.endswith(f" {lowered}") for s in subjects)
+
+
 class _Siblings:
     """Which of a page's sibling models (rows of one table, sections of one page) the question names, read
     by the words that tell them apart rather than by parsing a product name: "20L" picks "远足 20L 城市包"
@@ -642,15 +653,16 @@ class _Siblings:
         self.own = _name_tokens(own_text)
         self.own_text = own_text
         self.added = (q.words | {t for p in q.named for t in _name_tokens(p.text)}) - self.own
-        # The siblings the previous answer quoted, for a follow-up that names none ("那这个多少钱"): the one
-        # the conversation settled on, weighed as the rewriter's additions are.
-        self.answered = q.answered_subjects
-        self.added |= _name_tokens(self.answered) - self.own
         by_doc: dict[str, set[str]] = {}
+        # Siblings named by a row's name cell or a heading, not by the words a list line opens with (which may
+        # be a sentence about the family: "R5 系列一共三款：…").
+        filed: set[str] = set()
         for c in candidates:
             name = _sibling_name(c)
             if name:
                 by_doc.setdefault(c.chunk.doc_id, set()).add(name)
+                if c.row is not None or name == c.section.strip():
+                    filed.add(name)
         self.hits: dict[tuple[str, str], float] = {}
         self.best: dict[str, float] = {}
         # The words the page's sibling models are named by ("护童", "pro" of "护童 Pro"): they say which model,
@@ -677,6 +689,10 @@ class _Siblings:
             common = frozenset.intersection(*(_name_tokens(n) for n in names))
             for name in names:
                 hit = sum(self._hit(t) for t in _name_tokens(name) - common if not (foreign and t in VARIANT_WORDS))
+                if name in filed and _quotes_sibling(q.answered_subjects, name):
+                    # The sibling the previous answer quoted, for a follow-up that names none ("那这个多少钱"): the
+                    # one the conversation settled on, weighed as the rewriter's additions are.
+                    hit += _ADDED
                 self.hits[(doc, name)] = hit
                 self.best[doc] = max(self.best.get(doc, 0.0), hit)
 
@@ -685,7 +701,7 @@ class _Siblings:
             if concepts(token):
                 return 0.0  # a membership level or a category: the glossary's concepts weigh those
             stem = _EDITION_END.sub("", token) if len(token) > 2 else token
-            return 1.0 if stem in self.own_text else _ADDED if stem in self.answered else 0.0
+            return 1.0 if stem in self.own_text else 0.0
         if token in self.own:
             return 1.0
         return _ADDED if token in self.added else 0.0
@@ -895,7 +911,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         if primary is Ask.GENERAL:
             # "What is your return policy?": a page states its main rule first.
             score *= 1 + 0.5 / (1 + c.chunk.index)
-        score *= said.get(id(c), 1.0)
+        c.said = said.get(id(c), 1.0)
+        score *= c.said
         c.score = score / _rank_discount(c)
 
 
@@ -1211,6 +1228,9 @@ def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
             and c.section == best.section
             and shows(c.text, primary)
             and c.score * _rank_discount(c) >= floor
+            # A row that says less of what the question asks about is another item of the list, not one of the
+            # asked item's tiers.
+            and not _other_row(c, best)
         ][: limit + 3]
         if len(rows) >= 2:
             return sorted(rows, key=lambda c: _first_number(c.text, primary))
@@ -1224,9 +1244,21 @@ def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
     for c in ranked[1:]:
         if len(picked) >= limit:
             break
-        if c.score >= 0.75 * best.score:
+        if c.score >= 0.75 * best.score and not _other_row(c, best):
             picked.append(c)
     return picked
+
+
+def _other_row(c: Candidate, best: Candidate) -> bool:
+    """A row of the best row's table that says less of what the question asks about: another item of the
+    list ("医学验光 … 128 元" beside "常规验光 … 单独验光 40 元" for "单独验个光多少钱")."""
+    return (
+        c.row is not None
+        and best.row is not None
+        and c.chunk.doc_id == best.chunk.doc_id
+        and c.row.header == best.row.header
+        and c.said < best.said
+    )
 
 
 def _first_number(text: str, ask: Ask) -> float:

@@ -68,3 +68,24 @@ KAYAKS = [
 def test_a_sibling_picked_by_what_it_has_drops_the_model_the_rewriter_carried() -> None:
     out = answer("能坐 3 人那款有哪些颜色", KAYAKS, query="飞鱼 2 Pro 能坐 3 人那款有哪些颜色")
     assert "松绿" in out and "珊瑚橙" not in out
+
+
+SERVICES = chunk(
+    "tuning",
+    "琴韵钢琴服务价目",
+    "\n".join(
+        [
+            "服务与收费",
+            "| 服务项目 | 内容 | 时长 | 收费 |",
+            "| --- | --- | --- | --- |",
+            "| 常规调律 | 全音域调律，出具调律单 | 约 2 小时 | 买琴客户免费，单独上门调律 280 元 |",
+            "| 精细调律 | 买琴满 10 年的老琴上门调律并整音 | 约 4 小时 | 460 元 |",
+            "| 除湿保养 | 放置除湿棒，检查击弦机 | 约 1 小时 | 150 元 |",
+        ]
+    ),
+)
+
+
+def test_a_row_that_says_less_of_what_is_asked_is_another_item_of_the_list() -> None:
+    out = answer("没在这买琴，单独上门调律多少钱", [SERVICES])
+    assert "280" in out and "460" not in out and "150" not in out
