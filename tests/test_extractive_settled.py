@@ -4,6 +4,7 @@ answer settled on (a row of the page's table it quoted)."""
 from __future__ import annotations
 
 from rag_service.domain import Chunk
+from rag_service.facts import products
 from tests.extractive_kit import answer, chunk
 from tests.extractive_kit import conversation as _memory
 
@@ -89,3 +90,27 @@ SERVICES = chunk(
 def test_a_row_that_says_less_of_what_is_asked_is_another_item_of_the_list() -> None:
     out = answer("没在这买琴，单独上门调律多少钱", [SERVICES])
     assert "280" in out and "460" not in out and "150" not in out
+
+
+FANS = chunk(
+    "fans",
+    "ZephAir Tower Fans",
+    "\n".join(
+        [
+            "ZephAir Tower Fans",
+            "Warranty",
+            "Every ZephAir fan has a 2-year warranty on the whole unit and a 5-year warranty on the motor.",
+        ]
+    ),
+)
+DISHWASHERS = chunk(
+    "dishwashers",
+    "Lumo Dishwashers",
+    "\n".join(["Lumo Dishwashers", "Warranty", "The Lumo D3 has a 10-year warranty on its motor."]),
+)
+
+
+def test_a_determiner_opening_a_sentence_is_no_part_of_a_name() -> None:
+    assert [p.text for p in products("Every ZephAir fan has a motor warranty.")] == ["ZephAir"]
+    out = answer("How long is the motor warranty?", [DISHWASHERS, FANS], query="ZephAir 300 Max motor warranty")
+    assert "5-year" in out.splitlines()[1]
