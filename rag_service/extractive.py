@@ -1240,6 +1240,21 @@ def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
         steps = [c for c in steps if c.score >= 0.4 * best.score][: limit + 2]
         if len(steps) >= 2:
             return sorted(steps, key=lambda c: (c.rank, c.order))
+    if _QUESTION_LINE.search(best.section) and primary in (Ask.YESNO, Ask.GENERAL):
+        # A FAQ's answer is one unit: "Yes, at the city store only." goes on with what it costs and what to bring.
+        rest = sorted(
+            (
+                c
+                for c in ranked
+                if c.chunk is best.chunk
+                and c.section == best.section
+                and c.order > best.order
+                and not _QUESTION_LINE.search(c.text)  # the next question, run into the answer's paragraph
+            ),
+            key=lambda c: c.order,
+        )
+        if rest:
+            return [best, *rest[: limit - 1]]
     picked = [best]
     for c in ranked[1:]:
         if len(picked) >= limit:

@@ -120,3 +120,26 @@ def test_a_question_about_a_feature_alone_is_about_the_settled_row_too() -> None
     memory = _memory(("孩子一米三五，选哪款", f"[extractive answer, no LLM configured] 根据知识库：\n{EARLIER}"))
     out = answer("有后踩刹没", [SCOOTERS], query="跳跳 有后踩刹没", memory=memory)
     assert "8 寸" in out.splitlines()[1]
+
+
+SKI_FAQ = chunk(
+    "ski-faq",
+    "FAQ for Visitors",
+    "\n".join(
+        [
+            "FAQ for Visitors",
+            "**Q: Can I rent skis instead of buying?**",
+            "A: Yes, at the Hangzhou store only. A full ski set costs 180 yuan per day, with a 1,000 yuan deposit. "
+            "Bring your passport.",
+            "**Q: Do you wax skis?**",
+            "A: Yes, a hot wax is 60 yuan and takes one hour.",
+            "**Q: Can I rent a snowboard?**",
+            "A: No, snowboards are for sale only.",
+        ]
+    ),
+)
+
+
+def test_a_faq_answer_is_quoted_as_a_unit() -> None:
+    out = answer("My brother visits Hangzhou next month, can he rent skis from you?", [SKI_FAQ])
+    assert "Hangzhou store" in out and "180 yuan" in out and "hot wax" not in out
