@@ -116,6 +116,11 @@ def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
         reader = readers[chunk.doc_id]
         reader.reset()
         lines = [ln.strip() for ln in _LINE_SPLIT.split(chunk.text) if ln.strip() and ln.strip() != chunk.title]
+        if section and section in lines[1:] and section not in lines[:1]:
+            # A chunk that opens inside the overlap of the section before its own heading ("… Price: 1899 yuan."
+            # then "Acme Q1"): the text before that heading is under one this chunk does not show (the chunk
+            # before it has that text with its heading), so whose fact it states is unknown here.
+            lines = lines[lines.index(section) :]
         # A sentence that ends in a colon ("每周开放以下时段：") introduces the short lines below it: they
         # are its items, not headings, and it is quoted with them.
         intro: Candidate | None = None

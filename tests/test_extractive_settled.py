@@ -143,3 +143,26 @@ SKI_FAQ = chunk(
 def test_a_faq_answer_is_quoted_as_a_unit() -> None:
     out = answer("My brother visits Hangzhou next month, can he rent skis from you?", [SKI_FAQ])
     assert "Hangzhou store" in out and "180 yuan" in out and "hot wax" not in out
+
+
+# A chunk that opens inside the overlap of the section before its own heading: the first line is the Lite's.
+SCALES = chunk(
+    "scales",
+    "Libra Kitchen Scales",
+    "\n".join(
+        [
+            "Maximum load 3 kg. Price: 99 yuan.",
+            "Libra K2",
+            "A glass top with a tare button and a 5 kg range. Price: 159 yuan.",
+            "Libra K2 Pro",
+            "A steel top, a 10 kg range and a pour-over timer. Price: 239 yuan.",
+        ]
+    ),
+    section="Libra K2",
+    index=1,
+)
+
+
+def test_text_before_the_heading_a_chunk_is_filed_under_is_no_fact_of_that_heading() -> None:
+    out = answer("Libra K2 多少钱", [SCALES])
+    assert "159" in out and "99 yuan" not in out
