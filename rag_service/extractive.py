@@ -111,6 +111,8 @@ def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
     out: list[Candidate] = []
     seen: set[str] = set()
     readers = headers_of((c.doc_id, c.text) for c in chunks)
+    # Sentences of an overlap read without their heading, by page, with the best rank of a chunk holding them.
+    overlap: dict[tuple[str, str], int] = {}
     for rank, chunk in enumerate(chunks):
         section = chunk.section
         reader = readers[chunk.doc_id]
@@ -120,7 +122,12 @@ def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
             # A chunk that opens inside the overlap of the section before its own heading ("… Price: 1899 yuan."
             # then "Acme Q1"): the text before that heading is under one this chunk does not show (the chunk
             # before it has that text with its heading), so whose fact it states is unknown here.
-            lines = lines[lines.index(section) :]
+            cut = lines.index(section)
+            for line in lines[:cut]:
+                for sentence in split_sentences(LIST_MARK.sub("", line).strip(" #*")):
+                    held = (chunk.doc_id, sentence)
+                    overlap[held] = min(rank, overlap.get(held, rank))
+            lines = lines[cut:]
         # A sentence that ends in a colon ("每周开放以下时段：") introduces the short lines below it: they
         # are its items, not headings, and it is quoted with them.
         intro: Candidate | None = None
@@ -162,6 +169,10 @@ def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
                 seen.add(key)
                 out.append(Candidate(s, chunk, rank, section, len(out)))
                 intro = out[-1] if s.endswith(_INTRO_ENDS) else None
+    for c in out:
+        # The same sentence under its own heading in another retrieved chunk is as well retrieved as the best
+        # chunk that holds it.
+        c.rank = min(c.rank, overlap.get((c.chunk.doc_id, c.text), c.rank))
     return out
 
 

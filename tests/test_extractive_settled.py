@@ -4,6 +4,7 @@ answer settled on (a row of the page's table it quoted)."""
 from __future__ import annotations
 
 from rag_service.domain import Chunk
+from rag_service.extractive import sentences_of
 from rag_service.facts import products
 from tests.extractive_kit import answer, chunk
 from tests.extractive_kit import conversation as _memory
@@ -166,3 +167,18 @@ SCALES = chunk(
 def test_text_before_the_heading_a_chunk_is_filed_under_is_no_fact_of_that_heading() -> None:
     out = answer("Libra K2 多少钱", [SCALES])
     assert "159" in out and "99 yuan" not in out
+
+
+SCALES_LITE = chunk(
+    "scales",
+    "Libra Kitchen Scales",
+    "\n".join(["Libra K2 Lite", "A plastic top and a 3 kg range.", "Maximum load 3 kg. Price: 99 yuan.", "Libra K2"]),
+    section="Libra K2 Lite",
+    index=0,
+)
+
+
+def test_a_sentence_of_an_overlap_keeps_the_rank_of_the_better_chunk_that_holds_it() -> None:
+    read = {(c.section, c.text): c.rank for c in sentences_of([SCALES, SCALES_LITE])}
+    assert read[("Libra K2 Lite", "Price: 99 yuan.")] == 0
+    assert ("Libra K2", "Price: 99 yuan.") not in read
