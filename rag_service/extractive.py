@@ -305,10 +305,10 @@ class Question:
             named=named,
             picked_variants=picked,
             answered_pages=cited_pages(answered) if picked else frozenset(),
-            # Only for a question that points back ("这个", "that one") or asks about a feature alone ("有辅助轮没"):
-            # one with a topic of its own ("积分怎么换算") may have left the row the last answer quoted.
+            # Only for a question that points back ("这个", "that one"): one with a topic of its own ("积分怎么换算")
+            # may have left the row the last answer quoted.
             answered_subjects=quoted_subjects(answered)
-            if answered and (_ANAPHOR.search(question) or not own_ideas - GENERIC) and not _names_own_subject(question)
+            if answered and _ANAPHOR.search(question) and not _names_own_subject(question)
             else (),
             base_model=BASE_WORDS.search(question) is not None,
             attrs=_with_place_pointed_at(attributes(question) or attributes(query), question, earlier),

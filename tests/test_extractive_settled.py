@@ -118,12 +118,6 @@ def test_a_determiner_opening_a_sentence_is_no_part_of_a_name() -> None:
     assert "5-year" in out.splitlines()[1]
 
 
-def test_a_question_about_a_feature_alone_is_about_the_settled_row_too() -> None:
-    memory = _memory(("孩子一米三五，选哪款", f"[extractive answer, no LLM configured] 根据知识库：\n{EARLIER}"))
-    out = answer("有后踩刹没", [SCOOTERS], query="跳跳 有后踩刹没", memory=memory)
-    assert "8 寸" in out.splitlines()[1]
-
-
 SKI_FAQ = chunk(
     "ski-faq",
     "FAQ for Visitors",
