@@ -119,8 +119,8 @@ def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
         reader.reset()
         lines = [ln.strip() for ln in _LINE_SPLIT.split(chunk.text) if ln.strip() and ln.strip() != chunk.title]
         if section and section in lines[1:] and section not in lines[:1]:
-            # A chunk that opens inside the overlap of the section before its own heading ("… Price: 1899 yuan."
-            # then "Acme Q1"): the text before that heading is under one this chunk does not show (the chunk
+            # A chunk that opens inside the overlap of the section before its own heading ("… Price: 99 yuan."
+            # then "Libra K2"): the text before that heading is under one this chunk does not show (the chunk
             # before it has that text with its heading), so whose fact it states is unknown here.
             cut = lines.index(section)
             for line in lines[:cut]:
@@ -305,7 +305,7 @@ class Question:
             named=named,
             picked_variants=picked,
             answered_pages=cited_pages(answered) if picked else frozenset(),
-            # Only for a question that points back ("这个", "that one"): one with a topic of its own ("积分怎么换算")
+            # Only for a question that points back ("这个", "that one"): one with a topic of its own ("运费怎么算")
             # may have left the row the last answer quoted.
             answered_subjects=quoted_subjects(answered)
             if answered and _ANAPHOR.search(question) and not _names_own_subject(question)
@@ -671,7 +671,7 @@ class _Siblings:
         self.added = (q.words | {t for p in q.named for t in _name_tokens(p.text)}) - self.own
         by_doc: dict[str, set[str]] = {}
         # Siblings named by a row's name cell or a heading, not by the words a list line opens with (which may
-        # be a sentence about the family: "R5 系列一共三款：…").
+        # be a sentence about the family: "Libra 系列共两款：…").
         filed: set[str] = set()
         for c in candidates:
             name = _sibling_name(c)
@@ -693,7 +693,7 @@ class _Siblings:
             if len(names) > 1
             for n in names
         ):
-            # "4 人的那款" where one sibling is named by "4": the customer picks it by what it is or has, and the
+            # "能坐 3 人的那款" where one sibling is named by "3": the customer picks it by what it is or has, and the
             # model the rewriter carried is the one they move away from (its words name no sibling then).
             self.added = frozenset()
         for doc, names in by_doc.items():
@@ -1257,7 +1257,7 @@ def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
         if len(steps) >= 2:
             return sorted(steps, key=lambda c: (c.rank, c.order))
     if _QUESTION_LINE.search(best.section) and primary in (Ask.YESNO, Ask.GENERAL):
-        # A FAQ's answer is one unit: "Yes, at the city store only." goes on with what it costs and what to bring.
+        # A FAQ's answer is one unit: "Yes, in our two lakeside stores." goes on with what it costs and what to bring.
         rest = sorted(
             (
                 c
@@ -1282,7 +1282,7 @@ def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
 
 def _other_row(c: Candidate, best: Candidate) -> bool:
     """A row of the best row's table that says less of what the question asks about: another item of the
-    list ("医学验光 … 128 元" beside "常规验光 … 单独验光 40 元" for "单独验个光多少钱")."""
+    list ("精细调律 … 460 元" beside "常规调律 … 单独上门调律 280 元" for "单独上门调律多少钱")."""
     return (
         c.row is not None
         and best.row is not None

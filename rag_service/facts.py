@@ -486,7 +486,7 @@ _NOT_NAMES = frozenset(
         "a",
         "an",
         "the",
-        # A determiner that opens a sentence is capitalised but names nothing ("Every PureAir purifier has …").
+        # A determiner that opens a sentence is capitalised but names nothing ("Every ZephAir fan has …").
         "every",
         "each",
         "all",

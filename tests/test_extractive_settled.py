@@ -182,13 +182,13 @@ def test_a_sentence_of_an_overlap_keeps_the_rank_of_the_better_chunk_that_holds_
 def test_recall_does_not_take_a_line_that_shares_only_the_word_naming_the_kind_of_value() -> None:
     memory = _memory(
         (
-            "How much is the Aero 5 Max?",
-            "…\n- 版本 Aero 5 Max，电池 48V，续航 约 90 km，售价 5299 元。（Aero 电动滑板车 商品详情）",
+            "How much is the Aero 5 Pro?",
+            "…\n- 版本 Aero 5 Pro，电池 48V，续航 约 90 km，售价 5299 元。（Aero 电动滑板车 商品详情）",
         ),
         (
             "Can my friend rent a scooter?",
-            "…\n- A: Yes, at the city store only. (FAQ)\n- A city scooter costs 45 yuan per day, with a 300 yuan deposit. (FAQ)",
+            "…\n- A: Yes, at the city store only. (FAQ)\n- A city scooter rental will cost 45 yuan per day, with a 300 yuan deposit. (FAQ)",
         ),
     )
-    out = recall_answer("Remind me what the Max costs?", memory, "en")
+    out = recall_answer("Sorry, what does the Pro cost again?", memory, "en")
     assert out is not None and "5299" in out and "45 yuan" not in out.split("(Said earlier")[0]
