@@ -101,6 +101,8 @@ class Candidate:
     ideas: frozenset[str] = frozenset()
     score: float = 0.0
     row: Row | None = None
+    # How much of what the question asks about the sentence says, against the sentence that says most (`_said_of`).
+    said: float = 1.0
 
 
 def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
@@ -109,11 +111,23 @@ def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
     out: list[Candidate] = []
     seen: set[str] = set()
     readers = headers_of((c.doc_id, c.text) for c in chunks)
+    # Sentences of an overlap read without their heading, by page, with the best rank of a chunk holding them.
+    overlap: dict[tuple[str, str], int] = {}
     for rank, chunk in enumerate(chunks):
         section = chunk.section
         reader = readers[chunk.doc_id]
         reader.reset()
         lines = [ln.strip() for ln in _LINE_SPLIT.split(chunk.text) if ln.strip() and ln.strip() != chunk.title]
+        if section and section in lines[1:] and section not in lines[:1]:
+            # A chunk that opens inside the overlap of the section before its own heading ("… Price: 99 yuan."
+            # then "Libra K2"): the text before that heading is under one this chunk does not show (the chunk
+            # before it has that text with its heading), so whose fact it states is unknown here.
+            cut = lines.index(section)
+            for line in lines[:cut]:
+                for sentence in split_sentences(LIST_MARK.sub("", line).strip(" #*")):
+                    held = (chunk.doc_id, sentence)
+                    overlap[held] = min(rank, overlap.get(held, rank))
+            lines = lines[cut:]
         # A sentence that ends in a colon ("每周开放以下时段：") introduces the short lines below it: they
         # are its items, not headings, and it is quoted with them.
         intro: Candidate | None = None
@@ -155,6 +169,10 @@ def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
                 seen.add(key)
                 out.append(Candidate(s, chunk, rank, section, len(out)))
                 intro = out[-1] if s.endswith(_INTRO_ENDS) else None
+    for c in out:
+        # The same sentence under its own heading in another retrieved chunk is as well retrieved as the best
+        # chunk that holds it.
+        c.rank = min(c.rank, overlap.get((c.chunk.doc_id, c.text), c.rank))
     return out
 
 
@@ -202,6 +220,9 @@ class Question:
     picked_variants: frozenset[str] = frozenset()
     # The pages the previous answer quoted: a sibling picked by its variant word is on the same page.
     answered_pages: frozenset[str] = frozenset()
+    # What the previous answer's quoted lines were about ("型号 晨星 16 寸" of a row it quoted), for a follow-up
+    # that names no model of its own: "这个多少钱" after an answer that settled on one of a page's siblings.
+    answered_subjects: tuple[str, ...] = ()
     # The amount the customer says they spent, in this question or one just before: the tier it reaches.
     spend: float | None = None
     spend_carried: bool = False
@@ -284,6 +305,11 @@ class Question:
             named=named,
             picked_variants=picked,
             answered_pages=cited_pages(answered) if picked else frozenset(),
+            # Only for a question that points back ("这个", "that one"): one with a topic of its own ("运费怎么算")
+            # may have left the row the last answer quoted.
+            answered_subjects=quoted_subjects(answered)
+            if answered and _ANAPHOR.search(question) and not _names_own_subject(question)
+            else (),
             base_model=BASE_WORDS.search(question) is not None,
             attrs=_with_place_pointed_at(attributes(question) or attributes(query), question, earlier),
             editions=named_editions,
@@ -370,9 +396,9 @@ def _names_own_subject(question: str) -> bool:
 _MODEL_TOKEN = re.compile(r"(?<![A-Za-z0-9])(?:[A-Za-z]+\d+[A-Za-z]*|\d+[A-Za-z]+)(?![A-Za-z0-9])")
 
 
-# A model told by what it is or has: "能除醛的那款", "双门那台", "the quieter one" (not "那款", "that one").
+# A model told by what it is or has: "能除醛的那款", "双门那台", "the quieter one" (not "那款", "那这个", "that one").
 _PICKS_SIBLING = re.compile(
-    rf"{HAN_CLASS}(?:的)?(?:那|这)(?:款|个|台|种|一款)|\bthe (?!same\b|other\b)[\w-]+(?: [\w-]+)? (?:one|model|version)\b",
+    rf"(?![那这]){HAN_CLASS}(?:的)?(?:那|这)(?:款|个|台|种|一款)|\bthe (?!same\b|other\b)[\w-]+(?: [\w-]+)? (?:one|model|version)\b",
     re.I,
 )
 _QUOTED_LINE = re.compile(r"^- (.+)$", re.M)
@@ -428,6 +454,19 @@ def answer_subject(answer: str) -> tuple[tuple[Product, ...], frozenset[str], st
         return products(subject), editions(subject), subject
     named = products(answer)
     return (named, frozenset(), named[0].text) if len({p.text for p in named}) == 1 else ((), frozenset(), "")
+
+
+@lru_cache(maxsize=1024)
+def quoted_subjects(answer: str) -> tuple[str, ...]:
+    """What an extractive answer's quoted lines are about, each read as `answer_subject` reads its first one
+    (the heading it was quoted under, a row's name cell, the words before the first comma), lowered. A
+    free-text answer quotes none."""
+    out: list[str] = []
+    for m in _QUOTED_LINE.finditer(answer):
+        line = _without_citation(m.group(1))
+        end = _SUBJECT_END.search(line)
+        out.append(line[: end.start()] if end else line)
+    return tuple(o.strip().lower() for o in out)
 
 
 _ANAPHOR = re.compile(r"\b(?:that|this|it|its|those|these|them|they)\b|这个|那个|这项|那项|该|它", re.I)
@@ -608,6 +647,13 @@ def _sibling_name(c: Candidate) -> str:
 _CONTRACTION = re.compile(r"['’](?:m|s|d|re|ve|ll|t)\b")
 
 
+def _quotes_sibling(subjects: tuple[str, ...], name: str) -> bool:
+    """Is a quoted line about the sibling `name`: its subject is the sibling's heading, or a row's name cell
+    after its header ("型号 晨星 16 寸")?"""
+    lowered = name.strip().lower()
+    return any(s == lowered or s.endswith(f" {lowered}") for s in subjects)
+
+
 class _Siblings:
     """Which of a page's sibling models (rows of one table, sections of one page) the question names, read
     by the words that tell them apart rather than by parsing a product name: "20L" picks "远足 20L 城市包"
@@ -624,10 +670,15 @@ class _Siblings:
         self.own_text = own_text
         self.added = (q.words | {t for p in q.named for t in _name_tokens(p.text)}) - self.own
         by_doc: dict[str, set[str]] = {}
+        # Siblings named by a row's name cell or a heading, not by the words a list line opens with (which may
+        # be a sentence about the family: "Libra 系列共两款：…").
+        filed: set[str] = set()
         for c in candidates:
             name = _sibling_name(c)
             if name:
                 by_doc.setdefault(c.chunk.doc_id, set()).add(name)
+                if c.row is not None or name == c.section.strip():
+                    filed.add(name)
         self.hits: dict[tuple[str, str], float] = {}
         self.best: dict[str, float] = {}
         # The words the page's sibling models are named by ("护童", "pro" of "护童 Pro"): they say which model,
@@ -636,6 +687,15 @@ class _Siblings:
         # The words of the asked products' line ("Breeze Shell" of "Breeze Shell Lite"): on a page of another
         # line a shared variant word ("晨光 Lite") tells nothing.
         lines = [_name_tokens(p.text) - VARIANT_WORDS for p in q.named]
+        if _PICKS_SIBLING.search(q.text) and any(
+            (_name_tokens(n) - frozenset.intersection(*(_name_tokens(m) for m in names))) & self.own
+            for names in by_doc.values()
+            if len(names) > 1
+            for n in names
+        ):
+            # "能坐 3 人的那款" where one sibling is named by "3": the customer picks it by what it is or has, and the
+            # model the rewriter carried is the one they move away from (its words name no sibling then).
+            self.added = frozenset()
         for doc, names in by_doc.items():
             if len(names) < 2:
                 continue
@@ -645,6 +705,10 @@ class _Siblings:
             common = frozenset.intersection(*(_name_tokens(n) for n in names))
             for name in names:
                 hit = sum(self._hit(t) for t in _name_tokens(name) - common if not (foreign and t in VARIANT_WORDS))
+                if name in filed and _quotes_sibling(q.answered_subjects, name):
+                    # The sibling the previous answer quoted, for a follow-up that names none ("那这个多少钱"): the
+                    # one the conversation settled on, weighed as the rewriter's additions are.
+                    hit += _ADDED
                 self.hits[(doc, name)] = hit
                 self.best[doc] = max(self.best.get(doc, 0.0), hit)
 
@@ -863,7 +927,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         if primary is Ask.GENERAL:
             # "What is your return policy?": a page states its main rule first.
             score *= 1 + 0.5 / (1 + c.chunk.index)
-        score *= said.get(id(c), 1.0)
+        c.said = said.get(id(c), 1.0)
+        score *= c.said
         c.score = score / _rank_discount(c)
 
 
@@ -1179,6 +1244,9 @@ def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
             and c.section == best.section
             and shows(c.text, primary)
             and c.score * _rank_discount(c) >= floor
+            # A row that says less of what the question asks about is another item of the list, not one of the
+            # asked item's tiers.
+            and not _other_row(c, best)
         ][: limit + 3]
         if len(rows) >= 2:
             return sorted(rows, key=lambda c: _first_number(c.text, primary))
@@ -1188,13 +1256,40 @@ def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
         steps = [c for c in steps if c.score >= 0.4 * best.score][: limit + 2]
         if len(steps) >= 2:
             return sorted(steps, key=lambda c: (c.rank, c.order))
+    if _QUESTION_LINE.search(best.section) and primary in (Ask.YESNO, Ask.GENERAL):
+        # A FAQ's answer is one unit: "Yes, in our two lakeside stores." goes on with what it costs and what to bring.
+        rest = sorted(
+            (
+                c
+                for c in ranked
+                if c.chunk is best.chunk
+                and c.section == best.section
+                and c.order > best.order
+                and not _QUESTION_LINE.search(c.text)  # the next question, run into the answer's paragraph
+            ),
+            key=lambda c: c.order,
+        )
+        if rest:
+            return [best, *rest[: limit - 1]]
     picked = [best]
     for c in ranked[1:]:
         if len(picked) >= limit:
             break
-        if c.score >= 0.75 * best.score:
+        if c.score >= 0.75 * best.score and not _other_row(c, best):
             picked.append(c)
     return picked
+
+
+def _other_row(c: Candidate, best: Candidate) -> bool:
+    """A row of the best row's table that says less of what the question asks about: another item of the
+    list ("精细调律 … 460 元" beside "常规调律 … 单独上门调律 280 元" for "单独上门调律多少钱")."""
+    return (
+        c.row is not None
+        and best.row is not None
+        and c.chunk.doc_id == best.chunk.doc_id
+        and c.row.header == best.row.header
+        and c.said < best.said
+    )
 
 
 def _first_number(text: str, ask: Ask) -> float:

@@ -552,7 +552,9 @@ def _recall(question: str, memory: MemoryView, lang: str, kind: tuple[str, re.Pa
         if threshold and any(v.threshold for v in found):
             overlap += 1.5
         if found and topical and kind is not None and kind[0] != "product":
-            overlap += 0.5 * max(v.fit(wanted, threshold) for v in found)
+            # A label that shares only the word naming the kind of value ("a city scooter costs 45 yuan a day" for
+            # "what did the Pro cost?") says nothing of what the value is of.
+            overlap += 0.5 * max(v.fit(matchable, threshold) for v in found)
         # The side asked about first, then what the line shares with the question, then when it was said.
         key = (3.0 * (said.side in (side, "summary")) + overlap, -said.position if first else said.position)
         if best is None or key > best[0]:
