@@ -221,7 +221,7 @@ class Question:
     # The pages the previous answer quoted: a sibling picked by its variant word is on the same page.
     answered_pages: frozenset[str] = frozenset()
     # What the previous answer's quoted lines were about ("型号 晨星 16 寸" of a row it quoted), for a follow-up
-    # that names no model of its own: "这个多少钱" after an answer that settled on one of a page's siblings.
+    # that names no model of its own: "这款怎么卖" after an answer that settled on one of a page's siblings.
     answered_subjects: tuple[str, ...] = ()
     # The amount the customer says they spent, in this question or one just before: the tier it reaches.
     spend: float | None = None
@@ -305,7 +305,7 @@ class Question:
             named=named,
             picked_variants=picked,
             answered_pages=cited_pages(answered) if picked else frozenset(),
-            # Only for a question that points back ("这个", "that one"): one with a topic of its own ("运费怎么算")
+            # Only for a question that points back ("这个", "that one"): one with a topic of its own ("能开发票吗")
             # may have left the row the last answer quoted.
             answered_subjects=quoted_subjects(answered)
             if answered and _ANAPHOR.search(question) and not _names_own_subject(question)
@@ -396,7 +396,7 @@ def _names_own_subject(question: str) -> bool:
 _MODEL_TOKEN = re.compile(r"(?<![A-Za-z0-9])(?:[A-Za-z]+\d+[A-Za-z]*|\d+[A-Za-z]+)(?![A-Za-z0-9])")
 
 
-# A model told by what it is or has: "能除醛的那款", "双门那台", "the quieter one" (not "那款", "那这个", "that one").
+# A model told by what it is or has: "能折叠的那款", "双门那台", "the quieter one" (not "那款", "那这个", "that one").
 _PICKS_SIBLING = re.compile(
     rf"(?![那这]){HAN_CLASS}(?:的)?(?:那|这)(?:款|个|台|种|一款)|\bthe (?!same\b|other\b)[\w-]+(?: [\w-]+)? (?:one|model|version)\b",
     re.I,
@@ -706,7 +706,7 @@ class _Siblings:
             for name in names:
                 hit = sum(self._hit(t) for t in _name_tokens(name) - common if not (foreign and t in VARIANT_WORDS))
                 if name in filed and _quotes_sibling(q.answered_subjects, name):
-                    # The sibling the previous answer quoted, for a follow-up that names none ("那这个多少钱"): the
+                    # The sibling the previous answer quoted, for a follow-up that names none ("那这款怎么卖"): the
                     # one the conversation settled on, weighed as the rewriter's additions are.
                     hit += _ADDED
                 self.hits[(doc, name)] = hit

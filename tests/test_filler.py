@@ -22,9 +22,9 @@ from tests.test_rewrite import view
     ("query", "embedded"),
     [
         # Greetings, thanks and requests to be told, in either language.
-        ("您好，请问蓝鲸 K3 净水器的滤芯多久换一次？谢谢！", "蓝鲸 K3 净水器的滤芯多久换一次？"),
+        ("您好，请问蓝鲸 K3 净水器的滤芯几个月更换？谢谢！", "蓝鲸 K3 净水器的滤芯几个月更换？"),
         ("哈喽~ 麻烦问一下，露营灯能带上飞机吗", "露营灯能带上飞机吗"),
-        ("在吗？帮我查一下会员积分什么时候过期", "会员积分什么时候过期"),
+        ("在吗？帮我查一下会员积分的有效期", "会员积分的有效期"),
         ("能不能告诉我一下周日几点开门", "周日几点开门"),
         (
             "Hello there! Could you please tell me how heavy the Ridgeway 2 tent is? Thanks so much.",
