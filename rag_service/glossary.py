@@ -12,7 +12,7 @@ uses, not the sample shop's wording; a shop with its own vocabulary extends `CON
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
 # concept: (English phrases, Chinese phrases). English phrases match whole words (a trailing "*" matches
@@ -51,7 +51,7 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "international": ("international*|abroad|overseas|outside china|foreign", "国际|海外|境外|国外|出境"),
     "customs": ("customs|duty|duties|import tax*|tariff*", "关税|清关|海关|进口税"),
     "same_day": ("same day|same-day|today", "当日达|当天|当日"),
-    "invoice": ("invoice*|receipt*|fapiao|tax id", "发票|开票|增值税|税号|抬头"),
+    "invoice": ("invoice*|receipt*|fapiao|tax id", "发票|开票|增值税|税号|抬头|收据|小票"),
     "installment": ("instal*ment*|pay monthly|monthly payment*|credit", "分期|期数|花呗|信用卡分期|免息"),
     "interest": ("interest|rate*|handling fee*|service fee*", "利息|费率|手续费|免息"),
     "member": ("member*|loyalty|tier*|vip|gold|silver|platinum|diamond|level*", "会员|金卡|银卡|白金|钻石|等级|黑卡"),
@@ -173,6 +173,13 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "waterproof": ("waterproof*|water-resistan*|water resistance|rain*", "防水|防泼水|防雨"),
     "material": ("material*|fabric*|made of|made from|filling|fill", "材质|面料|材料|填充"),
     "rental": ("rent|rents|rental*|renting|hire", "租|租赁|租金|出租"),
+    # Ordinary shop words a page in the other language writes its own way.
+    "security_deposit": ("deposit*", "押金|保证金"),
+    "late": ("late|overdue|past the due date|extra day*", "逾期|超期|晚还|迟还|延期归还|超时"),
+    "rush": ("rush*|expedit*|urgent*|speed up|hurry|asap", "加急|急单|急用|加快"),
+    "registration": ("regist*|licen[cs]e plate*|number plate*|plate number*", "上牌|登记|备案|牌照|车牌"),
+    "accessory": ("accessor*|spare part*|add-on*", "配件|附件"),
+    "tax_refund": ("tax refund*|tax-free|tax free|vat refund*|duty-free|duty free", "退税|免税"),
     "altitude": ("altitude*|elevation|plateau", "海拔|高原"),
 }
 
@@ -242,6 +249,7 @@ class Glossary:
         # its concept, then the English patterns with their leading letters (no call and no generator per
         # concept: a hundred of them per text).
         self._zh_phrases = [(t, key) for key, (_, zh) in self._terms.items() for t in zh]
+        self._inside = _containers(self._zh_phrases)
         self._en_scans = [(key, en, self._en_words[key]) for key, (en, _) in self._terms.items() if en is not None]
 
     def concepts(self, text: str, among: frozenset[str] | None = None) -> frozenset[str]:
@@ -257,12 +265,26 @@ class Glossary:
         en, zh = self._terms.get(key, (None, ()))
         # The Chinese phrases first: substring tests, far cheaper than a case-insensitive scan of the text.
         for t in zh:
-            if t in lowered:
+            if t in lowered and self._stands_alone(t, lowered):
                 return True
         if en is None:
             return False
         folded = _folded(text, lowered) if folded is None else folded
         return _may_match(self._en_words.get(key), folded) and en.search(text) is not None
+
+    def _stands_alone(self, phrase: str, lowered: str) -> bool:
+        """Does the Chinese phrase occur in the text other than inside a longer phrase of another concept
+        (换新 inside 以旧换新, 税 inside 关税, 数据 inside 数据线)? The longer phrase is the word the text uses; a
+        trade-in question is no exchange question, a cable question no data question."""
+        containers = self._inside.get(phrase)
+        if not containers:
+            return True
+        start = lowered.find(phrase)
+        while start >= 0:
+            if not any(lowered.startswith(longer, start - offset) for longer, offset in containers if start >= offset):
+                return True
+            start = lowered.find(phrase, start + 1)
+        return False
 
 
 @lru_cache(maxsize=16384)
@@ -272,7 +294,7 @@ def _concepts(glossary: Glossary, text: str) -> frozenset[str]:
     # The same as `{key for key in glossary._terms if glossary._mentions(text, lowered, key, folded)}`.
     found: set[str] = set()
     for phrase, key in glossary._zh_phrases:
-        if key not in found and phrase in lowered:
+        if key not in found and phrase in lowered and glossary._stands_alone(phrase, lowered):
             found.add(key)
     for key, en, words in glossary._en_scans:
         if key not in found and _may_match(words, folded) and en.search(text) is not None:
@@ -306,6 +328,25 @@ def _lower(text: str) -> tuple[str, str]:
     return lowered, _folded(text, lowered)
 
 
+def _containers(phrases: Sequence[tuple[str, str]]) -> dict[str, tuple[tuple[str, int], ...]]:
+    """Chinese phrase -> the longer phrases of other concepts that contain it, with where it sits in each."""
+    own: dict[str, set[str]] = {}
+    for t, key in phrases:
+        own.setdefault(t, set()).add(key)
+    out: dict[str, tuple[tuple[str, int], ...]] = {}
+    for t, keys in own.items():
+        found = []
+        for longer, other in phrases:
+            if len(longer) > len(t) and other not in keys and not own[longer] & keys:
+                at = longer.find(t)
+                while at >= 0:
+                    found.append((longer, at))
+                    at = longer.find(t, at + 1)
+        if found:
+            out[t] = tuple(sorted(set(found)))
+    return out
+
+
 # A fee on a shipping page is a shipping fee ("the flat fee is ¥60 per order" ~ "运费").
 _COMPOSED = [(frozenset({"shipping", "price"}), "shipping_fee")]
 
@@ -315,6 +356,17 @@ DEFAULT = Glossary(CONCEPTS)
 
 def concepts(text: str, among: frozenset[str] | None = None) -> frozenset[str]:
     return DEFAULT.concepts(text, among)
+
+
+def wording(text: str, concept: str) -> str | None:
+    """The words by which the text mentions the concept (its first phrase of it), if it does."""
+    en, zh = DEFAULT._terms.get(concept, (None, ()))
+    lowered = text.lower()
+    for t in zh:
+        if t in lowered and DEFAULT._stands_alone(t, lowered):
+            return t
+    m = en.search(text) if en is not None else None
+    return m.group() if m is not None else None
 
 
 # Concepts that name a sub-topic of a page: a sentence about one of them answers a question about it, not

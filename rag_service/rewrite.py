@@ -49,7 +49,7 @@ from rag_core.settings import LLMEndpoint, RewriteSettings, Settings
 from rag_core.text import has_han as is_chinese
 from rag_service.domain import MemoryView, RewriteResult, Round
 from rag_service.filler import search_text
-from rag_service.glossary import concepts
+from rag_service.glossary import concepts, wording
 from rag_service.intents.slots import ProductCatalog
 from rag_service.intents.switch import _PERSON_WORDS, _ZH_PERSON_WORDS, _announcement, _back, _marker
 from rag_service.llm import ChatClient, ChatMessages, UpstreamError
@@ -421,6 +421,10 @@ class RuleRewriter:
             query, detail = question, "he/she is the customer's relative"
         if not query:
             query, detail = rule_rewrite(question, decision.history.candidates, personal)
+        if decision.kind == "dependent" and query != question and decision.contrast is None:
+            service = carried_service(question, decision.history)
+            if service:
+                query, detail = f"{service} {query}", f"{detail}; carried {service!r}"
         if len(query) > self.settings.max_query_chars:
             query, detail = question, "rewrite would exceed max_query_chars"
         return RewriteResult(query, action, False, f"{why or decision.reason}; {detail}")
@@ -467,7 +471,7 @@ class RuleRewriter:
         out: list[str] = []
         for i in range(first, len(view.rounds)):
             result = self.previous_at(view, i, known)
-            if result is not None and result.topic_switch:
+            if result is not None and hard_switch(result):
                 out = [""] * len(out)  # what came before a change of topic lends nothing
             # A question left as it was counts as asked (its search query may have lost an opening identifier).
             out.append(view.rounds[i].user.content if result is None or result.action == "skipped" else result.query)
@@ -500,6 +504,16 @@ class RuleRewriter:
                 break
         pair = (named[1], named[0]) if len(named) >= 2 else None
         return Topic(named[0] if named else None, place, pair)
+
+
+def hard_switch(result: RewriteResult) -> bool:
+    """A topic switch that ends the subjects earlier questions lend: announced, or a new name. A switch on
+    similarity alone (it still continues the previous question's pages) does not: a differently worded question
+    about use ("游泳时能戴吗" after a product's price) would otherwise leave a later "那款几种颜色" only the words of the
+    questions after it to take a subject from, often an attribute. It still ends the topic's product
+    (`topic_product`): a question without a marker is not glued to the product of before such a switch ("How
+    many wipes are in a pack?" moved on to a thing an answer offered)."""
+    return result.topic_switch and not result.continues
 
 
 def _round_texts(rounds: Sequence[Round]) -> tuple[str, ...]:
@@ -537,6 +551,46 @@ SHOP_SERVICES = {
     "return": "return",
     "refund": "return",
 }
+
+
+# After-sales services a question asks of a product: a follow-up that asks nothing of its own ("Which papers
+# should I bring along?", "要多久") goes on asking about the service, not about the product.
+CARRIED_SERVICES = (
+    "warranty",
+    "out_of_warranty",
+    "extended_warranty",
+    "repair",
+    "return",
+    "exchange",
+    "refund",
+    "trade_in",
+    "installment",
+    "rental",
+    "install",
+)
+
+
+def carried_service(question: str, history: History) -> str:
+    """The words by which the previous question asked for an after-sales service, when the follow-up asks
+    only how the service goes (what to bring, where, how long): "Which papers should I bring along?" after "Does the
+    warranty cover the brake?" is about the warranty; the product alone would lead to the product's page. A
+    follow-up with a concept of its own ("多少钱" after "能分期吗" may ask the product's price) or one asking
+    something else of the product ("可以机洗吗" after its warranty) is left as the rules read it."""
+    if not history.rounds or concepts(question) - _TIME_CONCEPTS or _PROCEDURE.search(question) is None:
+        return ""
+    previous = history.rounds[-1].user.content
+    ideas = concepts(previous)
+    words = [w for c in CARRIED_SERVICES if c in ideas and (w := wording(previous, c))]
+    return " ".join(dict.fromkeys(words))
+
+
+_TIME_CONCEPTS = frozenset(["time_limit", "business_days"])
+# What a question about the course of a service asks: what to bring, where to go, how long it takes.
+_PROCEDURE = re.compile(
+    r"\b(?:bring|where|how long|how many days|what documents|what papers|procedure|process)\b"
+    r"|带什么|带上|要带|哪里|哪儿|在哪|去哪|多久|几天|流程|手续|怎么办理",
+    re.IGNORECASE,
+)
 
 
 def _services(ideas: frozenset[str]) -> frozenset[str]:

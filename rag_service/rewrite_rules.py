@@ -38,7 +38,7 @@ from rag_core.text import EN_GENERIC_WORDS as _EN_STOP
 from rag_core.text import HAN as _CJK
 from rag_core.text import HAN_RUN as _CJK_RUN
 from rag_core.text import has_han as is_chinese
-from rag_service.facts import CATEGORIES, PLACES, products
+from rag_service.facts import CATEGORIES, PLACES, VARIANT_WORDS, products
 from rag_service.glossary import concepts
 from rag_service.posseg_viterbi import install as _install_fast_viterbi
 
@@ -134,6 +134,10 @@ _EXPLETIVE_IT = re.compile(
     r"\b(?:(?:is|was|isn't|wasn't)\s+it|it\s+(?:is|was|'s))\s+(?:\w+\s+){0,2}?\w+\s+"
     r"(?:to|that|never|not|if|when|whether)\b"
     r"|\bif\s+it(?:'s|’s|\s+is|\s+was)\s+(?:a|an)\s+\w+"
+    # The weather's "it": "if it's windy", "once it snows".
+    r"|\bit(?:'s|’s|\s+is|\s+was|\s+gets|\s+got)\s+(?:very\s+|too\s+|really\s+)?"
+    r"(?:below\s+(?:zero|freezing)|freezing|raining|snowing|humid|windy)\b"
+    r"|\bit\s+(?:rains|snows|rained|snowed|freezes)\b"
     rf"|{_IDENTIFIED_IT}",
     re.IGNORECASE,
 )
@@ -365,13 +369,17 @@ def _latin_entities(text: str) -> list[Entity]:
         run, named, kind, pending = [], False, "", []
 
     previous = ""  # the word before, lowercase
+    # Whether the word before `previous` ended a noun run ("a card which includes …": a relative clause's verb).
+    noun_before, in_run = False, False
     for m in _EN_WORD.finditer(text):
         word, lower = m.group(), m.group().lower()
         if last_end >= 0 and text[last_end : m.start()].strip():
             flush()  # punctuation between words ends a run
-            previous = ""
+            previous, in_run = "", False
         last_end = m.end()
-        after_subject, previous = previous in _EN_SUBJECTS, lower
+        relative = previous in _RELATIVES and noun_before
+        after_subject, previous = previous in _EN_SUBJECTS or relative, lower
+        noun_before, in_run = in_run, False
         if kind == "name" and lower in _NAME_JOINERS:
             pending.append(word)
             continue
@@ -391,6 +399,7 @@ def _latin_entities(text: str) -> list[Entity]:
         pending = []
         possessive = _POSSESSIVE.search(word) if len(word) > 2 else None
         run.append(word[: possessive.start()] if possessive else word)
+        in_run = True
         kind = word_kind
         named = named or _looks_named(word, bool(_SENT_START.search(text[: m.start()])))
         if possessive:
@@ -400,6 +409,8 @@ def _latin_entities(text: str) -> list[Entity]:
 
 
 _POSSESSIVE = re.compile(r"['’]s\b", re.IGNORECASE)
+# After a noun, these open a relative clause whose first word is its verb ("a card which lists the fees").
+_RELATIVES = frozenset(["that", "which", "who"])
 
 
 def _looks_named(word: str, sentence_start: bool) -> bool:
@@ -432,6 +443,8 @@ def _chinese_entities(text: str) -> list[Entity]:
         brand = "" if _ID_DIGITS.search(name) else _brand_before(text[: m.start()])
         if brand and _MEASURE_LABEL.search(brand) and words[0][0].isdigit():
             continue  # "厚度 35 mm", "亮度 400": an attribute's value, not a model of a brand
+        if _LONE_ATTRIBUTE.match(brand):
+            brand = ""  # "版本 K2", "型号 X9": a label before its value, no brand
         if len(words) == 1 and words[0].isdigit() and len(words[0]) < 6 and not (brand and 2 <= len(words[0]) <= 3):
             continue  # a count or a price; after a brand a two- or three-digit number is the model: 小米 15
         out.append(Entity(f"{brand} {name}" if brand else name, True))
@@ -451,9 +464,11 @@ def _chinese_entities(text: str) -> list[Entity]:
 
 # What a measured attribute's name ends with (长度, 重量, 功率, 电压, 直径, 容积, 水温, 单价, 运费): no brand.
 _MEASURE_LABEL = re.compile(r"[度量率压重长宽高径积温价格费额]$")
-# A two-character attribute on its own ("选哪个厚度"): what is asked of a thing, never the thing (长 is left
-# out: 家长, 店长 are people).
-_LONE_ATTRIBUTE = re.compile(r"^[\u4e00-\u9fff][度量率压重宽高径积温]$")
+# A two-character attribute on its own ("选哪个厚度", "要配什么度数", "什么颜色"): what is asked of a thing, never
+# the thing (长 is left out: 家长, 店长 are people).
+_LONE_ATTRIBUTE = re.compile(
+    r"^(?:[\u4e00-\u9fff][度量率压重宽高径积温]|度数|尺寸|尺码|码数|大小|颜色|规格|型号|款式|材质|版本|配置)$"
+)
 
 
 def _brand_before(prefix: str) -> str:
@@ -621,9 +636,14 @@ _NOT_A_NOUN = _EN_STOP | {"own"}
 
 
 def resolve(question: str, entity: Entity) -> str:
-    """Put the entity into the question: in place of 它/他/她/it(s)/he/she/her when there is one, else in front."""
+    """Put the entity into the question: in place of 它/他/她/it(s)/he/she/her when there is one, else in front.
+    A product model never takes the place of he/she: "Can he ride it in the rain?" after a scooter's price asks
+    about a person, and "Can <scooter> ride it" reads as nonsense to the embedder."""
+    personless = is_product_model(entity.text)
     if is_chinese(question):
         m = _ZH_IT.search(question)
+        if m is not None and personless and m.group()[0] in "他她":
+            m = None
         if m is None:
             return f"{entity.text} {question.lstrip()}"
         before, after = question[: m.start()], question[m.end() :]
@@ -636,12 +656,22 @@ def resolve(question: str, entity: Entity) -> str:
         if any(a <= m.start() < b for a, b in dummies):
             continue  # "is it better to ...": nothing to replace
         word = m.group(1).lower()
-        if word in {"he", "she", "him", "her", "his"} and not entity.named:
-            continue  # a person is a name
+        if word in {"he", "she", "him", "her", "his"} and (not entity.named or personless):
+            continue  # a person is a name, and no product model
         possessive = word in {"its", "his"} or (word == "her" and _noun_follows(question, m.end()))
         repl = f"{entity.text}'s" if possessive else entity.text
         return question[: m.start()] + repl + question[m.end() :]
     return f"{entity.text}: {question.lstrip()}"
+
+
+def is_product_model(text: str) -> bool:
+    """A product's model name: a word mixing letters and digits ("S7", "X1"), a model number after a name
+    ("Pixel 9") or a variant word ("Lumo Pro"); never a person's name, which an inner capital alone may
+    also mark ("McCartney")."""
+    words = _EN_WORD.findall(text)
+    if any(_ALNUM.match(w) for w in words) or any(w.lower() in VARIANT_WORDS for w in words[1:]):
+        return True
+    return Entity(text, True).model and any(w.isdigit() for w in words)
 
 
 def _noun_follows(question: str, end: int) -> bool:
@@ -717,7 +747,8 @@ def rule_rewrite(question: str, candidates: Sequence[Entity], names_only: bool =
     number is only put in front of a question about the order that names none itself. A singular "it" never
     stands for a plural noun phrase."""
     singular = _SINGULAR_IT.search(question) is not None and _PLURAL_IT.search(question) is None
-    if concepts(question) & _THING_ASPECTS and not own_names(question):
+    handled = _HANDLED_IT.search(question) is not None
+    if (handled or concepts(question) & _THING_ASPECTS) and not own_names(question):
         candidates = [e for e in candidates if not place_names(e.text)]
     if _DEVICE.search(question):
         # "那台什么价", "what does that model cost?": a name of the history, or its subject; never a place. "那台三星
@@ -746,6 +777,13 @@ def rule_rewrite(question: str, candidates: Sequence[Entity], names_only: bool =
     return question, "no entity to add"
 
 
+# "it" as the object of a hand's work ("set it up", "deliver it", "fold it"): a thing, never the city the
+# customer named before ("I live in <city>, …").
+_HANDLED_IT = re.compile(
+    r"\b(?:set|put|take|bring|carry|deliver|install|assemble|return|send|ship|fold|charge|ride|wash|clean"
+    r"|repair|fix|wear|unpack|unbox|mount|lift|move)\s+it\b",
+    re.IGNORECASE,
+)
 _DEVICE = re.compile(r"[这那](?:款|台|部|个型号|种型号)|\b(?:that|this)\s+(?:model|version)\b", re.IGNORECASE)
 _SINGULAR_IT = re.compile(r"\b(?:it|its|itself)\b", re.IGNORECASE)
 _PLURAL_IT = re.compile(r"\b(?:they|them|their|theirs|these|those|both)\b", re.IGNORECASE)
@@ -817,7 +855,7 @@ def product_names(text: str) -> list[str]:
         if lead is not None and words:
             words[0] = lead.group() + words[0]  # "65L Pro": the capacity is part of the model, not "L Pro"
         brand = _brand_before(text[:at]) if at > 0 and lead is None and words else ""
-        if brand and not _NOT_BRAND.search(brand):
+        if brand and not _NOT_BRAND.search(brand) and not _LONE_ATTRIBUTE.match(brand):
             # "飞燕 R5": the Chinese brand is part of the name (the page titles it "飞燕（Feiyan）…", and another
             # brand may use the same model number).
             words.insert(0, brand)

@@ -246,3 +246,37 @@ def test_a_chunk_names_one_of_the_questions_places_exactly_when_its_places_inclu
     for among in wanted:
         for text in texts:
             assert names_place_among(text, among) == bool(places(text) & among), (text, among)
+
+
+def test_a_phrase_inside_a_longer_glossary_phrase_is_no_concept_of_its_own() -> None:
+    # 换新 (exchange) inside 以旧换新 (trade-in), 数据 (data) inside 数据线 (a cable), 税 (tax) inside 关税 (customs).
+    assert concepts("旧滑板车参加以旧换新可以折多少") >= {"trade_in"}
+    assert "exchange" not in concepts("旧滑板车参加以旧换新可以折多少")
+    assert "exchange" in concepts("刚买的滑板车坏了能换新吗")
+    assert "exchange" in concepts("以旧换新，或者坏了直接换新")
+    assert "data" not in concepts("数据线多少钱") and "charger" in concepts("数据线多少钱")
+    assert concepts("寄到海外要交关税吗", frozenset({"tax", "customs"})) == frozenset({"customs"})
+
+
+def test_a_trade_in_question_finds_the_trade_in_page_over_the_exchange_policy() -> None:
+    question = "滑板车骑了两年，参加以旧换新可以折多少"
+    exchange = chunk("returns", "退换货政策", "质量问题 15 天内可以换新，运费由本店承担。", 0.90)
+    trade_in = chunk(
+        "trade", "Scooter Trade-In Scheme", "Bring your old scooter and get credit towards a new one.", 0.84, "en"
+    )
+    assert rerank(question, [exchange, trade_in])[0].doc_id == "trade"
+
+
+@pytest.mark.parametrize(
+    ("question", "page", "concept"),
+    [
+        ("租帐篷押金多少", "A 300 yuan deposit is taken when you collect the kayak.", "security_deposit"),
+        ("Returning the kayak a day late, what happens?", "逾期归还按天加收租金。", "late"),
+        ("这单急用，可以加急处理吗", "Express orders cannot be expedited.", "rush"),
+        ("How do I get a number plate for the scooter?", "电动滑板车上牌需要购车发票和合格证。", "registration"),
+        ("有哪些配件", "Accessories and spare parts price list", "accessory"),
+        ("游客购物可以办退税吗", "Tax refunds for visitors are handled at the airport.", "tax_refund"),
+    ],
+)
+def test_ordinary_shop_words_have_a_concept_in_either_language(question: str, page: str, concept: str) -> None:
+    assert concept in concepts(question) and concept in concepts(page)

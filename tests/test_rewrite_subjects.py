@@ -198,3 +198,86 @@ def test_a_switch_on_similarity_alone_still_leans_on_the_previous_pages() -> Non
     # A switch the customer announces, or one to a product the conversation never named, carries nothing.
     assert rules.rewrite_now("Unrelated, but where is your Oslo store?", history).continues == ()
     assert rules.rewrite_now("Do you sell the Kelda 2 tent?", history).continues == ()
+
+
+def test_he_or_she_never_stands_for_a_product_model() -> None:
+    turns = (("My nephew wants the Zipper K7 scooter. What's the top speed?", "The Zipper K7 does 25 km/h."),)
+    query = rule("Can he ride it in the rain?", *turns)
+    assert "Can he ride" in query and "Zipper K7" in query
+    query = rule("Can she wear them all day?", ("How much are the Brightlane Pro reading glasses?", "320 yuan."))
+    assert "she" in query
+    # A person keeps taking he/she, an inner capital notwithstanding.
+    assert "DeMarco grow up" in rule("Where did he grow up?", ("Who wrote the DeMarco songbook?", "Rafe DeMarco."))
+
+
+def test_a_relative_clause_verb_is_no_noun_phrase() -> None:
+    found = {e.key for e in entities("Do you offer a care plan that lists lens cleaning for couples?")}
+    assert "care plan" in found and not any("lists" in k for k in found)
+    found = {e.key for e in entities("What about the silver card which includes free vouchers?")}
+    assert not any("includes" in k for k in found)
+    assert "lists" not in rule("Who can sign up for it?", ("Do you have a card that lists free cleanings?", ""))
+    # "that" as a determiner keeps its noun.
+    assert "strap waterproof" in {e.key for e in entities("Is that strap waterproof?")}
+
+
+def test_an_attribute_noun_is_no_subject() -> None:
+    assert not {e.key for e in entities("我远视 300 度，有能配度数的款吗")}
+    assert not {e.key for e in entities("有别的颜色吗")} & {"颜色"}
+    # "版本 E7": a label before a model, not the model's brand.
+    assert {e.text for e in entities("当前版本 E7 的充电器怎么卖")} & {"E7", "版本 E7"} == {"E7"}
+
+
+def test_a_switch_on_similarity_alone_keeps_the_conversations_subject() -> None:
+    """A differently worded question about use is a switch on similarity only; the product asked about before it
+    stays the subject of the follow-ups after it (not a later question's attribute)."""
+    rw = RuleRewriter(RewriteSettings(mode="rule"), Orthogonal())
+    turns = [
+        ("晴川 Wave 泳镜怎么卖", "晴川 Wave 售价 599 元。"),
+        ("游泳时能戴吗", "可以。"),
+        ("我远视 300 度，有能配度数的款吗", "可以。"),
+    ]
+    assert rw.rewrite_now("游泳时能戴吗", view(*turns[:1])).topic_switch
+    assert "晴川 Wave" in rw.rewrite_now("那款有几种颜色", view(*turns)).query
+    # An announced switch still ends what the earlier questions lend.
+    turns[1] = ("换个话题，你们门店几点开门", "早 10 点。")
+    assert "晴川" not in rw.rewrite_now("那款有几种颜色", view(*turns)).query
+
+
+def test_a_switch_on_similarity_alone_still_ends_the_topics_product() -> None:
+    """After a question about a thing an answer offered, a standalone price question is not about the earlier
+    product: only a reference marker takes the earlier subject."""
+    rw = RuleRewriter(RewriteSettings(mode="rule"), Orthogonal())
+    turns = (
+        ("How much is the Glint K4 lens cleaner?", "The Glint K4 is 199 yuan."),
+        ("How many wipes come in one pack?", "Ten."),
+    )
+    assert "K4" not in rw.rewrite_now("What do spare hinge screws cost?", view(*turns)).query
+
+
+def test_the_weathers_it_is_no_reference() -> None:
+    turns = (("How much is the Vento S7 scooter?", "The Vento S7 is 1999 yuan."),)
+    assert "if it's freezing" in rule("Does the display still work if it's freezing outside?", *turns)
+    assert "if it rains" in rule("Can I ride it if it rains?", *turns)
+    assert "Vento S7" in rule("Can I ride it if it rains?", *turns)
+
+
+def test_a_follow_up_asking_nothing_of_its_own_goes_on_asking_about_the_service() -> None:
+    turns = (("My Vento S7 scooter's brake squeaks. Does the warranty cover that?", ""),)
+    query = rule("Which papers should I bring along?", *turns)
+    assert "warranty" in query and "Vento S7" in query
+    assert "租" in rule("到哪儿拿", ("想租两根鱼竿，一天多少钱", "每天 50 元。"))
+    # A follow-up with a concept of its own asks it, whatever the service before.
+    assert "分期" not in rule("多少钱", ("晴川 A3 能分期吗", "可以。"))
+    assert "warranty" not in rule("Can I pay for it in instalments?", *turns)
+    # Something else asked of the product is no question about the service.
+    history = ("晴川 Wave 冲锋衣保修几年", "两年。")
+    assert "保修" not in rule("可以机洗吗", history)
+
+
+def test_it_handled_by_hand_is_never_the_customers_city() -> None:
+    turns = (
+        ("How much is the Vento S7 scooter?", "The Vento S7 is 1999 yuan."),
+        ("We are in Suzhou; is delivery free there?", "Delivery to Suzhou is free."),
+    )
+    query = rule("Can your fitter install it on Friday?", *turns)
+    assert "Suzhou" not in query
