@@ -260,7 +260,7 @@ def test_a_phrase_inside_a_longer_glossary_phrase_is_no_concept_of_its_own() -> 
 
 def test_a_trade_in_question_finds_the_trade_in_page_over_the_exchange_policy() -> None:
     question = "滑板车骑了两年，参加以旧换新可以折多少"
-    exchange = chunk("returns", "退换货政策", "质量问题 15 天内可以换新，运费由本店承担。", 0.90)
+    exchange = chunk("returns", "退换货政策", "质量问题签收后 15 天内包换新，运费由本店承担。", 0.90)
     trade_in = chunk(
         "trade", "Scooter Trade-In Scheme", "Bring your old scooter and get credit towards a new one.", 0.84, "en"
     )

@@ -221,7 +221,7 @@ def test_a_relative_clause_verb_is_no_noun_phrase() -> None:
 
 
 def test_an_attribute_noun_is_no_subject() -> None:
-    assert not {e.key for e in entities("我远视 300 度，有能配度数的款吗")}
+    assert not {e.key for e in entities("远视 300 度的话，也能按度数做吗")}
     assert not {e.key for e in entities("有别的颜色吗")} & {"颜色"}
     # "版本 E7": a label before a model, not the model's brand.
     assert {e.text for e in entities("当前版本 E7 的充电器怎么卖")} & {"E7", "版本 E7"} == {"E7"}
@@ -234,7 +234,7 @@ def test_a_switch_on_similarity_alone_keeps_the_conversations_subject() -> None:
     turns = [
         ("晴川 Wave 泳镜怎么卖", "晴川 Wave 售价 599 元。"),
         ("游泳时能戴吗", "可以。"),
-        ("我远视 300 度，有能配度数的款吗", "可以。"),
+        ("远视 300 度的话，也能按度数做吗", "可以。"),
     ]
     assert rw.rewrite_now("游泳时能戴吗", view(*turns[:1])).topic_switch
     assert "晴川 Wave" in rw.rewrite_now("那款有几种颜色", view(*turns)).query
@@ -265,7 +265,7 @@ def test_a_follow_up_asking_nothing_of_its_own_goes_on_asking_about_the_service(
     turns = (("My Vento S7 scooter's brake squeaks. Does the warranty cover that?", ""),)
     query = rule("Which papers should I bring along?", *turns)
     assert "warranty" in query and "Vento S7" in query
-    assert "租" in rule("到哪儿拿", ("想租两根鱼竿，一天多少钱", "每天 50 元。"))
+    assert "租" in rule("到哪儿拿", ("想租两根鱼竿，按天怎么收费", "每天 50 元。"))
     # A follow-up with a concept of its own asks it, whatever the service before.
     assert "分期" not in rule("多少钱", ("晴川 A3 能分期吗", "可以。"))
     assert "warranty" not in rule("Can I pay for it in instalments?", *turns)
