@@ -95,6 +95,15 @@ _QUESTION_MARK = re.compile(r"[?？]")
 _TRAILING = re.compile(r"[\s，,、；;：:]+$")
 
 
+_COURTESY = re.compile(rf"(?:{_ZH_HELLO}|{_ZH_THANKS}|{_EN_GREETING}|{_EN_THANKS})", re.IGNORECASE)
+
+
+def is_courtesy(word: str) -> bool:
+    """Is `word` a greeting or a thanks as a whole ("谢谢", "您好", "thank you")? A tagger may read one as a name
+    (jieba tags 谢谢 as a person's), which would make "谢谢！能开发票吗" look like a question about someone new."""
+    return _COURTESY.fullmatch(word.strip()) is not None
+
+
 @lru_cache(maxsize=4096)
 def search_text(query: str) -> str:
     """`query` without its conversational filler (module docstring); the query itself when nothing would be

@@ -39,6 +39,7 @@ from rag_core.text import HAN as _CJK
 from rag_core.text import HAN_RUN as _CJK_RUN
 from rag_core.text import has_han as is_chinese
 from rag_service.facts import CATEGORIES, PLACES, VARIANT_WORDS, products
+from rag_service.filler import is_courtesy
 from rag_service.glossary import concepts
 from rag_service.posseg_viterbi import install as _install_fast_viterbi
 
@@ -342,6 +343,8 @@ def _entities(text: str) -> tuple[Entity, ...]:
             continue  # "手机号", "my order number": the customer's identifier, never what a question is about
         if _EN_NOT_SUBJECT.match(e.text) or _BODY_PART.match(e.text) or _ZH_QUESTION_WORD.search(e.text):
             continue
+        if is_courtesy(e.text):
+            continue  # "谢谢" tagged as a name: thanking is no subject
         if e.key and e.key not in seen:
             seen.add(e.key)
             unique.append(e)

@@ -281,3 +281,14 @@ def test_it_handled_by_hand_is_never_the_customers_city() -> None:
     )
     query = rule("Can your fitter install it on Friday?", *turns)
     assert "Suzhou" not in query
+
+
+def test_thanks_is_no_subject_of_a_follow_up() -> None:
+    """jieba tags 谢谢 as a person's name: a thanks before the next question made it a "new entity" switch."""
+    assert not entities("谢谢！那保修多久")
+    assert [e.text for e in entities("谢谢你，Lumo K7 多少钱")] == ["Lumo K7"]
+    rw = RuleRewriter(RewriteSettings(mode="rule"), Orthogonal())
+    turns = view(("Lumo K7 台灯多少钱", "Lumo K7 售价 299 元。"))
+    result = rw.rewrite_now("谢谢！那保修多久", turns)
+    assert not result.topic_switch
+    assert "Lumo K7" in result.query
