@@ -274,6 +274,10 @@ _PLACES: dict[str, str] = {
     "eu": "欧洲|europe", "na": "北美|north america", "oc": "大洋洲|oceania", "asia": "亚洲|\\basia\\b", "bj": "北京|beijing", "sh": "上海|shanghai", "gz": "广州|guangzhou", "sz": "深圳|shenzhen",
     "cd": "成都|chengdu", "hz": "杭州|hangzhou", "wh": "武汉|wuhan", "nj": "南京|nanjing", "cq": "重庆|chongqing",
     "xa": "西安|\\bxi'?an\\b", "tj": "天津|tianjin", "su": "苏州|suzhou",
+    # More of the largest cities, by the province their shipping rows are written for (PROVINCE_OF).
+    "nb": "宁波|ningbo", "qd": "青岛|qingdao", "dl": "大连|dalian", "xm": "厦门|xiamen", "cs": "长沙|changsha",
+    "zz": "郑州|zhengzhou", "jn": "济南|\\bjinan\\b", "sy": "沈阳|shenyang", "hf": "合肥|hefei", "fz": "福州|fuzhou",
+    "km": "昆明|kunming", "wx": "无锡|\\bwuxi\\b", "dg": "东莞|dongguan", "fs": "佛山|foshan", "heb": "哈尔滨|harbin",
 }  # fmt: skip
 # China's provinces and regions: shipping fees, delivery times and store services are written per province
 # ("甘肃、宁夏：每单 22 元", "京津冀地区满 69 包邮"). The four municipalities are the cities above.
@@ -298,7 +302,11 @@ _ABBREVIATIONS = {abbr: key for key, (_, abbr) in _PROVINCES.items()} | {
 # 江苏 and 浙江). One character alone is a word, not a province.
 _ABBREVIATION_RUN = re.compile("[" + "".join(_ABBREVIATIONS) + "]{2,}")
 # A city's province: "杭州" is answered by the row for 江浙沪.
-PROVINCE_OF = {"gz": "gd_", "sz": "gd_", "cd": "sc_", "hz": "zj_", "wh": "hub_", "nj": "js_", "xa": "sn_", "su": "js_"}
+PROVINCE_OF = {
+    "gz": "gd_", "sz": "gd_", "cd": "sc_", "hz": "zj_", "wh": "hub_", "nj": "js_", "xa": "sn_", "su": "js_",
+    "nb": "zj_", "qd": "sd_", "dl": "ln_", "xm": "fj_", "cs": "hun_", "zz": "hn_", "jn": "sd_", "sy": "ln_",
+    "hf": "ah_", "fz": "fj_", "km": "yn_", "wx": "js_", "dg": "gd_", "fs": "gd_", "heb": "hl_",
+}  # fmt: skip
 # Places listed as exceptions ("其他地区（甘肃、宁夏除外）") are not where the sentence applies.
 _EXCEPTED = re.compile(r"[（(][^）)]*(?:除外|以外|\bexcept\b|\bexcluding\b|\bother than\b)[^）)]*[）)]", re.I)
 _CATEGORIES: dict[str, str] = {

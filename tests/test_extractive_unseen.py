@@ -137,6 +137,12 @@ def test_provinces_in_both_languages_and_abbreviation_runs() -> None:
     assert "hb_" in places("石家庄，河北") and not places("新品青春版")
 
 
+def test_large_cities_in_both_languages_are_places_of_their_province() -> None:
+    assert {"qd", "sd_"} <= places("寄到青岛几天到") and {"nb", "zj_"} <= places("Can you ship to Ningbo?")
+    assert {"heb", "hl_"} <= places("哈尔滨冬天能送货吗") and "hb_" not in places("哈尔滨")
+    assert not places("Jinanite stone")  # a word that only begins like a city's name
+
+
 def test_a_province_picks_its_shipping_row() -> None:
     out = answer("What does shipping to Ningxia cost?", [SHIPPING])
     assert "22 元" in out and "5 元" not in out
