@@ -580,10 +580,8 @@ def products(text: str) -> tuple[Product, ...]:
         _add_product(out, text, m.start(), m.end(), m.group())
         taken.append(m.span())
     for m in _NAME_RUN.finditer(text):
-        if taken:
-            at = m.start()
-            if any(a <= at < b for a, b in taken):
-                continue
+        if taken and any(a <= m.start() < b for a, b in taken):
+            continue
         _add_product(out, text, m.start(), m.end(), m.group())
     return tuple(out)
 
