@@ -45,6 +45,7 @@ from rag_service.facts import (
     values,
 )
 from rag_service.glossary import ASPECTS, CATEGORIES, GENERIC, concepts, coverage, weight
+from rag_service.privacy import order_numbers
 from rag_service.recall import recall_answer
 from rag_service.table_rows import (
     Row,
@@ -232,6 +233,9 @@ class Question:
         # The rewritten query carries what a follow-up leaves out ("那它的保修期呢" -> the product); the
         # question as asked decides the language and the type. `earlier` are the customer's last questions
         # before this one, oldest first: "256GB 的呢" after "回收价多少" asks for the same kind of value.
+        # An order number and its label ("订单号 QX2026…,") say which purchase, not what about it is asked: no
+        # product, no word a sentence should share.
+        question, query = _without_order_number(question), _without_order_number(query)
         both = f"{query} {question}" if query and query != question else question
         asks = question_asks(question) or question_asks(both)
         if not asks and _FOLLOW_UP.search(question):
@@ -324,6 +328,15 @@ class Question:
             if previous and _leans_on_previous(question, query)
             else frozenset(),
         )
+
+
+def _without_order_number(text: str) -> str:
+    found = order_numbers(text)
+    if not found:
+        return text
+    for m in reversed(found):
+        text = f"{text[: m.start()]} {text[m.end() :]}"
+    return re.sub(r"^[\s,，:：。.]+", "", text)
 
 
 # "What's the phone number there?", "那家店周二开吗": the place the customer named before.
@@ -755,15 +768,18 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         if len(w) > (3 if w.isascii() else 1) and not w.isdigit() and w not in EN_GENERIC_WORDS and not concepts(w)
     } - _GENERIC_ZH
     subject_found = bool(own_words) and any(_subject_words(c)[0] & own_words for c in candidates)
+    primary = q.asks[0] if q.asks else Ask.GENERAL
     for c in candidates:
         # A FAQ's question heading frames its answer but is worded like the customer's question: its words
         # would make every answer under it look like the answer.
         heading = "" if _QUESTION_LINE.search(c.section) else c.section
-        c.words = _stems(set(terms(c.text)) | set(terms(heading))) - _stems(terms(c.chunk.title)) - named_words
-        c.ideas = concepts(f"{heading} {c.text}") | (concepts(c.chunk.title) & CATEGORIES)
+        # A row whose cell says it has none of a column ("烘干容量 无烘干") does not say what the column names,
+        # unless whether it has it is what is asked.
+        said = c.row.stated() if c.row is not None and primary is not Ask.YESNO else c.text
+        c.words = _stems(set(terms(said)) | set(terms(heading))) - _stems(terms(c.chunk.title)) - named_words
+        c.ideas = concepts(f"{heading} {said}") | (concepts(c.chunk.title) & CATEGORIES)
     n = len(candidates)
     df: Counter[str] = Counter(t for c in candidates for t in c.words)
-    primary = q.asks[0] if q.asks else Ask.GENERAL
     asked_aspects = q.ideas & ASPECTS
     if primary in _ASK_IDEA:
         # An amount is a price however it is written ("starts at ¥11999"), a duration a time limit.
