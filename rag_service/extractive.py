@@ -819,6 +819,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     type_idea = _ASK_IDEA.get(primary)
     type_only = 0.5 if type_idea is not None and q.ideas == {type_idea} else 1.0
     said = _said_of(q, asked_words, idf, primary, candidates)
+    own_statement = False
     for c in candidates:
         # How much of what the question says the sentence covers: its words (rarer ones weigh more) and
         # its concepts. In the question's language they are mostly the same evidence ("warranty" is both),
@@ -946,6 +947,19 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         c.said = said.get(id(c), 1.0)
         score *= c.said
         c.score = score / _rank_discount(c)
+        if fit is not None and fit >= 0.8 and (primary is Ask.GENERAL or shows(c.text, primary)):
+            own_statement = True
+    if own_statement:
+        # "其他品牌镜架：1 年", "Other models: 1 year": the default for what has no line of its own, and the asked
+        # product has one among the sentences.
+        for c in candidates:
+            if _OTHERS.match(c.text) and not products(c.text):
+                c.score *= _OTHERS_MISS
+
+
+# A line about what the others have ("其他品牌镜架：", "其余型号", "Other brands:", "All other models"): a default.
+_OTHERS = re.compile(r"(?:其他|其它|其余)|(?:all |any )?other\b", re.I)
+_OTHERS_MISS = 0.3
 
 
 # A Chinese word that asks rather than says ("多久", "怎么办", "几天", "要钱吗"): no part of what is asked about.

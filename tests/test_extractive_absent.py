@@ -54,3 +54,35 @@ def test_an_order_number_is_no_product_the_question_is_about() -> None:
     # Read as a product, the order number matched no sentence and every line of the page fitted it as badly.
     out = answer("订单号 QH20270314005521，我买的青禾 Pro，加工要几个工作日", [LENSES])
     assert "9 个工作日" in out and "4 个工作日" not in out
+
+
+WARRANTY = chunk(
+    "warranty",
+    "保修条款",
+    "\n".join(
+        [
+            "默认保修期",
+            "商品详情页写明保修期的，以详情页为准；没有写明的，按下面的默认期限。",
+            "- 其他品牌手表：1 年",
+            "- 其他品牌表带：6 个月",
+        ]
+    ),
+)
+WATCH = chunk(
+    "watch",
+    "岚山（Lanshan）L2 系列机械表 商品详情",
+    "\n".join(["岚山 L2", "- 售价：3280 元", "- 机芯保修 3 年", "岚山 L2 Lite", "- 售价：1980 元", "- 机芯保修 1 年"]),
+    index=1,
+)
+
+
+def test_the_default_for_other_brands_gives_way_to_the_asked_models_own_line() -> None:
+    # The warranty page is better retrieved and its title is the question's topic, but its line is for the
+    # brands that have no line of their own.
+    out = answer("I have a Lanshan L2, bought 20 months ago. How long is its warranty?", [WARRANTY, WATCH])
+    assert "3 年" in out and "其他品牌" not in out
+
+
+def test_a_brand_with_no_line_of_its_own_gets_the_default() -> None:
+    out = answer("My Zenova watch is 8 months old, how long is the warranty?", [WARRANTY, WATCH])
+    assert "其他品牌手表：1 年" in out
