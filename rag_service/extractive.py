@@ -813,6 +813,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     spanned = {c.chunk.doc_id for c in candidates if span_fits.get(id(c), 1.0) > 1}
     asks_rate = _PER_PERIOD_ASKED.search(q.text) is not None
     asks_product = primary in (Ask.PRICE, Ask.SPEC) and bool(q.named or q.picked_variants) and not _PART.search(q.text)
+    asks_part = primary in (Ask.PRICE, Ask.SPEC) and _PART.search(q.text) is not None
     # "滤芯多久换一次": when the question's only concept is its type (a duration, a price), every sentence
     # of that type covers it; the type is weighed by `shows` below, and what the question says it is about
     # (its words) tells those sentences apart.
@@ -934,6 +935,9 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         if asks_product and (_PART.search(c.text) or (c.section != c.chunk.title and _PART.search(c.section))):
             # "X 备用电池 … 1990 元", or any line under an "Accessories" heading, is a part for the model asked
             # about, not the model.
+            score *= _PART_MISS
+        elif asks_part and not _PART.search(c.text):
+            # "how much is a spare battery for it?": the part's line, not the model's own price or specs.
             score *= _PART_MISS
         if _BOILERPLATE.search(c.text):
             score *= 0.05

@@ -86,3 +86,36 @@ def test_the_default_for_other_brands_gives_way_to_the_asked_models_own_line() -
 def test_a_brand_with_no_line_of_its_own_gets_the_default() -> None:
     out = answer("My Zenova watch is 8 months old, how long is the warranty?", [WARRANTY, WATCH])
     assert "其他品牌手表：1 年" in out
+
+
+SCOOTER = chunk(
+    "scooter",
+    "飞驰（Feichi）S2 电动滑板车 商品详情",
+    "\n".join(
+        [
+            "版本与价格",
+            "| 版本 | 电池 | 续航 | 售价 |",
+            "| --- | --- | --- | --- |",
+            "| 飞驰 S2 标准版 | 36V 7.5Ah | 30 km | 2199 元 |",
+            "| 飞驰 S2 长续航版 | 36V 12Ah | 50 km | 2899 元 |",
+        ]
+    ),
+)
+PARTS = chunk(
+    "parts",
+    "配件价格表",
+    "\n".join(
+        [
+            "| 品类 | 商品 | 售价 |",
+            "| --- | --- | --- |",
+            "| 电池 | 飞驰 S2 备用电池 36V 7.5Ah | 899 元 |",
+            "| 轮胎 | 飞驰 S2 实心胎 | 129 元 |",
+        ]
+    ),
+    index=1,
+)
+
+
+def test_a_question_about_a_part_is_answered_by_the_parts_line_not_the_models_price() -> None:
+    out = answer("How much is a spare battery for the Feichi S2?", [SCOOTER, PARTS])
+    assert "899" in out and "2199" not in out and "2899" not in out
