@@ -735,6 +735,11 @@ class _Siblings:
             return 1.0
         return _ADDED if token in self.added else 0.0
 
+    def named_by_customer(self, c: Candidate) -> bool:
+        """Do the customer's own words name the sibling the candidate is filed under (a whole word of its name,
+        not the rewriter's additions nor the sibling the last answer settled on)?"""
+        return self.hits.get((c.chunk.doc_id, _sibling_name(c)), 0.0) >= 1
+
     def fit(self, c: Candidate) -> float:
         """> 1 for a sentence under the sibling the question names best, < 1 under one it does not name while
         it names another; 1 when the question tells none of the page's siblings apart."""
@@ -896,6 +901,10 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             fit = 0.8  # "每天佩戴不少于 8 小时" on the asked model's page, under no other model's heading
         if q.named or q.picked_variants:
             score *= 0.5 if fit is None else 0.03 if fit == 0 else 2.0 * fit
+        elif sibling > 1 and siblings.named_by_customer(c):
+            # "行者 45L 多少钱": a model the product reader does not read, named by the customer's own words as one
+            # of a page's siblings is: that model's lines, as for a model it reads.
+            score *= 2.0
         score *= sibling
         score *= _edition_fit(q, c)
         if own_tiers:

@@ -3,6 +3,7 @@ shop of dehumidifiers and kids' lenses."""
 
 from __future__ import annotations
 
+from rag_service.domain import Chunk
 from tests.extractive_kit import answer, chunk
 
 DRYERS = chunk(
@@ -141,3 +142,32 @@ KITCHEN_EXTRAS = chunk(
 def test_words_for_children_are_one_concept_across_languages() -> None:
     out = answer("Do you have a cup for children? What's the price?", [KITCHEN_EXTRAS])
     assert "39 元" in out and "49 元" not in out
+
+
+def _pack(name: str, price: str, index: int) -> Chunk:
+    return chunk(
+        "packs", "远行骑行包 商品详情", f"{name}\n- 售价：{price}\n- 颜色：黑色、橄榄绿", section=name, index=index
+    )
+
+
+PACK_EXTRAS = chunk(
+    "pack-extras",
+    "骑行配件价目表",
+    "\n".join(
+        [
+            "| 品类 | 型号 | 规格 | 售价 |",
+            "| --- | --- | --- | --- |",
+            "| 防雨罩 | 包用防雨罩 S | 适合 15–30 L 的包 | 35 元 |",
+            "| 水壶 | 保温水壶 300ml | 不锈钢 | 30 元 |",
+        ]
+    ),
+    index=5,
+)
+
+
+def test_a_model_the_product_reader_misses_is_still_named_by_the_customers_words() -> None:
+    # "远行 30L" is no product name the reader knows, but it is one of the page's two siblings, and the figure it
+    # shares with the accessories' rows is no reason to quote them.
+    chunks = [_pack("远行 30L 通勤包", "459 元", 2), _pack("远行 50L 旅行包", "689 元", 3), PACK_EXTRAS]
+    out = answer("你好，我的订单号是 YX20270101-5521，想问下远行 30L 多少钱", chunks)
+    assert "459" in out and "35 元" not in out and "689" not in out
