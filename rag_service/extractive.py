@@ -79,7 +79,7 @@ _BOILERPLATE = re.compile(
     r"^(?:更新日期|最后更新|更新时间|发布日期|last updated|updated on|updated:|effective date)"
     r"|本页(?:面)?(?:介绍|说明|列出|汇总)|本文(?:介绍|说明)|以下是|如下[。:：]?$|详见下文|请继续阅读"
     r"|^this (?:page|document|article|guide|section) (?:explains|describes|covers|lists|summari[sz]es|is about)"
-    r"|版权所有|copyright|©|all rights reserved|返回顶部|首页\s*[>/]|^home\s*[>/]|skip to|上一页|下一页|cookie",
+    r"|版权所有|copyright|©|all rights reserved|返回顶部|首页\s*[>/·|｜]|^home\s*[>/·|]|skip to|上一页|下一页|cookie",
     re.IGNORECASE,
 )
 

@@ -171,3 +171,23 @@ def test_a_model_the_product_reader_misses_is_still_named_by_the_customers_words
     chunks = [_pack("远行 30L 通勤包", "459 元", 2), _pack("远行 50L 旅行包", "689 元", 3), PACK_EXTRAS]
     out = answer("你好，我的订单号是 YX20270101-5521，想问下远行 30L 多少钱", chunks)
     assert "459" in out and "35 元" not in out and "689" not in out
+
+
+MATTRESS = chunk(
+    "mattress",
+    "云眠（Yunmian）M3 床垫 商品详情",
+    "\n".join(
+        [
+            "云眠家居 · 睡好每一天 | 首页 · 床垫 · 枕头 · 门店",
+            "云眠（Yunmian）M3 是独立袋装弹簧床垫，软硬适中。",
+            "云眠 M3：整垫保修 5 年。",
+        ]
+    ),
+)
+REPAIRS = chunk("terms", "保修条款", "\n".join(["保修期从签收当天开始计算。", "需要返厂的，约 15 个工作日。"]), index=1)
+
+
+def test_a_site_navigation_line_is_no_answer() -> None:
+    # "睡好每一天" holds "一天", a duration, and the line is on the asked model's page.
+    out = answer("How long does the repair take if my Yunmian M3 goes back to the factory?", [MATTRESS, REPAIRS])
+    assert "首页" not in out and "保修 5 年" in out
