@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from rag_service.domain import Chunk
 from tests.extractive_kit import answer, chunk
+from tests.extractive_kit import conversation as _memory
 
 DRYERS = chunk(
     "dryers",
@@ -191,3 +192,26 @@ def test_a_site_navigation_line_is_no_answer() -> None:
     # "睡好每一天" holds "一天", a duration, and the line is on the asked model's page.
     out = answer("How long does the repair take if my Yunmian M3 goes back to the factory?", [MATTRESS, REPAIRS])
     assert "首页" not in out and "保修 5 年" in out
+
+
+FLEECE = chunk(
+    "fleece",
+    "Ridgeway Fleece Jackets",
+    "\n".join(
+        [
+            "Ridgeway Fleece 200",
+            "- Weight (size M): 330 g",
+            "- Sizes: S to XL",
+            "Ridgeway Fleece 300",
+            "- Weight (size M): 410 g",
+            "- Sizes: XS to XXL",
+        ]
+    ),
+)
+
+
+def test_a_range_of_letter_sizes_answers_what_sizes_there_are() -> None:
+    # After "how heavy", the rewriter's words ask for the sizes: the sizes line has no figure, yet it is the value.
+    memory = _memory(("How heavy is the Ridgeway Fleece 200?", "It weighs 330 g in size M."))
+    out = answer("and the 300?", [FLEECE], query="What sizes does Ridgeway Fleece 300 come in?", memory=memory)
+    assert "XS to XXL" in out and "S to XL " not in out
