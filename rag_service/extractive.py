@@ -902,7 +902,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         if q.named or q.picked_variants:
             score *= 0.5 if fit is None else 0.03 if fit == 0 else 2.0 * fit
         elif sibling > 1 and siblings.named_by_customer(c):
-            # "行者 45L 多少钱": a model the product reader does not read, named by the customer's own words as one
+            # "远行 30L 卖几块": a model the product reader does not read, named by the customer's own words as one
             # of a page's siblings is: that model's lines, as for a model it reads.
             score *= 2.0
         score *= sibling
@@ -946,7 +946,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             # about, not the model.
             score *= _PART_MISS
         elif asks_part and not _PART.search(c.text):
-            # "how much is a spare battery for it?": the part's line, not the model's own price or specs.
+            # "what would a replacement blade set me back?": the part's line, not the model's own price or specs.
             score *= _PART_MISS
         if _BOILERPLATE.search(c.text):
             score *= 0.05
