@@ -825,6 +825,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     type_idea = _ASK_IDEA.get(primary)
     type_only = 0.5 if type_idea is not None and q.ideas == {type_idea} else 1.0
     said = _said_of(q, asked_words, idf, primary, candidates)
+    takes = primary is Ask.DURATION and _TAKES.search(q.text) is not None
     own_statement = False
     for c in candidates:
         # How much of what the question says the sentence covers: its words (rarer ones weigh more) and
@@ -879,6 +880,10 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
                 units = [_SPEC_UNITS[i] for i in q.ideas if i in _SPEC_UNITS]
                 if units:
                     score *= 2.0 if any(u.search(c.text) for u in units) else 0.5
+        # Under a how-to heading ("怎么申请保修") a step's time is how long the procedure takes.
+        if takes and (held := (c.ideas if not _HOWTO_HEADING.search(c.section) else concepts(c.text)) & _VALIDITY):
+            # A time to do something, not how long a right holds.
+            score *= 1.0 if held & q.ideas else _VALIDITY_MISS
         if priced and primary in (Ask.YESNO, Ask.GENERAL) and states_threshold(c.text):
             score *= 2.0  # "a 900 yuan basket, may I split it?": the amount from which one can
         context = _context_products(c, q)
@@ -968,6 +973,17 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         for c in candidates:
             if _OTHERS.match(c.text) and not products(c.text):
                 c.score *= _OTHERS_MISS
+
+
+# "How long will fitting it take?", "要多长时间才能好": how long something lasts to do, not how long a right holds (a
+# warranty, a return window, a validity).
+_TAKES = re.compile(
+    r"\bhow long (?:does|will|would|did|do) (?:it|this|that|they|[\w' -]{1,40}?) (?:take|last)\b|\bhow long to\b"
+    r"|多久(?:能|才能|可以)|多长时间(?:能|才能|可以)?(?:好|完|搭|装|修|做)|要多久|几天能|需要多(?:久|长时间)",
+    re.I,
+)
+_VALIDITY = frozenset({"warranty", "extended_warranty", "return", "expiry"})
+_VALIDITY_MISS = 0.2
 
 
 # A line about what the others have ("其他品牌镜架：", "其余型号", "Other brands:", "All other models"): a default.
