@@ -181,8 +181,6 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "accessory": ("accessor*|spare part*|add-on*", "配件|附件"),
     "tax_refund": ("tax refund*|tax-free|tax free|vat refund*|duty-free|duty free", "退税|免税"),
     "altitude": ("altitude*|elevation|plateau", "海拔|高原"),
-    # Who a product is for: a kids' size, helmet or model is told from the adult one by these words.
-    "kids": ("kid|kids|kid's|child|children|children's|toddler*|junior", "儿童|小孩|孩子|宝宝|幼儿|小朋友|童款"),
 }
 
 _EN_SPLIT = re.compile(r"\s*\|\s*")
