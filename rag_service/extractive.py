@@ -780,9 +780,9 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         heading = "" if _QUESTION_LINE.search(c.section) else c.section
         # A row whose cell says it has none of a column ("烘干容量 无烘干") does not say what the column names,
         # unless whether it has it is what is asked.
-        said = c.row.stated() if c.row is not None and primary is not Ask.YESNO else c.text
-        c.words = _stems(set(terms(said)) | set(terms(heading))) - _stems(terms(c.chunk.title)) - named_words
-        c.ideas = concepts(f"{heading} {said}") | (concepts(c.chunk.title) & CATEGORIES)
+        stated = c.row.stated() if c.row is not None and primary is not Ask.YESNO else c.text
+        c.words = _stems(set(terms(stated)) | set(terms(heading))) - _stems(terms(c.chunk.title)) - named_words
+        c.ideas = concepts(f"{heading} {stated}") | (concepts(c.chunk.title) & CATEGORIES)
     n = len(candidates)
     df: Counter[str] = Counter(t for c in candidates for t in c.words)
     asked_aspects = q.ideas & ASPECTS
