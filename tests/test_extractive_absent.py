@@ -1,5 +1,7 @@
-"""A table row whose cell says it has none of its column, and an order number in the question, on an invented
-shop of dehumidifiers, kids' lenses, watches, scooters, packs, mattresses, fleeces and wardrobes."""
+"""What the extractive answer read wrong on shops it was not tuned on (a cell saying "none", an order number, the
+default line for other brands, a part, a model name the product reader misses, site navigation, letter sizes, a
+time to do something), on an invented shop of dehumidifiers, lenses, watches, scooters, packs, mattresses,
+fleeces and wardrobes."""
 
 from __future__ import annotations
 
