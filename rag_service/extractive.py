@@ -45,6 +45,7 @@ from rag_service.facts import (
     values,
 )
 from rag_service.glossary import ASPECTS, CATEGORIES, GENERIC, concepts, coverage, weight
+from rag_service.privacy import order_numbers
 from rag_service.recall import recall_answer
 from rag_service.table_rows import (
     Row,
@@ -78,7 +79,7 @@ _BOILERPLATE = re.compile(
     r"^(?:更新日期|最后更新|更新时间|发布日期|last updated|updated on|updated:|effective date)"
     r"|本页(?:面)?(?:介绍|说明|列出|汇总)|本文(?:介绍|说明)|以下是|如下[。:：]?$|详见下文|请继续阅读"
     r"|^this (?:page|document|article|guide|section) (?:explains|describes|covers|lists|summari[sz]es|is about)"
-    r"|版权所有|copyright|©|all rights reserved|返回顶部|首页\s*[>/]|^home\s*[>/]|skip to|上一页|下一页|cookie",
+    r"|版权所有|copyright|©|all rights reserved|返回顶部|首页\s*[>/·|｜]|^home\s*[>/·|]|skip to|上一页|下一页|cookie",
     re.IGNORECASE,
 )
 
@@ -232,6 +233,9 @@ class Question:
         # The rewritten query carries what a follow-up leaves out ("那它的保修期呢" -> the product); the
         # question as asked decides the language and the type. `earlier` are the customer's last questions
         # before this one, oldest first: "256GB 的呢" after "回收价多少" asks for the same kind of value.
+        # An order number and its label ("订单号 QX2026…,") say which purchase, not what about it is asked: no
+        # product, no word a sentence should share.
+        question, query = _without_order_number(question), _without_order_number(query)
         both = f"{query} {question}" if query and query != question else question
         asks = question_asks(question) or question_asks(both)
         if not asks and _FOLLOW_UP.search(question):
@@ -324,6 +328,15 @@ class Question:
             if previous and _leans_on_previous(question, query)
             else frozenset(),
         )
+
+
+def _without_order_number(text: str) -> str:
+    found = order_numbers(text)
+    if not found:
+        return text
+    for m in reversed(found):
+        text = f"{text[: m.start()]} {text[m.end() :]}"
+    return re.sub(r"^[\s,，:：。.]+", "", text)
 
 
 # "What's the phone number there?", "那家店周二开吗": the place the customer named before.
@@ -722,6 +735,11 @@ class _Siblings:
             return 1.0
         return _ADDED if token in self.added else 0.0
 
+    def named_by_customer(self, c: Candidate) -> bool:
+        """Do the customer's own words name the sibling the candidate is filed under (a whole word of its name,
+        not the rewriter's additions nor the sibling the last answer settled on)?"""
+        return self.hits.get((c.chunk.doc_id, _sibling_name(c)), 0.0) >= 1
+
     def fit(self, c: Candidate) -> float:
         """> 1 for a sentence under the sibling the question names best, < 1 under one it does not name while
         it names another; 1 when the question tells none of the page's siblings apart."""
@@ -755,15 +773,18 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         if len(w) > (3 if w.isascii() else 1) and not w.isdigit() and w not in EN_GENERIC_WORDS and not concepts(w)
     } - _GENERIC_ZH
     subject_found = bool(own_words) and any(_subject_words(c)[0] & own_words for c in candidates)
+    primary = q.asks[0] if q.asks else Ask.GENERAL
     for c in candidates:
         # A FAQ's question heading frames its answer but is worded like the customer's question: its words
         # would make every answer under it look like the answer.
         heading = "" if _QUESTION_LINE.search(c.section) else c.section
-        c.words = _stems(set(terms(c.text)) | set(terms(heading))) - _stems(terms(c.chunk.title)) - named_words
-        c.ideas = concepts(f"{heading} {c.text}") | (concepts(c.chunk.title) & CATEGORIES)
+        # A row whose cell says it has none of a column ("烘干容量 无烘干") does not say what the column names,
+        # unless whether it has it is what is asked.
+        stated = c.row.stated() if c.row is not None and primary is not Ask.YESNO else c.text
+        c.words = _stems(set(terms(stated)) | set(terms(heading))) - _stems(terms(c.chunk.title)) - named_words
+        c.ideas = concepts(f"{heading} {stated}") | (concepts(c.chunk.title) & CATEGORIES)
     n = len(candidates)
     df: Counter[str] = Counter(t for c in candidates for t in c.words)
-    primary = q.asks[0] if q.asks else Ask.GENERAL
     asked_aspects = q.ideas & ASPECTS
     if primary in _ASK_IDEA:
         # An amount is a price however it is written ("starts at ¥11999"), a duration a time limit.
@@ -797,12 +818,15 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     spanned = {c.chunk.doc_id for c in candidates if span_fits.get(id(c), 1.0) > 1}
     asks_rate = _PER_PERIOD_ASKED.search(q.text) is not None
     asks_product = primary in (Ask.PRICE, Ask.SPEC) and bool(q.named or q.picked_variants) and not _PART.search(q.text)
+    asks_part = primary in (Ask.PRICE, Ask.SPEC) and _PART.search(q.text) is not None
     # "滤芯多久换一次": when the question's only concept is its type (a duration, a price), every sentence
     # of that type covers it; the type is weighed by `shows` below, and what the question says it is about
     # (its words) tells those sentences apart.
     type_idea = _ASK_IDEA.get(primary)
     type_only = 0.5 if type_idea is not None and q.ideas == {type_idea} else 1.0
     said = _said_of(q, asked_words, idf, primary, candidates)
+    takes = primary is Ask.DURATION and _TAKES.search(q.text) is not None
+    own_statement = False
     for c in candidates:
         # How much of what the question says the sentence covers: its words (rarer ones weigh more) and
         # its concepts. In the question's language they are mostly the same evidence ("warranty" is both),
@@ -856,6 +880,10 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
                 units = [_SPEC_UNITS[i] for i in q.ideas if i in _SPEC_UNITS]
                 if units:
                     score *= 2.0 if any(u.search(c.text) for u in units) else 0.5
+        # Under a how-to heading ("怎么申请保修") a step's time is how long the procedure takes.
+        if takes and (held := (c.ideas if not _HOWTO_HEADING.search(c.section) else concepts(c.text)) & _VALIDITY):
+            # A time to do something, not how long a right holds.
+            score *= 1.0 if held & q.ideas else _VALIDITY_MISS
         if priced and primary in (Ask.YESNO, Ask.GENERAL) and states_threshold(c.text):
             score *= 2.0  # "a 900 yuan basket, may I split it?": the amount from which one can
         context = _context_products(c, q)
@@ -878,6 +906,10 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             fit = 0.8  # "每天佩戴不少于 8 小时" on the asked model's page, under no other model's heading
         if q.named or q.picked_variants:
             score *= 0.5 if fit is None else 0.03 if fit == 0 else 2.0 * fit
+        elif sibling > 1 and siblings.named_by_customer(c):
+            # "远行 30L 卖几块": a model the product reader does not read, named by the customer's own words as one
+            # of a page's siblings is: that model's lines, as for a model it reads.
+            score *= 2.0
         score *= sibling
         score *= _edition_fit(q, c)
         if own_tiers:
@@ -918,6 +950,9 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             # "X 备用电池 … 1990 元", or any line under an "Accessories" heading, is a part for the model asked
             # about, not the model.
             score *= _PART_MISS
+        elif asks_part and not _PART.search(c.text):
+            # "what would a replacement blade set me back?": the part's line, not the model's own price or specs.
+            score *= _PART_MISS
         if _BOILERPLATE.search(c.text):
             score *= 0.05
         elif c.row is None and c.text.endswith(_INTRO_ENDS):
@@ -930,6 +965,30 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         c.said = said.get(id(c), 1.0)
         score *= c.said
         c.score = score / _rank_discount(c)
+        if fit is not None and fit >= 0.8 and (primary is Ask.GENERAL or shows(c.text, primary)):
+            own_statement = True
+    if own_statement:
+        # "其他品牌镜架：1 年", "Other models: 1 year": the default for what has no line of its own, and the asked
+        # product has one among the sentences.
+        for c in candidates:
+            if _OTHERS.match(c.text) and not products(c.text):
+                c.score *= _OTHERS_MISS
+
+
+# "How long will fitting it take?", "要多长时间才能好": how long something lasts to do, not how long a right holds (a
+# warranty, a return window, a validity).
+_TAKES = re.compile(
+    r"\bhow long (?:does|will|would|did|do) (?:it|this|that|they|[\w' -]{1,40}?) (?:take|last)\b|\bhow long to\b"
+    r"|多久(?:能|才能|可以)|多长时间(?:能|才能|可以)?(?:好|完|搭|装|修|做)|要多久|几天能|需要多(?:久|长时间)",
+    re.I,
+)
+_VALIDITY = frozenset({"warranty", "extended_warranty", "return", "expiry"})
+_VALIDITY_MISS = 0.2
+
+
+# A line about what the others have ("其他品牌镜架：", "其余型号", "Other brands:", "All other models"): a default.
+_OTHERS = re.compile(r"(?:其他|其它|其余)|(?:all |any )?other\b", re.I)
+_OTHERS_MISS = 0.3
 
 
 # A Chinese word that asks rather than says ("多久", "怎么办", "几天", "要钱吗"): no part of what is asked about.

@@ -156,6 +156,7 @@ def question_asks(question: str) -> list[Ask]:
 # --- typed values -----------------------------------------------------------------------------------
 
 _NUM = r"\d+(?:[.,]\d+)*"
+_SIZE = r"(?:[2-6]?X{0,3}[SL]|M)"
 VALUE_PATTERNS: dict[Ask, re.Pattern[str]] = {
     Ask.PRICE: re.compile(rf"(?:[¥￥$]|RMB|CNY|USD|HK\$)\s?{_NUM}|{_NUM}\s?(?:元|块|万元|yuan\b|RMB\b|CNY\b)", re.I),
     Ask.DURATION: re.compile(
@@ -189,7 +190,9 @@ VALUE_PATTERNS: dict[Ask, re.Pattern[str]] = {
     Ask.PERCENT: re.compile(rf"{_NUM}\s?%|百分之[一二三四五六七八九十\d]+|[一二三四五六七八九\d](?:\.\d)?\s?折"),
     Ask.SPEC: re.compile(
         rf"{_NUM}\s?(?:mAh|GB|TB|MB|克|千克|公斤|kg|g\b|英寸|寸|inch(?:es)?|-inch|mm|毫米|Hz|W\b|瓦|核|万像素|像素|小时|hours?|nits|尼特"
-        r"|dB|分贝|℃|°C|m²|㎡|平方米|ml\b|mL\b|毫升|L\b|升|Pa\b|kWh|km\b|公里|千米|cm\b|厘米|m\b|米)",
+        r"|dB|分贝|℃|°C|m²|㎡|平方米|ml\b|mL\b|毫升|L\b|升|Pa\b|kWh|km\b|公里|千米|cm\b|厘米|m\b|米)"
+        # A range of letter sizes ("XS to 3XL", "S–XXL", "M/L"): what "what sizes" asks for, with no figure in it.
+        rf"|(?-i:\b{_SIZE}\s?(?:to|-|–|—|~|/|至|到)\s?{_SIZE}(?![A-Za-z]))",
         re.I,
     ),
 }

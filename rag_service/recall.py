@@ -534,7 +534,10 @@ def _recall(question: str, memory: MemoryView, lang: str, kind: tuple[str, re.Pa
         own = matchable & content
         # The question an answer line answered tells what it was about, where the line does not say.
         # "我第一次问的那只水壶": what the customer asked about names the thing, not what the answer said of it.
-        overlap = len(own) + (1.0 if asked_about else 0.5) * len((topic_words & _content(said.asked)) - own)
+        # A word of the question the line already says as a concept ("dry" of a line saying 烘干) is not said
+        # again by the question that line answered.
+        told = {w for w in (topic_words & _content(said.asked)) - own if not {f"@{c}" for c in concepts(w)} & own}
+        overlap = len(own) + (1.0 if asked_about else 0.5) * len(told)
         # With no value to look for, or a product "for students", the line must be about what is asked.
         if not overlap and (not kind or (kind[0] == "product" and wanted)):
             continue

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from rag_service.facts import BASE_WORDS, VARIANT_WORDS, Product
 
 _SEPARATOR = re.compile(r"^\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?$")
+# A cell saying the row has none of its column: "无", "无烘干", "不带辅助轮", "不支持", "none", "n/a", "—".
+_ABSENT = re.compile(r"\s*(?:无|不带|没有|不支持|不含|(?:none|no|n/a|not available)\b|[—–-]\s*$|[/×✗]\s*$)", re.I)
 _NAME_HEADER = re.compile(r"型号|机型|名称|产品|商品|款式|型號|\b(?:model|name|product|item)s?\b", re.I)
 _NAMED_CELL = re.compile(r"^([^:：|]{1,40})[:：]\s*(.+)$")
 
@@ -96,6 +98,15 @@ class Row:
     def render(self) -> str:
         """ "型号 A1，容量 5 L，售价 300 元。": each cell after its column's name."""
         named = [f"{h} {v}" if h and h != v else v for h, v in zip(self.header, self.cells, strict=False)]
+        return "，".join(named + list(self.cells[len(self.header) :])) + "。"
+
+    def stated(self) -> str:
+        """`render` without the cells that say the row lacks its column ("烘干容量 无烘干", "Remote: none"): the
+        column's name is in every row, and a row saying "none" under it does not have what it names."""
+        if not any(_ABSENT.match(v) for v in self.cells):
+            return self.render()
+        kept = [(h, v) for h, v in zip(self.header, self.cells, strict=False) if not _ABSENT.match(v)]
+        named = [f"{h} {v}" if h and h != v else v for h, v in kept]
         return "，".join(named + list(self.cells[len(self.header) :])) + "。"
 
 
