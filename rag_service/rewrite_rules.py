@@ -1338,6 +1338,10 @@ def substitute(previous: str, contrast: Contrast, question: str) -> tuple[str, s
         return _join(value, previous.strip()), f"added the previous question to {value!r}"
     # A plain noun: after a name it is what is now asked about the name ("那保修期呢" -> "<product> 的保修期"),
     # after a plain subject it takes that subject's place ("发票怎么开" + "那收据呢" -> "收据怎么开").
+    names = own_names(value) if subj.named else []
+    if variant_only(names) and value.startswith(names[0].text) and (completed := with_family(value, subj.text)):
+        # "Pro 的电池呢" after "Acme 9 …": the battery of the Acme 9 Pro, not a "Pro battery" of the Acme 9.
+        return completed, f"completed the variant with {subj.text!r}"
     if subj.named:
         query = f"{subj.text} 的{value}" if contrast.chinese else f"{subj.text} {value}"
         return query, f"asked {value!r} about {subj.text!r}"

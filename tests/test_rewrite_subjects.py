@@ -292,3 +292,11 @@ def test_thanks_is_no_subject_of_a_follow_up() -> None:
     result = rw.rewrite_now("谢谢！那保修多久", turns)
     assert not result.topic_switch
     assert "Lumo K7" in result.query
+
+
+def test_a_variant_s_aspect_in_a_contrast_is_the_sibling_s() -> None:
+    # "Pro 的…呢" asks the aspect of the product's Pro, not of the product with "Pro" as a noun of its own.
+    query = rule("Max 的滤网呢", ("Breezo 5 空气净化器换滤网多少钱", "滤网 199 元。"))
+    assert query.startswith("Breezo 5 Max 的滤网"), query
+    # The product's own variant stays as it is.
+    assert rule("Max 的滤网呢", ("Breezo 5 Max 换滤网多少钱", "")).startswith("Breezo 5 Max 的滤网")
