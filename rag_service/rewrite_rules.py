@@ -870,6 +870,14 @@ def product_names(text: str) -> list[str]:
         name = " ".join(words)
         if re.search(r"[^\W\d_]", name) and not _ID_DIGITS.search(name) and name not in out:
             out.append(name)
+    for m in _VARIANT.finditer(text):
+        # "声眸 Pro": a Chinese brand and a variant word name a product with no model number, which the product
+        # parser does not take alone (a lone "Pro" is only a variant of whatever the conversation is about).
+        brand = _brand_before(text[: m.start()])
+        if brand and not _NOT_BRAND.search(brand) and not _LONE_ATTRIBUTE.match(brand):
+            name = f"{brand} {m.group()}"
+            if not any(name in o or o in name for o in out):
+                out.append(name)
     return out
 
 
@@ -1246,6 +1254,9 @@ def _with_variant(name: str, variant: str | None) -> str:
     hits = [i for i, w in enumerate(words) if _VARIANT.fullmatch(w)]
     if variant is None:
         digit_at = next((i for i, w in enumerate(words) if any(ch.isdigit() for ch in w)), None)
+        if digit_at is None and hits and hits[-1] == len(words) - 1 and is_chinese(words[0]):
+            # "声眸 Pro": a Chinese brand with a variant word and no model number; its standard is the brand's.
+            digit_at = 0
         keep = [w for i, w in enumerate(words) if not (i in hits and digit_at is not None and i > digit_at)]
         return " ".join(keep) if keep else name
     if hits:

@@ -300,3 +300,12 @@ def test_a_variant_s_aspect_in_a_contrast_is_the_sibling_s() -> None:
     assert query.startswith("Breezo 5 Max 的滤网"), query
     # The product's own variant stays as it is.
     assert rule("Max 的滤网呢", ("Breezo 5 Max 换滤网多少钱", "")).startswith("Breezo 5 Max 的滤网")
+
+
+def test_a_chinese_brand_with_a_variant_word_is_a_product() -> None:
+    # "星川 Max" has no model number: it is still the conversation's product, and a later "Plus 保几年" its sibling.
+    turns = (("星川 Max 多少钱", "星川 Max 899 元。"), ("我近视 600 度能用吗", "可以。"))
+    assert rule("Plus 保几年", *turns).startswith("星川 Plus"), rule("Plus 保几年", *turns)
+    # Its standard edition is the brand's own name.
+    query = rule("标准版呢", ("星川 Max 充一次电能用多久", "12 小时。"))
+    assert "Max" not in query and query.startswith("星川"), query
