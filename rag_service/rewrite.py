@@ -80,6 +80,7 @@ from rag_service.rewrite_rules import (
     own_names,
     personal_pronoun,
     place_names,
+    points_back,
     product_names,
     resolve,
     rule_rewrite,
@@ -251,7 +252,12 @@ class Gate:
             # "How long is the battery covered?" after a phone's price: its own words are the aspect, the
             # product is the conversation's (unless it names something new: "ship to Singapore, how much?");
             # so is the place of a question about shipping there ("满多少包邮" after "寄到美国运费多少").
-            if topic.product is not None and asks_about_product(question) and not old_item(question):
+            if (
+                topic.product is not None
+                and asks_about_product(question)
+                and not old_item(question)
+                and not points_back(question, history.candidates, rounds[-1].user.content)
+            ):
                 return Decision("dependent", f"asks about {topic.product!r}", history, product=topic.product)
             if topic.place is not None and asks_about_shipping(question):
                 return Decision("dependent", f"asks about shipping to {topic.place!r}", history, product=topic.place)

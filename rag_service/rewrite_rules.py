@@ -699,6 +699,22 @@ def has_determiner(question: str) -> bool:
     return _DETERMINER.search(question) is not None
 
 
+_DEMONSTRATIVE = re.compile(r"\b(?:this|that|these|those)\s+[a-z]", re.IGNORECASE)
+
+
+def points_back(question: str, candidates: Sequence[Entity], previous: str) -> bool:
+    """Does "that test", "this plan" point back to a noun phrase the previous question (`previous`) asked about,
+    other than a product? Then the question asks about that thing, not about the product the conversation is on."""
+    if _DEMONSTRATIVE.search(question) is None:
+        return False
+    found = definite_reference(question, candidates)
+    if found is None or found[0].split()[0].lower() == "the" or found[1].named:
+        return False
+    at = _find(previous, found[1].text)
+    # "that lens" after "the Acme 5 kids lens": the phrase ends the product's name there.
+    return at is not None and not any(_find(previous, f"{p} {found[1].text}") for p in product_names(previous))
+
+
 def definite_reference(question: str, candidates: Sequence[Entity]) -> tuple[str, Entity] | None:
     """A definite noun phrase that points back to a recent multi-word entity headed by the same word
     ("the movement" -> "Quit India Movement", "the city" -> "City of Monterey Park"): (span, entity)."""

@@ -309,3 +309,14 @@ def test_a_chinese_brand_with_a_variant_word_is_a_product() -> None:
     # Its standard edition is the brand's own name.
     query = rule("标准版呢", ("星川 Max 充一次电能用多久", "12 小时。"))
     assert "Max" not in query and query.startswith("星川"), query
+
+
+def test_that_noun_points_back_to_the_thing_just_asked_not_the_product() -> None:
+    turns = (
+        ("How much is the Breezo 5 air purifier?", "1299."),
+        ("Does it need a yearly filter service first?", "Yes, a filter service is advised."),
+    )
+    query = rule("How much is that service?", *turns)
+    assert "filter service" in query and "Breezo" not in query, query
+    # A noun that ends the product's own name is the product.
+    assert rule("How much is that purifier?", ("How much is the Breezo 5 air purifier?", "1299.")).startswith("Breezo")
