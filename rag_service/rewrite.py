@@ -425,6 +425,8 @@ class RuleRewriter:
             # "How long will his eyes stay blurry?" after "… for my son": he is the customer's relative, whom no
             # page is about; a place or a product of the conversation put in his stead would mislead retrieval.
             query, detail = question, "he/she is the customer's relative"
+        if not query and decision.kind == "dependent" and (service := traded_in(question, decision.history)):
+            query, detail = f"{service} {question.strip()}", f"carried {service!r}, not the customer's old item"
         if not query:
             query, detail = rule_rewrite(question, decision.history.candidates, personal)
         if decision.kind == "dependent" and query != question and decision.contrast is None:
@@ -588,6 +590,19 @@ def carried_service(question: str, history: History) -> str:
     ideas = concepts(previous)
     words = [w for c in CARRIED_SERVICES if c in ideas and (w := wording(previous, c))]
     return " ".join(dict.fromkeys(words))
+
+
+def traded_in(question: str, history: History) -> str:
+    """The words by which the previous question asked for a trade-in, when it was about the customer's old item
+    and the follow-up names nothing and points at nothing ("最多能抵多少" after "我的旧车以旧换新能抵多少"): the
+    follow-up goes on about the trade-in, and the old item is no product of the shop's to put in front of it."""
+    if not history.rounds or own_names(question) or find_marker(question) is not None:
+        return ""
+    # As rewritten: a trade-in follow-up that carried the service is followed up in turn.
+    previous = history.asked[-1] if history.asked and history.asked[-1] else history.rounds[-1].user.content
+    if not old_item(previous):
+        return ""
+    return wording(previous, "trade_in") or ""
 
 
 _TIME_CONCEPTS = frozenset(["time_limit", "business_days"])

@@ -320,3 +320,14 @@ def test_that_noun_points_back_to_the_thing_just_asked_not_the_product() -> None
     assert "filter service" in query and "Breezo" not in query, query
     # A noun that ends the product's own name is the product.
     assert rule("How much is that purifier?", ("How much is the Breezo 5 air purifier?", "1299.")).startswith("Breezo")
+
+
+def test_a_trade_in_follow_up_carries_the_trade_in_not_the_old_item() -> None:
+    turns = [("我家有台用了三年的旧冰箱，以旧换新能折多少", "按成色估价。")]
+    first = rule("最高多少", *turns)
+    assert first.startswith("以旧换新") and "冰箱" not in first, first
+    # And the follow-up after it, which asked by the carried service.
+    turns.append(("最高多少", "最高 800 元。"))
+    second = RuleRewriter(RewriteSettings(mode="rule"))
+    second.rewrite_now("最高多少", view(turns[0]))
+    assert second.rewrite_now("换什么能用", view(*turns)).query.startswith("以旧换新")
