@@ -558,6 +558,7 @@ SHOP_SERVICES = {
     "points": "member",
     "return": "return",
     "refund": "return",
+    "tax_refund": "tax_refund",
 }
 
 
@@ -584,17 +585,21 @@ def carried_service(question: str, history: History) -> str:
     warranty cover the brake?" is about the warranty; the product alone would lead to the product's page. A
     follow-up with a concept of its own ("多少钱" after "能分期吗" may ask the product's price) or one asking
     something else of the product ("可以机洗吗" after its warranty) is left as the rules read it."""
-    if not history.rounds or concepts(question) - _TIME_CONCEPTS or _PROCEDURE.search(question) is None:
+    if not history.rounds or _PROCEDURE.search(question) is None:
         return ""
     previous = history.rounds[-1].user.content
     ideas = concepts(previous)
+    # A concept the previous question had too is no subject of the follow-up's own: "多久能寄回来" after "保修寄修
+    # 运费谁出" still asks how the warranty goes (the sending is part of it).
+    if concepts(question) - _TIME_CONCEPTS - ideas:
+        return ""
     words = [w for c in CARRIED_SERVICES if c in ideas and (w := wording(previous, c))]
     return " ".join(dict.fromkeys(words))
 
 
 def traded_in(question: str, history: History) -> str:
     """The words by which the previous question asked for a trade-in, when it was about the customer's old item
-    and the follow-up names nothing and points at nothing ("最多能抵多少" after "我的旧车以旧换新能抵多少"): the
+    and the follow-up names nothing and points at nothing ("上限是多少" after "旧电视参加以旧换新折多少"): the
     follow-up goes on about the trade-in, and the old item is no product of the shop's to put in front of it."""
     if not history.rounds or own_names(question) or find_marker(question) is not None:
         return ""
@@ -609,7 +614,7 @@ _TIME_CONCEPTS = frozenset(["time_limit", "business_days"])
 # What a question about the course of a service asks: what to bring, where to go, how long it takes.
 _PROCEDURE = re.compile(
     r"\b(?:bring|where|how long|how many days|what documents|what papers|procedure|process)\b"
-    r"|带什么|带上|要带|哪里|哪儿|在哪|去哪|多久|几天|流程|手续|怎么办理",
+    r"|带什么|带上|要带|哪里|哪儿|在哪|去哪|多久|几天|流程|手续(?!费)|怎么办理",
     re.IGNORECASE,
 )
 
