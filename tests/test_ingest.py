@@ -470,23 +470,3 @@ async def test_a_romanised_brand_is_embedded_with_the_chunks_that_use_its_chines
     assert {p.get("aliases") for p in stored.values()} == {"星火 Xinghuo"}
     again = await ingest(page, index, embedder, counter, settings)
     assert again.unchanged and len(embedder.texts) == report.chunks
-
-
-async def test_a_chunk_whose_overlap_opens_inside_a_line_is_under_that_line_s_heading() -> None:
-    from rag_core.documents.pipeline import chunk_sections
-
-    # Sentences are cut inside a line, so the overlap may open with the tail of a paragraph: the second
-    # chunk repeats the last sentence of the "Descaling" paragraph before the "Spare parts" heading, and
-    # opens in the "Descaling" section, not in the one that heading starts further down the first chunk.
-    texts = [
-        "Kettle care\nDescaling\nUse citric acid. Rinse twice after descaling.\nSpare parts\nLids cost ¥15.",
-        "Rinse twice after descaling.\nSpare parts\nLids cost ¥15.\nBases cost ¥40.",
-        "Bases cost ¥40.\nFilters cost ¥8.",
-    ]
-    assert [s for _, s in chunk_sections(texts)] == ["", "Descaling", "Spare parts"]
-    # A sentence the previous chunk says twice: the overlap is its tail, not the first place it occurs.
-    twice = [
-        "Kettle care\nDescaling\nRinse well.\nSpare parts\nLids cost ¥15. Rinse well.",
-        "Rinse well.\nBases cost ¥40.",
-    ]
-    assert [s for _, s in chunk_sections(twice)] == ["", "Spare parts"]

@@ -144,48 +144,28 @@ def chunk_sections(texts: Iterable[str], headings: AbstractSet[str] = frozenset(
     A line names a section when it reads like a heading (`rag_core.text.is_heading`) or, among `headings`
     (the lines the document's markup marks as headings, `LoadedDoc.headings`), when it would but for the
     question mark that ends it."""
-    previous = ""  # the previous chunk's text
-    ends: list[tuple[int, str, str]] = []  # (offset where its line ends, the line, heading in effect before it)
+    previous: list[tuple[str, str]] = []  # (line, heading in effect before it) of the previous chunk
     current = ""
     for text in texts:
         lines = [line.strip() for line in text.split("\n") if line.strip()]
         start = current
         if lines:
-            at = _overlap_at(previous, text, lines[0])
-            if at is not None:
-                # The overlap repeats the previous chunk's trailing sentences, which may begin inside a
-                # line: the chunk opens in the section of the line holding that sentence, not in the
-                # one a heading further down the previous chunk opened.
-                start = next(h for end, _, h in ends if at < end)
-            elif earlier := [h for _, line, h in ends if line == lines[0]]:
+            earlier = [h for line, h in previous if line == lines[0]]
+            if earlier:
                 start = earlier[-1]
             # A chunk that opens with a heading is under that heading, even when the line was also the
             # previous chunk's last (overlap): its text is that section's, not the one before. (The first
             # chunk's opening line is the document's own heading, which the title already says.)
-            if ends and _names_section(lines[0], headings):
+            if previous and _names_section(lines[0], headings):
                 start = lines[0]
         yield text, start
         heading = start
-        ends = []
-        offset = 0
-        for raw in text.split("\n"):
-            offset += len(raw) + 1
-            if line := raw.strip():
-                ends.append((offset, line, heading))
-                if _names_section(line, headings):
-                    heading = line
-        previous, current = text, heading
-
-
-def _overlap_at(previous: str, text: str, first: str) -> int | None:
-    """The offset in `previous` where the overlap that opens `text` begins (its trailing sentences,
-    repeated whole), or None when `text` does not open with a tail of `previous`."""
-    at = previous.find(first)
-    while at >= 0:
-        if text.startswith(previous[at:]):
-            return at
-        at = previous.find(first, at + 1)
-    return None
+        previous = []
+        for line in lines:
+            previous.append((line, heading))
+            if _names_section(line, headings):
+                heading = line
+        current = heading
 
 
 def _names_section(line: str, headings: AbstractSet[str]) -> bool:
