@@ -293,8 +293,13 @@ class Gate:
             service = _services(concepts(question))
             if service and not any(service & _services(concepts(r.user.content)) for r in rounds):
                 # "售后热线周末有人接吗" after questions about an invoice: another of the shop's services, which
-                # the previous subject would only pull toward the previous page.
-                return Decision("standalone", f"asks about another service ({min(service)})", history)
+                # the previous subject would only pull toward the previous page. A return question still leans on
+                # the previous pages: a product's or a service's own page writes its exceptions to the return
+                # policy (made to order, opened, hygiene, a plan's cooling-off days), which the policy page lacks.
+                returning = service == {"return"}
+                return Decision(
+                    "standalone", f"asks about another service ({min(service)})", history, carries=returning
+                )
             return Decision("dependent", "ellipsis: too little of its own", history)
         return Decision("standalone", "has content of its own", history, carries=not ideas)
 
