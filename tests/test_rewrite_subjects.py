@@ -331,3 +331,12 @@ def test_a_trade_in_follow_up_carries_the_trade_in_not_the_old_item() -> None:
     second = RuleRewriter(RewriteSettings(mode="rule"))
     second.rewrite_now("最高多少", view(turns[0]))
     assert second.rewrite_now("换什么能用", view(*turns)).query.startswith("以旧换新")
+
+
+def test_a_return_question_leans_on_the_previous_pages_another_service_does_not() -> None:
+    rules = RuleRewriter(RewriteSettings(mode="rule"))
+    history = view(("星川 K2 电热毯多少钱", "299 元。"), ("能定时关机吗", "可以，1 到 8 小时。"))
+    returning = rules.rewrite_now("用过了还可以退吗", history)
+    assert returning.query == "用过了还可以退吗" and returning.continues, returning
+    # A service whose rules a product's page does not write (opening hours) leaves the product's pages.
+    assert rules.rewrite_now("周末营业到几点", history).continues == ()
