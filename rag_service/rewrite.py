@@ -80,6 +80,7 @@ from rag_service.rewrite_rules import (
     own_names,
     personal_pronoun,
     place_names,
+    plural_antecedent,
     points_back,
     product_names,
     resolve,
@@ -257,6 +258,7 @@ class Gate:
                 and asks_about_product(question)
                 and not old_item(question)
                 and not points_back(question, history.candidates, rounds[-1].user.content)
+                and plural_antecedent(question, rounds[-1].user.content) is None
             ):
                 return Decision("dependent", f"asks about {topic.product!r}", history, product=topic.product)
             if topic.place is not None and asks_about_shipping(question):
@@ -432,6 +434,9 @@ class RuleRewriter:
             query, detail = question, "he/she is the customer's relative"
         if not query and decision.kind == "dependent" and (service := traded_in(question, decision.history)):
             query, detail = f"{service} {question.strip()}", f"carried {service!r}, not the customer's old item"
+        rounds = decision.history.rounds
+        if not query and rounds and (plural := plural_antecedent(question, rounds[-1].user.content)) is not None:
+            query, detail = resolve(question, plural), f"they: {plural.text!r}"
         if not query:
             query, detail = rule_rewrite(question, decision.history.candidates, personal)
         if decision.kind == "dependent" and query != question and decision.contrast is None:

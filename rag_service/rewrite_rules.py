@@ -923,6 +923,28 @@ def asks_about_pair(question: str) -> bool:
     return _PAIR.search(question) is not None and not product_names(question)
 
 
+_THEY = re.compile(r"\b(?:they|them|their)\b", re.IGNORECASE)
+
+
+def plural_antecedent(question: str, previous: str) -> Entity | None:
+    """What they/them stand for in "What do they cost?" after "Will side baskets fit on it?": the plural noun the
+    previous question asked about. When that question called the product "it", they/them (with no "it") stand
+    for something else: its plural noun. Not a plural asked for ("Which sizes …?")."""
+    if is_chinese(question) or _THEY.search(question) is None or _SINGULAR_IT.search(question) is not None:
+        return None
+    if _SINGULAR_IT.search(previous) is None:
+        return None
+    lowered, asked = previous.lower(), question.lower()
+    for e in entities(previous):
+        if e.named or not _plural(e.text.split()[-1]) or e.key in asked:
+            continue
+        before = _EN_WORD.findall(lowered[: max(0, lowered.find(e.key))])
+        if before and before[-1] in _ASKED_FOR:
+            continue
+        return e
+    return None
+
+
 def asks_about_product(question: str) -> bool:
     """Does the question ask about an aspect of a product (its price, warranty, battery …) without naming one?"""
     return not product_names(question) and bool(concepts(question) & PRODUCT_ASPECTS)

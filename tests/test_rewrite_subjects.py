@@ -340,3 +340,11 @@ def test_a_return_question_leans_on_the_previous_pages_another_service_does_not(
     assert returning.query == "用过了还可以退吗" and returning.continues, returning
     # A service whose rules a product's page does not write (opening hours) leaves the product's pages.
     assert rules.rewrite_now("周末营业到几点", history).continues == ()
+
+
+def test_they_after_a_question_that_called_the_product_it_is_that_question_s_plural_noun() -> None:
+    turns = (("How much is the Lumo 7 scooter?", "2499 yuan."), ("Can I fit side baskets on it?", "Yes."))
+    query = rule("What do they cost?", *turns)
+    assert "side baskets" in query and "Lumo" not in query, query
+    # A plural asked for is what the answer listed, not what "they" stands for.
+    assert rule("What do they cost?", turns[0], ("Which finishes does it come in?", "Red and grey.")).startswith("Lumo")
