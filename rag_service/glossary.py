@@ -115,7 +115,7 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "video_editing": ("video edit*|4k|editing", "视频剪辑|剪辑|4K"),
     "policy": ("polic*|rule*|terms|conditions", "政策|规则|条款|规定|说明"),
     "deposit": ("pre-order|preorder|reserve*|book*", "预订|预约|订购"),
-    "pickup": ("pick up|pickup|collect*", "上门取件|取件|自提|到店自取"),
+    "pickup": ("pick up|pickup|collect*", "上门取件|取件|自提|到店自取|取送|上门取"),
     "auto": ("automatic*", "自动"),
     "time_limit": ("how long|within|deadline|time limit|period", "多久|期限|以内|之内|时效|期间"),
     "cost_free": ("free|no charge|at no cost|complimentary", "免费|不收费|包邮|无需付费"),
