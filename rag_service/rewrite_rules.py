@@ -932,7 +932,9 @@ def plural_antecedent(question: str, previous: str) -> Entity | None:
     for something else: its plural noun. Not a plural asked for ("Which sizes …?")."""
     if is_chinese(question) or _THEY.search(question) is None or _SINGULAR_IT.search(question) is not None:
         return None
-    if _SINGULAR_IT.search(previous) is None:
+    # It asks something a shop's pages say of a thing (its price, size, warranty): "Did they tour …?" asks about
+    # people, whom no plural object of the previous question stands for.
+    if _SINGULAR_IT.search(previous) is None or not concepts(question):
         return None
     lowered, asked = previous.lower(), question.lower()
     for e in entities(previous):
