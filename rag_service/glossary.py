@@ -44,8 +44,8 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "extra": ("extra|additional|on top of|in addition|stack*|combin*", "额外|另外|叠加|同时享受|再加"),
     "student": ("student*|school|college|universit*|campus", "学生|校园|高校|大学"),
     "shipping": (
-        "ship*|deliver*|courier*|parcel*|dispatch*|postage|arriv*",
-        "配送|发货|快递|物流|运费|邮费|送达|送到|送货|包邮|寄|到货",
+        "ship*|deliver*|courier*|parcel*|dispatch*|postage|arriv*|express post|sf express|sf-express",
+        "配送|发货|快递|物流|运费|邮费|送达|送到|送货|包邮|寄|到货|顺丰",
     ),
     "shipping_fee": ("shipping fee*|shipping cost*|delivery fee*|postage|free shipping", "运费|邮费|包邮|配送费"),
     "international": ("international*|abroad|overseas|outside china|foreign", "国际|海外|境外|国外|出境"),
@@ -115,7 +115,7 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "video_editing": ("video edit*|4k|editing", "视频剪辑|剪辑|4K"),
     "policy": ("polic*|rule*|terms|conditions", "政策|规则|条款|规定|说明"),
     "deposit": ("pre-order|preorder|reserve*|book*", "预订|预约|订购"),
-    "pickup": ("pick up|pickup|collect*", "上门取件|取件|自提|到店自取"),
+    "pickup": ("pick up|pickup|collect*", "上门取件|取件|自提|到店自取|取送|上门取"),
     "auto": ("automatic*", "自动"),
     "time_limit": ("how long|within|deadline|time limit|period", "多久|期限|以内|之内|时效|期间"),
     "cost_free": ("free|no charge|at no cost|complimentary", "免费|不收费|包邮|无需付费"),
@@ -179,7 +179,26 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "rush": ("rush*|expedit*|urgent*|speed up|hurry|asap", "加急|急单|急用|加快"),
     "registration": ("regist*|licen[cs]e plate*|number plate*|plate number*", "上牌|登记|备案|牌照|车牌"),
     "accessory": ("accessor*|spare part*|add-on*", "配件|附件"),
-    "tax_refund": ("tax refund*|tax-free|tax free|vat refund*|duty-free|duty free", "退税|免税"),
+    # "能退税" is a tax refund, not a return (能退).
+    "tax_refund": ("tax refund*|tax-free|tax free|vat refund*|duty-free|duty free", "退税|免税|能退税|可以退税|可退税"),
+    "reschedule": (
+        "reschedul*|change the day|change the date|another date|different date|postpon*",
+        "改期|改约|改日期|改时间|换个时间|推迟",
+    ),
+    "maintenance": ("maintenance|servicing|tune-up*|tune up|overhaul*", "保养|维护|养护"),
+    # Not "wash*": a washing machine is no cleaning service.
+    "cleaning": ("clean|cleaning|cleaned|launder*|dry clean*", "清洗|清洁|水洗|干洗|机洗|手洗"),
+    "sold_separately": (
+        "sold separately|buy separately|bought separately|purchase separately|purchased separately",
+        "单独买|单独购买|单买|另购|另外买|单独出售|单独卖",
+    ),
+    # Goods whose page in the other language names them its own way (a camping stove and its gas).
+    "stove": ("stove*|camp cooker*|camping burner*", "炉具|炉头|卡式炉|气炉"),
+    "gas_canister": ("canister*|gas cartridge*|fuel can*", "气罐|燃气罐|气瓶"),
+    "eye_exam": (
+        "eye exam*|eye test*|sight test*|vision test*|optometr*|refraction",
+        "验光|视力检查|眼科检查|眼部检查",
+    ),
     "altitude": ("altitude*|elevation|plateau", "海拔|高原"),
 }
 

@@ -80,6 +80,8 @@ from rag_service.rewrite_rules import (
     own_names,
     personal_pronoun,
     place_names,
+    plural_antecedent,
+    points_back,
     product_names,
     resolve,
     rule_rewrite,
@@ -251,7 +253,13 @@ class Gate:
             # "How long is the battery covered?" after a phone's price: its own words are the aspect, the
             # product is the conversation's (unless it names something new: "ship to Singapore, how much?");
             # so is the place of a question about shipping there ("满多少包邮" after "寄到美国运费多少").
-            if topic.product is not None and asks_about_product(question) and not old_item(question):
+            if (
+                topic.product is not None
+                and asks_about_product(question)
+                and not old_item(question)
+                and not points_back(question, history.candidates, rounds[-1].user.content)
+                and plural_antecedent(question, rounds[-1].user.content) is None
+            ):
                 return Decision("dependent", f"asks about {topic.product!r}", history, product=topic.product)
             if topic.place is not None and asks_about_shipping(question):
                 return Decision("dependent", f"asks about shipping to {topic.place!r}", history, product=topic.place)
@@ -287,8 +295,13 @@ class Gate:
             service = _services(concepts(question))
             if service and not any(service & _services(concepts(r.user.content)) for r in rounds):
                 # "售后热线周末有人接吗" after questions about an invoice: another of the shop's services, which
-                # the previous subject would only pull toward the previous page.
-                return Decision("standalone", f"asks about another service ({min(service)})", history)
+                # the previous subject would only pull toward the previous page. A return question still leans on
+                # the previous pages: a product's or a service's own page writes its exceptions to the return
+                # policy (made to order, opened, hygiene, a plan's cooling-off days), which the policy page lacks.
+                returning = service == {"return"}
+                return Decision(
+                    "standalone", f"asks about another service ({min(service)})", history, carries=returning
+                )
             return Decision("dependent", "ellipsis: too little of its own", history)
         return Decision("standalone", "has content of its own", history, carries=not ideas)
 
@@ -419,6 +432,11 @@ class RuleRewriter:
             # "How long will his eyes stay blurry?" after "… for my son": he is the customer's relative, whom no
             # page is about; a place or a product of the conversation put in his stead would mislead retrieval.
             query, detail = question, "he/she is the customer's relative"
+        if not query and decision.kind == "dependent" and (service := traded_in(question, decision.history)):
+            query, detail = f"{service} {question.strip()}", f"carried {service!r}, not the customer's old item"
+        rounds = decision.history.rounds
+        if not query and rounds and (plural := plural_antecedent(question, rounds[-1].user.content)) is not None:
+            query, detail = resolve(question, plural), f"they: {plural.text!r}"
         if not query:
             query, detail = rule_rewrite(question, decision.history.candidates, personal)
         if decision.kind == "dependent" and query != question and decision.contrast is None:
@@ -550,6 +568,7 @@ SHOP_SERVICES = {
     "points": "member",
     "return": "return",
     "refund": "return",
+    "tax_refund": "tax_refund",
 }
 
 
@@ -576,19 +595,36 @@ def carried_service(question: str, history: History) -> str:
     warranty cover the brake?" is about the warranty; the product alone would lead to the product's page. A
     follow-up with a concept of its own ("多少钱" after "能分期吗" may ask the product's price) or one asking
     something else of the product ("可以机洗吗" after its warranty) is left as the rules read it."""
-    if not history.rounds or concepts(question) - _TIME_CONCEPTS or _PROCEDURE.search(question) is None:
+    if not history.rounds or _PROCEDURE.search(question) is None:
         return ""
     previous = history.rounds[-1].user.content
     ideas = concepts(previous)
+    # A concept the previous question had too is no subject of the follow-up's own: "多久能寄回来" after "保修寄修
+    # 运费谁出" still asks how the warranty goes (the sending is part of it).
+    if concepts(question) - _TIME_CONCEPTS - ideas:
+        return ""
     words = [w for c in CARRIED_SERVICES if c in ideas and (w := wording(previous, c))]
     return " ".join(dict.fromkeys(words))
+
+
+def traded_in(question: str, history: History) -> str:
+    """The words by which the previous question asked for a trade-in, when it was about the customer's old item
+    and the follow-up names nothing and points at nothing ("上限是多少" after "旧电视参加以旧换新折多少"): the
+    follow-up goes on about the trade-in, and the old item is no product of the shop's to put in front of it."""
+    if not history.rounds or own_names(question) or find_marker(question) is not None:
+        return ""
+    # As rewritten: a trade-in follow-up that carried the service is followed up in turn.
+    previous = history.asked[-1] if history.asked and history.asked[-1] else history.rounds[-1].user.content
+    if not old_item(previous):
+        return ""
+    return wording(previous, "trade_in") or ""
 
 
 _TIME_CONCEPTS = frozenset(["time_limit", "business_days"])
 # What a question about the course of a service asks: what to bring, where to go, how long it takes.
 _PROCEDURE = re.compile(
     r"\b(?:bring|where|how long|how many days|what documents|what papers|procedure|process)\b"
-    r"|带什么|带上|要带|哪里|哪儿|在哪|去哪|多久|几天|流程|手续|怎么办理",
+    r"|带什么|带上|要带|哪里|哪儿|在哪|去哪|多久|几天|流程|手续(?!费)|怎么办理",
     re.IGNORECASE,
 )
 

@@ -699,6 +699,22 @@ def has_determiner(question: str) -> bool:
     return _DETERMINER.search(question) is not None
 
 
+_DEMONSTRATIVE = re.compile(r"\b(?:this|that|these|those)\s+[a-z]", re.IGNORECASE)
+
+
+def points_back(question: str, candidates: Sequence[Entity], previous: str) -> bool:
+    """Does "that test", "this plan" point back to a noun phrase the previous question (`previous`) asked about,
+    other than a product? Then the question asks about that thing, not about the product the conversation is on."""
+    if _DEMONSTRATIVE.search(question) is None:
+        return False
+    found = definite_reference(question, candidates)
+    if found is None or found[0].split()[0].lower() == "the" or found[1].named:
+        return False
+    at = _find(previous, found[1].text)
+    # "that lens" after "the Acme 5 kids lens": the phrase ends the product's name there.
+    return at is not None and not any(_find(previous, f"{p} {found[1].text}") for p in product_names(previous))
+
+
 def definite_reference(question: str, candidates: Sequence[Entity]) -> tuple[str, Entity] | None:
     """A definite noun phrase that points back to a recent multi-word entity headed by the same word
     ("the movement" -> "Quit India Movement", "the city" -> "City of Monterey Park"): (span, entity)."""
@@ -870,6 +886,14 @@ def product_names(text: str) -> list[str]:
         name = " ".join(words)
         if re.search(r"[^\W\d_]", name) and not _ID_DIGITS.search(name) and name not in out:
             out.append(name)
+    for m in _VARIANT.finditer(text):
+        # "声眸 Pro": a Chinese brand and a variant word name a product with no model number, which the product
+        # parser does not take alone (a lone "Pro" is only a variant of whatever the conversation is about).
+        brand = _brand_before(text[: m.start()])
+        if brand and not _NOT_BRAND.search(brand) and not _LONE_ATTRIBUTE.match(brand):
+            name = f"{brand} {m.group()}"
+            if not any(name in o or o in name for o in out):
+                out.append(name)
     return out
 
 
@@ -899,6 +923,30 @@ def asks_about_pair(question: str) -> bool:
     return _PAIR.search(question) is not None and not product_names(question)
 
 
+_THEY = re.compile(r"\b(?:they|them|their)\b", re.IGNORECASE)
+
+
+def plural_antecedent(question: str, previous: str) -> Entity | None:
+    """What they/them stand for in "What do they cost?" after "Will side baskets fit on it?": the plural noun the
+    previous question asked about. When that question called the product "it", they/them (with no "it") stand
+    for something else: its plural noun. Not a plural asked for ("Which sizes …?")."""
+    if is_chinese(question) or _THEY.search(question) is None or _SINGULAR_IT.search(question) is not None:
+        return None
+    # It asks something a shop's pages say of a thing (its price, size, warranty): "Did they tour …?" asks about
+    # people, whom no plural object of the previous question stands for.
+    if _SINGULAR_IT.search(previous) is None or not concepts(question):
+        return None
+    lowered, asked = previous.lower(), question.lower()
+    for e in entities(previous):
+        if e.named or not _plural(e.text.split()[-1]) or e.key in asked:
+            continue
+        before = _EN_WORD.findall(lowered[: max(0, lowered.find(e.key))])
+        if before and before[-1] in _ASKED_FOR:
+            continue
+        return e
+    return None
+
+
 def asks_about_product(question: str) -> bool:
     """Does the question ask about an aspect of a product (its price, warranty, battery …) without naming one?"""
     return not product_names(question) and bool(concepts(question) & PRODUCT_ASPECTS)
@@ -906,7 +954,9 @@ def asks_about_product(question: str) -> bool:
 
 # "haul off my old washer", "旧机回收": the customer's old appliance, not the product the conversation is about.
 _OLD_ITEM = re.compile(
-    r"\b(?:my|our|the|an?)\s+old\b|\bused\s+one\b|旧(?:机|的|家电|冰箱|洗衣机|空调|电视|手机|电脑)|以旧换新", re.I
+    r"\b(?:my|our|the|an?)\s+old\b|\bused\s+one\b|旧(?:机|的|家电|冰箱|洗衣机|空调|电视|手机|电脑|电池|锂电池|车|自行车|电动车)"
+    r"|以旧换新",
+    re.I,
 )
 
 
@@ -1246,6 +1296,9 @@ def _with_variant(name: str, variant: str | None) -> str:
     hits = [i for i, w in enumerate(words) if _VARIANT.fullmatch(w)]
     if variant is None:
         digit_at = next((i for i, w in enumerate(words) if any(ch.isdigit() for ch in w)), None)
+        if digit_at is None and hits and hits[-1] == len(words) - 1 and is_chinese(words[0]):
+            # "声眸 Pro": a Chinese brand with a variant word and no model number; its standard is the brand's.
+            digit_at = 0
         keep = [w for i, w in enumerate(words) if not (i in hits and digit_at is not None and i > digit_at)]
         return " ".join(keep) if keep else name
     if hits:
@@ -1338,6 +1391,10 @@ def substitute(previous: str, contrast: Contrast, question: str) -> tuple[str, s
         return _join(value, previous.strip()), f"added the previous question to {value!r}"
     # A plain noun: after a name it is what is now asked about the name ("那保修期呢" -> "<product> 的保修期"),
     # after a plain subject it takes that subject's place ("发票怎么开" + "那收据呢" -> "收据怎么开").
+    names = own_names(value) if subj.named else []
+    if variant_only(names) and value.startswith(names[0].text) and (completed := with_family(value, subj.text)):
+        # "Pro 的电池呢" after "Acme 9 …": the battery of the Acme 9 Pro, not a "Pro battery" of the Acme 9.
+        return completed, f"completed the variant with {subj.text!r}"
     if subj.named:
         query = f"{subj.text} 的{value}" if contrast.chinese else f"{subj.text} {value}"
         return query, f"asked {value!r} about {subj.text!r}"

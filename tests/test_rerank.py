@@ -256,6 +256,10 @@ def test_a_phrase_inside_a_longer_glossary_phrase_is_no_concept_of_its_own() -> 
     assert "exchange" in concepts("以旧换新，或者坏了直接换新")
     assert "data" not in concepts("数据线多少钱") and "charger" in concepts("数据线多少钱")
     assert concepts("寄到海外要交关税吗", frozenset({"tax", "customs"})) == frozenset({"customs"})
+    # 能退 (can return) inside 能退税 (can get a tax refund).
+    assert concepts("离境时能退税吗") == frozenset({"tax_refund"})
+    # A washing machine is no cleaning service.
+    assert "cleaning" not in concepts("How wide is the washing machine?")
 
 
 def test_a_trade_in_question_finds_the_trade_in_page_over_the_exchange_policy() -> None:
@@ -276,6 +280,17 @@ def test_a_trade_in_question_finds_the_trade_in_page_over_the_exchange_policy() 
         ("How do I get a number plate for the scooter?", "电动滑板车上牌需要购车发票和合格证。", "registration"),
         ("有哪些配件", "Accessories and spare parts price list", "accessory"),
         ("游客购物可以办退税吗", "Tax refunds for visitors are handled at the airport.", "tax_refund"),
+        (
+            "Can I move my installation to a later date? I need to reschedule",
+            "上门安装如需改期请提前一天告知。",
+            "reschedule",
+        ),
+        ("滑板车多久要保养一次", "A basic tune-up costs 80 yuan.", "maintenance"),
+        ("Do you clean rugs?", "地毯清洗 99 元一张。", "cleaning"),
+        ("Is the charger sold separately?", "充电器需单独购买。", "sold_separately"),
+        ("Which stove should I take camping?", "野营炉具价目表", "stove"),
+        ("气罐能寄吗", "Gas canisters cannot be shipped by air.", "gas_canister"),
+        ("验光要多少钱", "An eye exam takes 20 minutes.", "eye_exam"),
     ],
 )
 def test_ordinary_shop_words_have_a_concept_in_either_language(question: str, page: str, concept: str) -> None:

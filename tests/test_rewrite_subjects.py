@@ -292,3 +292,59 @@ def test_thanks_is_no_subject_of_a_follow_up() -> None:
     result = rw.rewrite_now("谢谢！那保修多久", turns)
     assert not result.topic_switch
     assert "Lumo K7" in result.query
+
+
+def test_a_variant_s_aspect_in_a_contrast_is_the_sibling_s() -> None:
+    # "Pro 的…呢" asks the aspect of the product's Pro, not of the product with "Pro" as a noun of its own.
+    query = rule("Max 的滤网呢", ("Breezo 5 除湿机换滤网多少钱", "滤网 199 元。"))
+    assert query.startswith("Breezo 5 Max 的滤网"), query
+    # The product's own variant stays as it is.
+    assert rule("Max 的滤网呢", ("Breezo 5 Max 换滤网多少钱", "")).startswith("Breezo 5 Max 的滤网")
+
+
+def test_a_chinese_brand_with_a_variant_word_is_a_product() -> None:
+    # "星川 Max" has no model number: it is still the conversation's product, and a later "Plus 保几年" its sibling.
+    turns = (("星川 Max 多少钱", "星川 Max 899 元。"), ("戴着睡觉舒服吗", "舒服。"))
+    assert rule("Plus 保几年", *turns).startswith("星川 Plus"), rule("Plus 保几年", *turns)
+    # Its standard edition is the brand's own name.
+    query = rule("标准版呢", ("星川 Max 的电池能撑几小时", "12 小时。"))
+    assert "Max" not in query and query.startswith("星川"), query
+
+
+def test_that_noun_points_back_to_the_thing_just_asked_not_the_product() -> None:
+    turns = (
+        ("How much is the Breezo 5 air purifier?", "1299."),
+        ("Does it need a yearly filter service first?", "Yes, a filter service is advised."),
+    )
+    query = rule("What does that service cost?", *turns)
+    assert "filter service" in query and "Breezo" not in query, query
+    # A noun that ends the product's own name is the product.
+    assert rule("How much is that purifier?", ("How much is the Breezo 5 air purifier?", "1299.")).startswith("Breezo")
+
+
+def test_a_trade_in_follow_up_carries_the_trade_in_not_the_old_item() -> None:
+    turns = [("我家有台用了三年的旧冰箱，参加以旧换新折多少", "按成色估价。")]
+    first = rule("最高多少", *turns)
+    assert first.startswith("以旧换新") and "冰箱" not in first, first
+    # And the follow-up after it, which asked by the carried service.
+    turns.append(("最高多少", "最高 800 元。"))
+    second = RuleRewriter(RewriteSettings(mode="rule"))
+    second.rewrite_now("最高多少", view(turns[0]))
+    assert second.rewrite_now("换什么能用", view(*turns)).query.startswith("以旧换新")
+
+
+def test_a_return_question_leans_on_the_previous_pages_another_service_does_not() -> None:
+    rules = RuleRewriter(RewriteSettings(mode="rule"))
+    history = view(("星川 K2 电热毯多少钱", "299 元。"), ("能定时关机吗", "可以，1 到 8 小时。"))
+    returning = rules.rewrite_now("用过了还可以退吗", history)
+    assert returning.query == "用过了还可以退吗" and returning.continues, returning
+    # A service whose rules a product's page does not write (opening hours) leaves the product's pages.
+    assert rules.rewrite_now("周末营业到几点", history).continues == ()
+
+
+def test_they_after_a_question_that_called_the_product_it_is_that_question_s_plural_noun() -> None:
+    turns = (("How much is the Lumo 7 scooter?", "2499 yuan."), ("Can I fit side baskets on it?", "Yes."))
+    query = rule("What do they cost?", *turns)
+    assert "side baskets" in query and "Lumo" not in query, query
+    # A plural asked for is what the answer listed, not what "they" stands for.
+    assert rule("What do they cost?", turns[0], ("Which finishes does it come in?", "Red and grey.")).startswith("Lumo")
