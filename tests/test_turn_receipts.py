@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 
+from rag_service.domain import Message, SessionMeta
 from rag_service.feedback import FeedbackStore, TurnRecord
 from rag_service.privacy import Masker
 from rag_service.sessions.archive import Archive, migrate_async
+from rag_service.sessions.interface import AlsoWrite, ArchiveWrite, GapFill
+from rag_service.sessions.live_memory import MemoryStore
+from rag_service.sessions.writebehind import ArchivedStore
 
 
 def _turn(mid: str, session: str = "gear:s1", answer: str = "Two years on the frame.") -> TurnRecord:
@@ -111,3 +116,102 @@ async def test_each_text_of_the_sources_is_masked_as_a_message_is(tmp_path: Path
 
 def _fields(turn: TurnRecord) -> dict[str, Any]:
     return {name: getattr(turn, name) for name in TurnRecord.__slots__}
+
+
+class _FailingOnce:
+    """The archive, its first batch write failing (a seq taken by another writer, the database gone)."""
+
+    def __init__(self, archive: Archive) -> None:
+        self.archive, self.calls = archive, 0
+
+    async def write_batch(
+        self, writes: Sequence[ArchiveWrite], fill: GapFill | None = None, *, also: Sequence[AlsoWrite] = ()
+    ) -> set[str]:
+        self.calls += 1
+        if self.calls == 1:
+            raise ConnectionError("archive unavailable")
+        return await self.archive.write_batch(writes, fill, also=also)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.archive, name)
+
+
+async def _answered(store: ArchivedStore, session: str) -> None:
+    await store.create(SessionMeta(session, time.time(), tenant="gear"))
+    now = time.time()
+    await store.append(
+        session, [Message("user", "Frame warranty?", 4, now), Message("assistant", "Two years.", 3, now)]
+    )
+
+
+async def test_a_receipt_commits_with_its_turn_in_the_write_behind_transaction(tmp_path: Path) -> None:
+    archive = await _archive(tmp_path)
+    sessions = ArchivedStore(MemoryStore(60, 1.0, "wait"), archive, flush_interval_s=0.02)
+    try:
+        receipts = FeedbackStore(archive, batch_window_s=30.0)  # its own window never ends within the test
+        counter = CountingArchive(receipts)
+        sessions.carry(receipts)
+        await _answered(sessions, "gear:s1")
+        await asyncio.wait_for(receipts.record_turn(_turn("m1")), 10)
+        assert counter.transactions == 0 and set(await _stored(archive)) == {"m1"}
+        assert (await archive.load("gear:s1")) is not None and not sessions.pending
+        assert counter.transactions == 0
+    finally:
+        await sessions.close()
+
+
+async def test_a_failed_write_behind_transaction_leaves_its_receipts_to_their_own(tmp_path: Path) -> None:
+    archive = await _archive(tmp_path)
+    flaky = _FailingOnce(archive)
+    sessions = ArchivedStore(MemoryStore(60, 1.0, "wait"), flaky, flush_interval_s=0.02)
+    try:
+        receipts = FeedbackStore(archive, batch_window_s=0.05)
+        counter = CountingArchive(receipts)
+        sessions.carry(receipts)
+        await _answered(sessions, "gear:s1")
+        await asyncio.wait_for(receipts.record_turn(_turn("m1")), 10)
+        assert flaky.calls >= 1 and counter.transactions == 1 and set(await _stored(archive)) == {"m1"}
+        await sessions.flush()  # the turn's messages: written by the write-behind's retry
+        assert (await archive.load("gear:s1")) is not None
+    finally:
+        await sessions.close()
+
+
+class _Gated:
+    """The archive, each batch write held until `gate` is set."""
+
+    def __init__(self, archive: Archive) -> None:
+        self.archive, self.writing, self.gate = archive, asyncio.Event(), asyncio.Event()
+
+    async def write_batch(
+        self, writes: Sequence[ArchiveWrite], fill: GapFill | None = None, *, also: Sequence[AlsoWrite] = ()
+    ) -> set[str]:
+        self.writing.set()
+        await self.gate.wait()
+        return await self.archive.write_batch(writes, fill, also=also)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.archive, name)
+
+
+async def test_a_read_waits_for_receipts_riding_on_a_flush_in_flight(tmp_path: Path) -> None:
+    archive = await _archive(tmp_path)
+    gated = _Gated(archive)
+    sessions = ArchivedStore(MemoryStore(60, 1.0, "wait"), gated, flush_interval_s=0.02)
+    try:
+        receipts = FeedbackStore(archive, batch_window_s=30.0)
+        counter = CountingArchive(receipts)
+        sessions.carry(receipts)
+        await _answered(sessions, "gear:s1")
+        recorded = asyncio.create_task(receipts.record_turn(_turn("m1")))
+        await asyncio.wait_for(gated.writing.wait(), 10)  # the receipt has boarded
+        read = asyncio.create_task(receipts.turn("gear", "m1"))
+        await asyncio.sleep(0.05)
+        assert not read.done() and not recorded.done()
+        gated.gate.set()
+        found = await asyncio.wait_for(read, 10)
+        assert found is not None and found.answer == "Two years on the frame." and counter.transactions == 0
+        await recorded
+    finally:
+        gated.gate.set()
+        await sessions.close()
