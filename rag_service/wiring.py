@@ -190,7 +190,9 @@ def build_services(
     feedback = FeedbackStore(archive, Masker.from_settings(settings.privacy)) if archive is not None else None
     archived = write_behind(store)
     if feedback is not None and archived is not None and archived.archive is archive:
-        archived.carry(feedback)  # a turn's receipt commits with its messages
+        # A turn's receipt is queued just after its messages, and commits with them.
+        archived.carry(feedback)
+        feedback.carried(archived.flush_interval_s)
     annotations = Annotations(archive, library) if archive is not None else None
     if isinstance(embedder, CachedQueryEmbedder):
         embedder.observe = metrics.stage_seconds.labels("embed").observe

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +15,11 @@ from rag_service.domain import Message, SessionMeta
 from rag_service.feedback import FeedbackStore, TurnRecord
 from rag_service.privacy import Masker
 from rag_service.sessions.archive import Archive, migrate_async
+from rag_service.sessions.build import write_behind
 from rag_service.sessions.interface import AlsoWrite, ArchiveWrite, GapFill
 from rag_service.sessions.live_memory import MemoryStore
 from rag_service.sessions.writebehind import ArchivedStore
+from rag_service.wiring import Services
 
 
 def _turn(mid: str, session: str = "gear:s1", answer: str = "Two years on the frame.") -> TurnRecord:
@@ -215,3 +217,29 @@ async def test_a_read_waits_for_receipts_riding_on_a_flush_in_flight(tmp_path: P
     finally:
         gated.gate.set()
         await sessions.close()
+
+
+async def test_a_carried_store_writes_on_its_own_only_receipts_that_waited_its_whole_window(tmp_path: Path) -> None:
+    # In a stream of turns the write-behind boards each receipt on the flush after its turn; the receipts'
+    # own writer must not take the receipt of the turn just answered (it would always find one).
+    archive = await _archive(tmp_path)
+    try:
+        store = FeedbackStore(archive, batch_window_s=0.01)
+        store.carried(flush_interval_s=0.04)  # nothing boards here: the own writer takes each in turn
+        counter = CountingArchive(store)
+        first = asyncio.create_task(store.record_turn(_turn("m1")))
+        await asyncio.sleep(0.1)  # half the window
+        second = asyncio.create_task(store.record_turn(_turn("m2")))
+        await asyncio.wait_for(first, 10)
+        assert not second.done() and set(await _stored(archive)) == {"m1"} and counter.transactions == 1
+        await asyncio.wait_for(second, 10)
+        assert set(await _stored(archive)) == {"m1", "m2"} and counter.transactions == 2
+    finally:
+        await archive.close()
+
+
+def test_the_services_carry_receipts_on_the_session_write_behind(services_factory: Callable[..., Services]) -> None:
+    services = services_factory()
+    archived = write_behind(services.store)
+    assert archived is not None and services.feedback is not None
+    assert archived._riders == [services.feedback] and services.feedback._carried
