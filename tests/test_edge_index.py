@@ -52,6 +52,7 @@ async def test_a_search_for_the_language_and_document_alone_reads_them_from_memo
         expected = [(h.id, {k: h.payload[k] for k in ("lang", "doc_id") if k in h.payload}) for h in read]
         assert await fields("lang", "doc_id") == expected
         assert await fields("lang") == [(i, {k: v for k, v in p.items() if k == "lang"}) for i, p in expected]
+        assert await index.pool(query, None, 5, 60) == [(h.id, h.score, str(h.payload.get("lang", ""))) for h in read]
         assert index._fields  # remembered
         # a write to the shard is seen by the next search
         second.payload.update(lang="en")

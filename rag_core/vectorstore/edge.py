@@ -242,19 +242,62 @@ class EdgeIndex(VectorIndex):
         if shard is None:
             return []
         if isinstance(payload, list) and payload and set(payload) <= set(MEMO_FIELDS):
-            # The search without payloads, the fields from memory: what the engine returns for them.
-            fields = self._memo_fields(collection_for(self.collection, tenant), shard)
-            out = []
-            for h in shard.query(self._request(dense, sparse, limit, rrf_k, lang, False)):
-                i = str(h.id)
-                known = fields.get(i)
-                if known is None:  # not in the table (cannot happen while this process is the only writer)
-                    break
-                out.append(ScoredChunk(i, float(h.score), {k: known[k] for k in payload if k in known}))
-            else:
-                return out
+            found = self._from_memory(dense, sparse, limit, rrf_k, tenant, lang, shard)
+            if found is not None:
+                return [
+                    ScoredChunk(i, score, {k: known[k] for k in payload if k in known}) for i, score, known in found
+                ]
         request = self._request(dense, sparse, limit, rrf_k, lang, payload)
         return [ScoredChunk(str(h.id), float(h.score), dict(h.payload or {})) for h in shard.query(request)]
+
+    async def pool(
+        self,
+        dense: npt.NDArray[np.float32],
+        sparse: SparseVec | None,
+        limit: int,
+        rrf_k: int,
+        *,
+        tenant: str | None = None,
+    ) -> list[tuple[str, float, str]]:
+        """As `VectorIndex.pool`, without a `ScoredChunk` made per hit (~120 a turn) on the way."""
+        if self._absent(tenant):
+            return []
+        return await self._run(self._pool, dense, sparse, limit, rrf_k, tenant)
+
+    def _pool(
+        self, dense: npt.NDArray[np.float32], sparse: SparseVec | None, limit: int, rrf_k: int, tenant: str | None
+    ) -> list[tuple[str, float, str]]:
+        shard = self._readable(tenant)
+        if shard is None:
+            return []
+        found = self._from_memory(dense, sparse, limit, rrf_k, tenant, None, shard)
+        if found is not None:
+            return [(i, score, str(known.get("lang", ""))) for i, score, known in found]
+        hits = self._search(dense, sparse, limit, rrf_k, tenant, None, ["lang"])
+        return [(h.id, h.score, str(h.payload.get("lang", ""))) for h in hits]
+
+    def _from_memory(
+        self,
+        dense: npt.NDArray[np.float32],
+        sparse: SparseVec | None,
+        limit: int,
+        rrf_k: int,
+        tenant: str | None,
+        lang: str | None,
+        shard: qe.EdgeShard,
+    ) -> list[tuple[str, float, dict[str, Any]]] | None:
+        """The hits of the search without payloads, each with its MEMO_FIELDS from memory (what the engine
+        returns for them); None if a hit is not in the table (cannot happen while this process is the
+        shard's only writer)."""
+        fields = self._memo_fields(collection_for(self.collection, tenant), shard)
+        out = []
+        for h in shard.query(self._request(dense, sparse, limit, rrf_k, lang, False)):
+            i = str(h.id)
+            known = fields.get(i)
+            if known is None:
+                return None
+            out.append((i, float(h.score), known))
+        return out
 
     def _request(
         self,
