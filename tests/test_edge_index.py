@@ -10,7 +10,7 @@ import numpy as np
 from rag_core.lexical import SparseVec
 from rag_core.settings import QdrantSettings
 from rag_core.vectorstore import ChunkPoint
-from rag_core.vectorstore.edge import EdgeIndex
+from rag_core.vectorstore.edge import EdgeIndex, _key
 
 
 def point(vector: list[float], text: str) -> ChunkPoint:
@@ -64,3 +64,8 @@ async def test_a_search_for_the_language_and_document_alone_reads_them_from_memo
         assert [i for i, _ in await fields("doc_id")] == [bare.id]
     finally:
         await index.close()
+
+
+def test_the_fields_table_keys_a_uuid_by_its_number_and_any_other_id_by_its_text() -> None:
+    u = uuid.uuid4()
+    assert _key(u) == u.int and _key(str(u)) == str(u) and _key(u.int) == str(u.int) != _key(u)
