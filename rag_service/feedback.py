@@ -21,7 +21,7 @@ import asyncio
 import hashlib
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -76,6 +76,12 @@ class TurnRecord:
         return str(self.receipt.get("intent") or "")[:64]
 
 
+def _latest(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    # One row per answer: a receipt recorded twice keeps its latest version (and an upsert of many rows
+    # must not name one key twice).
+    return list({row["message_id"]: row for row in rows}.values())
+
+
 class UnknownMessage(LookupError):
     """No answer with this id in this session (or not yet archived)."""
 
@@ -94,6 +100,9 @@ class FeedbackStore:
         self._writer: asyncio.Task[None] | None = None
         # One batch at a time, per event loop (the CLIs and tests run one store under several loops).
         self._writing: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
+        # Receipts boarded on the session archive's write-behind (`board`), until its transaction ends.
+        self._riding: set[asyncio.Future[None]] = set()
+        self._carried = False
 
     def _seal(self, text: str, *, masked: bool = False) -> str:
         text = self.masker.mask(text) if self.masker is not None and not masked else text
@@ -128,36 +137,93 @@ class FeedbackStore:
             self._writer = loop.create_task(self._write_later())
         await done
 
-    async def _write_later(self) -> None:
-        await asyncio.sleep(self.batch_window_s)
-        await self._write_queued()
+    def carried(self, flush_interval_s: float) -> None:
+        """The session archive's write-behind boards the queued receipts on its flushes (`board`), one
+        flush interval after their turn's messages at most: the receipts' own writer is then the fallback
+        (an archive in back-off, a flush that left just before a receipt was queued). It waits longer,
+        and takes only the receipts that waited its whole window: were it to take everything queued, in a
+        stream of turns it would take each time the receipts of the turn just answered, and the turns'
+        writes would again be two transactions."""
+        self._carried = True
+        self.batch_window_s = max(self.batch_window_s, 5 * flush_interval_s)
 
-    async def _write_queued(self) -> None:
-        """Writes what is queued, and what is queued meanwhile; also waits for a batch in flight (so a read
-        or a delete that calls it sees every receipt recorded before it)."""
+    async def _write_later(self) -> None:
+        loop = asyncio.get_running_loop()
+        due = {done for _, done in self._queued} if self._carried else None
+        await asyncio.sleep(self.batch_window_s)
+        await self._write_queued(due)
+        if self._queued and self._writer is asyncio.current_task():
+            self._writer = loop.create_task(self._write_later())
+
+    async def _write_queued(self, due: set[asyncio.Future[None]] | None = None) -> None:
+        """Writes what is queued, and what is queued meanwhile; also waits for a batch in flight, its own
+        or one boarded on the session archive's write-behind (so a read or a delete that calls it sees
+        every receipt recorded before it). With `due`: writes those of these receipts still queued."""
         loop = asyncio.get_running_loop()
         if self._writing is None or self._writing[0] is not loop:
             self._writing = (loop, asyncio.Lock())
         async with self._writing[1]:
+            if due is not None:
+                batch = [q for q in self._queued if q[1] in due]
+                self._queued = [q for q in self._queued if q[1] not in due]
+                if batch:
+                    await self._write_batch(batch)
+                return
             while self._queued:
                 batch, self._queued = self._queued, []
-                try:
-                    await self._write_rows([row for row, _ in batch])
-                except Exception as exc:
-                    for _, done in batch:
-                        if not done.done() and not done.get_loop().is_closed():
-                            done.set_exception(exc)
-                else:
-                    for _, done in batch:
-                        if not done.done() and not done.get_loop().is_closed():
-                            done.set_result(None)
+                await self._write_batch(batch)
+        riding = [done for done in self._riding if done.get_loop() is loop]
+        if riding:
+            # `wait`, not `gather`: a cancelled reader must not cancel the receipts it waited for.
+            await asyncio.wait(riding)
+            if self._queued:  # put back by a write-behind transaction that failed
+                await self._write_queued()
+
+    async def _write_batch(self, batch: list[tuple[dict[str, Any], asyncio.Future[None]]]) -> None:
+        try:
+            await self._write_rows([row for row, _ in batch])
+        except Exception as exc:
+            for _, done in batch:
+                if not done.done() and not done.get_loop().is_closed():
+                    done.set_exception(exc)
+        else:
+            for _, done in batch:
+                if not done.done() and not done.get_loop().is_closed():
+                    done.set_result(None)
+
+    def board(self) -> tuple[Callable[[Any], Awaitable[None]], Callable[[BaseException | None], None]] | None:
+        """The queued receipts, for the session archive's write-behind to write in its transaction
+        (`ArchivedStore.carry`): the turn's messages and its receipt, queued together, commit together.
+        Should that transaction fail, the receipts are queued again and written on their own, as
+        before, so a failure of the messages' batch loses no receipt."""
+        loop = asyncio.get_running_loop()
+        if not self._queued or any(done.get_loop() is not loop for _, done in self._queued):
+            return None
+        batch, self._queued = self._queued, []
+        self._riding.update(done for _, done in batch)
+        rows = _latest([row for row, _ in batch])
+        stmt = self.archive._upsert(turn_receipts, ["message_id"], [k for k in rows[0] if k != "message_id"])
+
+        async def write(conn: Any) -> None:
+            await conn.execute(stmt, rows)
+
+        def settle(exc: BaseException | None) -> None:
+            self._riding.difference_update(done for _, done in batch)
+            if exc is None:
+                for _, done in batch:
+                    if not done.done():
+                        done.set_result(None)
+                return
+            self._queued[:0] = batch
+            if self._writer is None or self._writer.done():
+                self._writer = loop.create_task(self._write_later())
+
+        return write, settle
 
     @_available
     async def _write_rows(self, rows: list[dict[str, Any]]) -> None:
         await self.archive.connect_ready()
-        # One row per answer: a receipt recorded twice keeps its latest version (and an upsert of many rows
-        # must not name one key twice).
-        latest = list({row["message_id"]: row for row in rows}.values())
+        latest = _latest(rows)
         stmt = self.archive._upsert(turn_receipts, ["message_id"], [k for k in latest[0] if k != "message_id"])
         async with self.archive.engine.begin() as conn:
             await conn.execute(stmt, latest)

@@ -29,7 +29,7 @@ from rag_service.privacy import Masker
 from rag_service.retrieval import Retriever
 from rag_service.rewrite import LLMRewriter, NoRewriter, Rewriter, RuleRewriter, rewrite_endpoint
 from rag_service.sessions.archive import Archive
-from rag_service.sessions.build import build_store, open_archive
+from rag_service.sessions.build import build_store, open_archive, write_behind
 from rag_service.sessions.interface import SessionStore
 from rag_service.summary import ExtractiveSummarizer, LLMSummarizer, Summarizer
 from rag_service.user_memory import FactExtractor, LLMFactExtractor, RedisVersions, RuleFactExtractor, UserMemory
@@ -188,6 +188,11 @@ def build_services(
     faq_index = index.sibling(faq_collection(index.collection))
     library = Library(settings, index, embedder, counter, faq_index=faq_index)
     feedback = FeedbackStore(archive, Masker.from_settings(settings.privacy)) if archive is not None else None
+    archived = write_behind(store)
+    if feedback is not None and archived is not None and archived.archive is archive:
+        # A turn's receipt is queued just after its messages, and commits with them.
+        archived.carry(feedback)
+        feedback.carried(archived.flush_interval_s)
     annotations = Annotations(archive, library) if archive is not None else None
     if isinstance(embedder, CachedQueryEmbedder):
         embedder.observe = metrics.stage_seconds.labels("embed").observe

@@ -98,7 +98,7 @@ class GatedArchive:
         self.gate, self.writing = asyncio.Event(), asyncio.Event()
         self.cancelled = 0
 
-    async def write_batch(self, writes: Sequence[ArchiveWrite], *args: Any) -> set[str]:
+    async def write_batch(self, writes: Sequence[ArchiveWrite], *args: Any, **kwargs: Any) -> set[str]:
         self.writing.set()
         try:
             await self.gate.wait()

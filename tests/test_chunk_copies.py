@@ -38,3 +38,14 @@ def test_without_text_is_replace_with_empty_text() -> None:
         getattr(chunk, f.name) for f in dataclasses.fields(Chunk) if f.name != "text"
     ]
     assert chunk.text.startswith("The lid")
+
+
+def test_copies_keep_every_field() -> None:
+    # Every field set to something other than its default, so a slot a copy left unset or took from another
+    # field shows.
+    values: dict[str, object] = {f.name: f"v-{f.name}" for f in dataclasses.fields(Chunk)}
+    values.update(score=0.5, token_count=7, index=2)
+    chunk = Chunk(**values)  # type: ignore[arg-type]
+    assert chunk.rescored(0.25) == dataclasses.replace(chunk, score=0.25)
+    assert chunk.without_text() == dataclasses.replace(chunk, text="")
+    assert {f.name: getattr(chunk.rescored(0.5), f.name) for f in dataclasses.fields(Chunk)} == values

@@ -31,6 +31,7 @@ from rag_service.api import create_app
 from rag_service.domain import Message, SessionMeta
 from rag_service.sessions.archive import Archive, Cipher
 from rag_service.sessions.interface import (
+    AlsoWrite,
     ArchiveWrite,
     GapFill,
     SessionBusy,
@@ -104,11 +105,13 @@ class GatedArchive:
         self.writing = asyncio.Event()
         self.calls: list[str] = []
 
-    async def write_batch(self, writes: Sequence[ArchiveWrite], fill: GapFill | None = None) -> set[str]:
+    async def write_batch(
+        self, writes: Sequence[ArchiveWrite], fill: GapFill | None = None, *, also: Sequence[AlsoWrite] = ()
+    ) -> set[str]:
         self.calls.append("write")
         self.writing.set()
         await self.gate.wait()
-        result = await self.archive.write_batch(writes, fill)
+        result = await self.archive.write_batch(writes, fill, also=also)
         self.calls.append("written")
         return result
 
@@ -281,7 +284,9 @@ class DownArchive:
     def __init__(self, archive: Archive) -> None:
         self.archive = archive
 
-    async def write_batch(self, writes: Sequence[ArchiveWrite], fill: GapFill | None = None) -> set[str]:
+    async def write_batch(
+        self, writes: Sequence[ArchiveWrite], fill: GapFill | None = None, *, also: Sequence[AlsoWrite] = ()
+    ) -> set[str]:
         raise StoreUnavailable("archive", "connection refused")
 
     async def max_seqs(self, session_ids: Sequence[str]) -> dict[str, int]:

@@ -10,7 +10,7 @@ import numpy as np
 from rag_core.lexical import SparseVec
 from rag_core.settings import QdrantSettings
 from rag_core.vectorstore import ChunkPoint
-from rag_core.vectorstore.edge import EdgeIndex
+from rag_core.vectorstore.edge import EdgeIndex, _key
 
 
 def point(vector: list[float], text: str) -> ChunkPoint:
@@ -31,3 +31,41 @@ async def test_a_tenant_without_a_shard_finds_nothing_until_it_has_one(tmp_path:
         assert await index.search(query, None, 5, 60) == []  # the default tenant's shard is still empty
     finally:
         await index.close()
+
+
+async def test_a_search_for_the_language_and_document_alone_reads_them_from_memory_and_sees_writes(
+    tmp_path: Path,
+) -> None:
+    index = EdgeIndex(QdrantSettings(path=str(tmp_path), collection="chunks", engine="edge"), 4, "test-embedder")
+    query = np.asarray([1.0, 0.0, 0.0, 0.0], dtype=np.float32)
+    first, second = point([1.0, 0.1, 0.0, 0.0], "Returns within 14 days."), point([0.9, 0.3, 0.0, 0.0], "退货")
+    second.payload.update(lang="zh", doc_id="d2")
+    bare = point([0.8, 0.5, 0.1, 0.0], "No language recorded.")
+    del bare.payload["lang"]
+    try:
+        await index.upsert([first, second, bare])
+
+        async def fields(*names: str) -> list[tuple[str, dict[str, object]]]:
+            return [(h.id, h.payload) for h in await index.search(query, None, 5, 60, payload=list(names))]
+
+        read = await index.search(query, None, 5, 60)  # whole payloads, read by the engine
+        expected = [(h.id, {k: h.payload[k] for k in ("lang", "doc_id") if k in h.payload}) for h in read]
+        assert await fields("lang", "doc_id") == expected
+        assert await fields("lang") == [(i, {k: v for k, v in p.items() if k == "lang"}) for i, p in expected]
+        assert await index.pool(query, None, 5, 60) == [(h.id, h.score, str(h.payload.get("lang", ""))) for h in read]
+        assert index._fields  # remembered
+        # a write to the shard is seen by the next search
+        second.payload.update(lang="en")
+        await index.upsert([second])
+        assert dict(await fields("lang"))[second.id] == {"lang": "en"}
+        await index.delete_ids([first.id])
+        assert first.id not in dict(await fields("lang", "doc_id"))
+        await index.delete_doc("d2")
+        assert [i for i, _ in await fields("doc_id")] == [bare.id]
+    finally:
+        await index.close()
+
+
+def test_the_fields_table_keys_a_uuid_by_its_number_and_any_other_id_by_its_text() -> None:
+    u = uuid.uuid4()
+    assert _key(u) == u.int and _key(str(u)) == str(u) and _key(u.int) == str(u.int) != _key(u)

@@ -25,6 +25,7 @@ from rag_service.privacy import Masker
 from rag_service.sessions.archive import Archive, migrate
 from rag_service.sessions.build import build_store
 from rag_service.sessions.interface import (
+    AlsoWrite,
     ArchiveWrite,
     GapFill,
     LiveStore,
@@ -661,11 +662,13 @@ class FlakyArchive:
     def __init__(self, archive: Archive, failures: int) -> None:
         self.archive, self.failures, self.calls = archive, failures, 0
 
-    async def write_batch(self, writes: Sequence[ArchiveWrite], fill: GapFill | None = None) -> set[str]:
+    async def write_batch(
+        self, writes: Sequence[ArchiveWrite], fill: GapFill | None = None, *, also: Sequence[AlsoWrite] = ()
+    ) -> set[str]:
         self.calls += 1
         if self.calls <= self.failures:
             raise ConnectionError("archive unavailable")
-        return await self.archive.write_batch(writes, fill)
+        return await self.archive.write_batch(writes, fill, also=also)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.archive, name)

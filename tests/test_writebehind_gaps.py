@@ -12,7 +12,7 @@ import pytest
 
 from rag_service.domain import Message, SessionMeta
 from rag_service.sessions.archive import Archive, migrate
-from rag_service.sessions.interface import ArchiveWrite, GapFill, new_session_id
+from rag_service.sessions.interface import AlsoWrite, ArchiveWrite, GapFill, new_session_id
 from rag_service.sessions.live_memory import MemoryStore
 from rag_service.sessions.writebehind import ArchivedStore
 from tests.servers import DIALECTS, fresh_database
@@ -37,13 +37,15 @@ class CountingArchive:
         self.asked.append(list(session_ids))
         return await self.archive.max_seqs(session_ids)
 
-    async def write_batch(self, writes: Sequence[ArchiveWrite], fill: GapFill | None = None) -> set[str]:
+    async def write_batch(
+        self, writes: Sequence[ArchiveWrite], fill: GapFill | None = None, *, also: Sequence[AlsoWrite] = ()
+    ) -> set[str]:
         async def counted(session_id: str, start: int, stop: int) -> Sequence[Message]:
             self.filled.append((session_id, start, stop))
             assert fill is not None
             return await fill(session_id, start, stop)
 
-        return await self.archive.write_batch(writes, counted if fill is not None else None)
+        return await self.archive.write_batch(writes, counted if fill is not None else None, also=also)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.archive, name)

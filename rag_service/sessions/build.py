@@ -13,7 +13,7 @@ from rag_service.sessions.archive import Archive, migrate
 from rag_service.sessions.archive.engine import normalize_url, sqlite_in_memory
 from rag_service.sessions.interface import LiveStore, SessionStore
 from rag_service.sessions.live_memory import MemoryStore
-from rag_service.sessions.masking import masked
+from rag_service.sessions.masking import MaskedStore, masked
 from rag_service.sessions.spool import Spool
 from rag_service.sessions.writebehind import ArchivedStore
 
@@ -65,6 +65,12 @@ def build_store(
     if masker is None:
         return archived
     return masked(archived, masker, counter.count if counter is not None else None)
+
+
+def write_behind(store: SessionStore) -> ArchivedStore | None:
+    """The write-behind `build_store` put under `store` (behind the masking layer or not), if any."""
+    inner = store.inner if isinstance(store, MaskedStore) else store
+    return inner if isinstance(inner, ArchivedStore) else None
 
 
 def spool_dir(settings: Settings) -> Path:

@@ -178,17 +178,36 @@ class ArchiveWrite:
     messages: tuple[tuple[int, Message], ...] = ()
 
 
+# More of a flush's transaction: statements another table of the archive database runs on the same
+# connection (rag_service.feedback's turn receipts), so a turn's writes commit together.
+AlsoWrite = Callable[[Any], Awaitable[None]]
+
+
+class Rider(Protocol):
+    """Rows another table keeps queued for the archive database, written in the write-behind's next
+    transaction instead of one of their own."""
+
+    def board(self) -> tuple[AlsoWrite, Callable[[BaseException | None], None]] | None:
+        """The queued rows' write (run inside the transaction, called again if the transaction is
+        retried), and what to call with the transaction's outcome (None: committed); None when
+        nothing is queued. The rows are taken: the rider does not write them itself meanwhile."""
+        ...
+
+
 class SessionArchive(Protocol):
     """The durable side (rag_service.sessions.archive.Archive implements it)."""
 
     async def list_sessions(self, tenant: str, limit: int, offset: int) -> list[dict[str, Any]]: ...
 
-    async def write_batch(self, writes: Sequence[ArchiveWrite], fill: GapFill | None = None) -> set[str]:
+    async def write_batch(
+        self, writes: Sequence[ArchiveWrite], fill: GapFill | None = None, *, also: Sequence[AlsoWrite] = ()
+    ) -> set[str]:
         """Idempotent: upserts each meta, inserts the messages not stored yet. A message whose seq holds
         a different message is stored after the session's last seq, never dropped; returns the sessions
         where that happened (their live copies are stale). A write whose first seq lies beyond the
         session's last stored seq + 1 (writes lost with a crashed process) gets the missing messages
-        from `fill(session_id, start, stop)` (those it has) before it is stored."""
+        from `fill(session_id, start, stop)` (those it has) before it is stored. `also` runs in the
+        same transaction, after the messages."""
         ...
 
     async def load(self, session_id: str) -> tuple[SessionMeta, list[Message]] | None: ...

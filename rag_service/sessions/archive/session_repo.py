@@ -16,7 +16,7 @@ from rag_service.domain import Message, SessionMeta
 from rag_service.sessions.archive.base import Database, available
 from rag_service.sessions.archive.crypto import seal, unseal
 from rag_service.sessions.archive.schema import messages, sessions
-from rag_service.sessions.interface import ArchiveWrite, GapFill
+from rag_service.sessions.interface import AlsoWrite, ArchiveWrite, GapFill
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,9 @@ class SessionRepository(Database):
         return await self.write_batch([ArchiveWrite(session_id, None, tuple(enumerate(items, start_seq)))])
 
     @available
-    async def write_batch(self, writes: Sequence[ArchiveWrite], fill: GapFill | None = None) -> set[str]:
+    async def write_batch(
+        self, writes: Sequence[ArchiveWrite], fill: GapFill | None = None, *, also: Sequence[AlsoWrite] = ()
+    ) -> set[str]:
         """One transaction: metas upserted, rows made to exist, messages placed (see `_place`). Returns the
         sessions where a message's seq was held by a different message: those were written after the
         session's last seq, and the live copy, which numbered them differently, is stale.
@@ -126,19 +128,20 @@ class SessionRepository(Database):
         a crashed process) has the missing messages filled from it first. The last seq is the one the
         transaction reads anyway (a separate read before it cost a connection and a select on every
         flush); a gap, which is rare, rolls the transaction back, is filled, and the batch is written
-        again: so the live store is not read while the archive's write lock is held."""
+        again: so the live store is not read while the archive's write lock is held. `also` runs in each
+        transaction that commits (a rolled-back one takes its statements with it)."""
         writes = [w for w in writes if w.meta is not None or w.messages]
-        if not writes:
+        if not writes and not also:
             return set()
         await self.connect_ready()
         try:
-            return await self._write_batch(writes, stop_at_gaps=fill is not None)
+            return await self._write_batch(writes, also, stop_at_gaps=fill is not None)
         except _Gaps as gaps:
             assert fill is not None
             filled = [
                 await self._filled(w, gaps.last[w.session_id], fill) if w.session_id in gaps.last else w for w in writes
             ]
-            return await self._write_batch(filled, stop_at_gaps=False)
+            return await self._write_batch(filled, also, stop_at_gaps=False)
 
     @staticmethod
     async def _filled(write: ArchiveWrite, last: int, fill: GapFill) -> ArchiveWrite:
@@ -150,7 +153,9 @@ class SessionRepository(Database):
             messages.setdefault(last + 1 + i, m)
         return ArchiveWrite(write.session_id, write.meta, tuple(sorted(messages.items(), key=lambda kv: kv[0])))
 
-    async def _write_batch(self, writes: Sequence[ArchiveWrite], *, stop_at_gaps: bool) -> set[str]:
+    async def _write_batch(
+        self, writes: Sequence[ArchiveWrite], also: Sequence[AlsoWrite], *, stop_at_gaps: bool
+    ) -> set[str]:
         now = time.time()
         metas = [w.meta for w in writes if w.meta is not None]
         bare = [(w.session_id, w.messages[0][1].created_at) for w in writes if w.meta is None]
@@ -184,6 +189,8 @@ class SessionRepository(Database):
                     # A plain insert: a seq that another writer took meanwhile fails the batch, which is
                     # then retried against what that writer stored, instead of being skipped.
                     await conn.execute(_INSERT_MESSAGES, rows)
+            for write in also:
+                await write(conn)
         return conflicted
 
     async def _stored_tails(self, conn: AsyncConnection, writes: Sequence[ArchiveWrite]) -> dict[str, _Tail]:
