@@ -202,7 +202,7 @@ _EN_WORD = re.compile(r"[A-Za-z0-9]+(?:[-'’.][A-Za-z0-9]+)*")
 _UNIT = r"\d+(?:\.\d+)?\s*-?\s*(?:gb|tb|mb|mah|w|hz|mm|g|kg|寸|英寸|inch|inches|in)"
 _SPEC = re.compile(rf"^{_UNIT}(?:\+{_UNIT})*$|^\d+(?:\.\d+)?[kmb%]$|^ip[x\d]\d$", re.IGNORECASE)
 _LATIN_RUN = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+\-]*(?:\s+[A-Za-z0-9][A-Za-z0-9.+\-]*)*")
-_SENT_START = re.compile(r"(?:^|[.!?。！？:：\n]\s*)$")
+_SENT_ENDS = frozenset(".!?。！？:：\n")
 _ENTITY_ANSWER_CHARS = 1000  # of each answer, searched for entities
 # Prepositions, adverbs and units of time the shared stop list lacks: a noun phrase ends at them ("leave above
 # the door", "after ten days" are no subject, "the door" is).
@@ -306,6 +306,8 @@ class Entity:
         return has_number and (is_chinese(self.text) or any(w[0].isupper() for w in words))
 
 
+# Remembered: every word of every new answer is asked about, and the same words recur.
+@lru_cache(maxsize=16384)
 def _is_model_word(word: str) -> bool:
     if any(ch.isdigit() for ch in word) and any(ch.isalpha() for ch in word):
         return True
@@ -375,7 +377,8 @@ def _latin_entities(text: str) -> list[Entity]:
     # Whether the word before `previous` ended a noun run ("a card which includes …": a relative clause's verb).
     noun_before, in_run = False, False
     for m in _EN_WORD.finditer(text):
-        word, lower = m.group(), m.group().lower()
+        word = m.group()
+        lower = word.lower()
         if last_end >= 0 and text[last_end : m.start()].strip():
             flush()  # punctuation between words ends a run
             previous, in_run = "", False
@@ -386,7 +389,9 @@ def _latin_entities(text: str) -> list[Entity]:
         if kind == "name" and lower in _NAME_JOINERS:
             pending.append(word)
             continue
-        is_name = word[0].isupper() or any(ch.isupper() for ch in word[1:]) or _ALNUM.match(word) is not None
+        # A capital anywhere in the word (its letters are ASCII, which `lower` changes only there), or a digit
+        # with a letter.
+        is_name = word != lower or _ALNUM.match(word) is not None
         if word.isdigit() and kind != "name":
             flush()  # a bare number starts nothing; it only continues a name ("Gen 12")
             continue
@@ -404,7 +409,7 @@ def _latin_entities(text: str) -> list[Entity]:
         run.append(word[: possessive.start()] if possessive else word)
         in_run = True
         kind = word_kind
-        named = named or _looks_named(word, bool(_SENT_START.search(text[: m.start()])))
+        named = named or _looks_named(word, _sentence_start(text, m.start()))
         if possessive:
             flush()  # "Dorothy Day's essay": the possessor is one entity, what it owns another
     flush()
@@ -414,6 +419,20 @@ def _latin_entities(text: str) -> list[Entity]:
 _POSSESSIVE = re.compile(r"['’]s\b", re.IGNORECASE)
 # After a noun, these open a relative clause whose first word is its verb ("a card which lists the fees").
 _RELATIVES = frozenset(["that", "which", "who"])
+
+
+def _sentence_start(text: str, at: int) -> bool:
+    """Does a sentence start at `at`: the text before it is empty, or ends with a sentence's (or a line's) end and
+    whitespace? Read backwards from `at`: a search of the whole text before each word made long answers quadratic."""
+    i = at
+    while i > 0 and text[i - 1].isspace():
+        if text[i - 1] == "\n":
+            return True
+        i -= 1
+    if i > 0:
+        return text[i - 1] in _SENT_ENDS
+    # Only whitespace before: the start of the text, or (as `$` matches before a final newline) a lone newline.
+    return at == 0
 
 
 def _looks_named(word: str, sentence_start: bool) -> bool:
