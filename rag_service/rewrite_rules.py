@@ -600,6 +600,20 @@ class _Score:
     rounds: set[int] = field(default_factory=set)
 
 
+@lru_cache(maxsize=4096)
+def _weighed(text: str) -> tuple[tuple[Entity, str, float, float], ...]:
+    """The text's entities with their keys and the factors of their salience for their kind (names, models and ids
+    beat noun phrases) and their size (longer beats shorter). Remembered: each history text is weighed again on
+    every later turn of its conversation."""
+    out = []
+    for e in entities(text):
+        size = len(e.text) / 2 if is_chinese(e.text) else len(e.key.split())
+        out.append((e, e.key, 3.0 if e.named else 1.0, 1 + 0.25 * min(size, 3.0)))
+    return tuple(out)
+
+
+# Remembered: each answer entity of the recent rounds is asked about again on every turn.
+@lru_cache(maxsize=8192)
 def answer_entity(entity: Entity) -> bool:
     """What an answer may contribute: a short model name or code (小米 15 Pro, COVID-19), never a noun
     phrase, a capitalised phrase of the answer's own wording, an order/phone number or a sentence."""
@@ -622,24 +636,24 @@ def salient_entities(
     found: dict[str, _Score] = {}
     spelling: dict[str, str] = {}  # how answers capitalise what they may not contribute ("Bruno Mars")
     for item in history:
-        for e in entities(item.text):
+        for e, key, kind, size in _weighed(item.text):
             if item.source == "assistant" and not (answer_entity(e) and (known is None or known(e.text))):
                 if e.named:
-                    spelling.setdefault(e.key, e.text)
+                    spelling.setdefault(key, e.text)
                 continue
-            size = len(e.text) / 2 if is_chinese(e.text) else len(e.key.split())
             weight = _SOURCE_WEIGHT[item.source] * _DECAY**item.age
-            entry = found.setdefault(e.key, _Score(e))
-            entry.score += weight * (3.0 if e.named else 1.0) * (1 + 0.25 * min(size, 3.0))
+            entry = found.setdefault(key, _Score(e))
+            entry.score += weight * kind * size
             if item.source != "assistant":
                 entry.rounds.add(item.age)
             if e.named and not entry.entity.named:
                 entry.entity = e  # keep the capitalised spelling
+    words_of = {key: frozenset(key.split()) for key in found}
     for key in sorted(found, key=len):
-        words = set(key.split())
+        words = words_of[key]
         if len(words) != 1 or not found[key].entity.named:
             continue
-        longer = [k for k in found if k != key and words < set(k.split()) and found[k].entity.named]
+        longer = [k for k in found if k != key and words < words_of[k] and found[k].entity.named]
         if longer:
             best = max(longer, key=lambda k: found[k].score)
             found[best].score += found[key].score
