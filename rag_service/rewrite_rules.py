@@ -37,6 +37,7 @@ import jieba.posseg as pseg
 from rag_core.text import EN_GENERIC_WORDS as _EN_STOP
 from rag_core.text import HAN as _CJK
 from rag_core.text import HAN_RUN as _CJK_RUN
+from rag_core.text import fail_fast
 from rag_core.text import has_han as is_chinese
 from rag_service.facts import CATEGORIES, PLACES, VARIANT_WORDS, products
 from rag_service.filler import is_courtesy
@@ -157,6 +158,8 @@ class Marker:
     start: int  # where it is in the question (-1: at its end, as 呢)
 
 
+# Remembered: the gate asks it of each recent question again on every turn (and of the question several times).
+@lru_cache(maxsize=8192)
 def find_marker(question: str) -> Marker | None:
     """The first reference marker in the question (a pronoun, demonstrative or ellipsis cue), if any."""
     question = _EXPLETIVE_IT.sub(lambda m: " " * len(m.group()), question)
@@ -883,6 +886,12 @@ _THING_ASPECTS = frozenset(["price", "warranty", "extended_warranty", "weight", 
 
 def product_names(text: str) -> list[str]:
     """Product names in the text (models with a number, an inner capital or a variant word), not ids."""
+    return list(_product_names(text))
+
+
+# Remembered: the topic is read from each recent question's rewrite again on every turn.
+@lru_cache(maxsize=4096)
+def _product_names(text: str) -> tuple[str, ...]:
     out: list[str] = []
     for p in products(text):
         words = p.text.split()
@@ -903,7 +912,7 @@ def product_names(text: str) -> list[str]:
         name = " ".join(words)
         if re.search(r"[^\W\d_]", name) and not _ID_DIGITS.search(name) and name not in out:
             out.append(name)
-    return out
+    return tuple(out)
 
 
 _DIGITS_BEFORE = re.compile(r"(?<![\w.])\d+$")
@@ -938,8 +947,8 @@ def asks_about_product(question: str) -> bool:
 
 
 # "haul off my old washer", "旧机回收": the customer's old appliance, not the product the conversation is about.
-_OLD_ITEM = re.compile(
-    r"\b(?:my|our|the|an?)\s+old\b|\bused\s+one\b|旧(?:机|的|家电|冰箱|洗衣机|空调|电视|手机|电脑)|以旧换新", re.I
+_OLD_ITEM = fail_fast(
+    re.compile(r"\b(?:my|our|the|an?)\s+old\b|\bused\s+one\b|旧(?:机|的|家电|冰箱|洗衣机|空调|电视|手机|电脑)|以旧换新", re.I)
 )
 
 
@@ -1297,8 +1306,10 @@ _EDITION_CODE = re.compile(r"[A-Z]{2,5}")
 
 # A place, a product category or a term ("两年", "24 期") replaces the previous question's value of its kind:
 # "寄到日本运费多少" + "那寄到新加坡呢", "耳机延保一年多少钱" + "平板呢" + "三年的呢".
-_PLACE = re.compile("|".join(f"(?:{p})" for p in PLACES.values()), re.IGNORECASE)
-_CATEGORY = re.compile("|".join(f"(?:{p})" for p in CATEGORIES.values()), re.IGNORECASE)
+# Long alternations of names: behind a look-ahead for their first characters (`fail_fast`), a scan skips the
+# positions no name starts at instead of trying every name there.
+_PLACE = fail_fast(re.compile("|".join(f"(?:{p})" for p in PLACES.values()), re.IGNORECASE))
+_CATEGORY = fail_fast(re.compile("|".join(f"(?:{p})" for p in CATEGORIES.values()), re.IGNORECASE))
 _TERM = re.compile(
     r"(?<![\dA-Za-z.])(?:\d+|[一二两三四五六七八九十]+)\s?(?:个)?(?:年|个月|月|期)(?![\dA-Za-z])"
     r"|(?<![\dA-Za-z.])\d+\s?-?(?:years?|months?|instal+ments?)\b",
