@@ -127,7 +127,10 @@ def split_sentences(text: str) -> list[str]:
 
 @lru_cache(maxsize=8192)
 def _sentences(text: str) -> tuple[str, ...]:
-    return tuple(sentence for sentence, _ in stream_sentences([text]))
+    # All of the text is here: one final reading of it, as `stream_sentences` ends with (it would first read
+    # it as a block that more may follow, then read again the rest it left undecided: a line without a
+    # sentence end, most of them, twice).
+    return tuple(sentence for sentence, _ in _drain(text, final=True))
 
 
 def stream_sentences(blocks: Iterable[str]) -> Iterator[tuple[str, str]]:
