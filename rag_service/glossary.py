@@ -15,6 +15,8 @@ import re
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
+from rag_core.text import fail_fast
+
 # concept: (English phrases, Chinese phrases). English phrases match whole words (a trailing "*" matches
 # any ending); Chinese phrases match as substrings.
 CONCEPTS: dict[str, tuple[str, str]] = {
@@ -191,7 +193,7 @@ def _en_pattern(phrases: str) -> re.Pattern[str]:
     for p in _EN_SPLIT.split(phrases.strip()):
         body = re.escape(p.rstrip("*")).replace(r"\ ", r"\s+").replace(r"\?", "?").replace(r"\*", r"\w*")
         parts.append(rf"\b{body}\w*" if p.endswith("*") else rf"\b{body}\b")
-    return re.compile("|".join(parts), re.IGNORECASE)
+    return fail_fast(re.compile("|".join(parts), re.IGNORECASE))
 
 
 # Where a phrase's literal start ends: a space (any run of spaces matches) or anything a pattern could read
