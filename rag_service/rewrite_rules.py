@@ -1157,6 +1157,8 @@ class Contrast:
     prep: str = ""
 
 
+# Remembered: the gate and the topic-switch reader both ask it of every question, the gate again on each turn.
+@lru_cache(maxsize=4096)
 def contrast_followup(question: str) -> Contrast | None:
     """ "那标准款呢？", "那 Air 呢", "悲惨世界呢", "and the 512GB one?", "what about the 15-inch?", "and the
     cheaper one?": a follow-up that only names a new value, to be read against the previous question."""
