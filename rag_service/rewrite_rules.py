@@ -948,7 +948,9 @@ def asks_about_product(question: str) -> bool:
 
 # "haul off my old washer", "旧机回收": the customer's old appliance, not the product the conversation is about.
 _OLD_ITEM = fail_fast(
-    re.compile(r"\b(?:my|our|the|an?)\s+old\b|\bused\s+one\b|旧(?:机|的|家电|冰箱|洗衣机|空调|电视|手机|电脑)|以旧换新", re.I)
+    re.compile(
+        r"\b(?:my|our|the|an?)\s+old\b|\bused\s+one\b|旧(?:机|的|家电|冰箱|洗衣机|空调|电视|手机|电脑)|以旧换新", re.I
+    )
 )
 
 
