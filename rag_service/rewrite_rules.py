@@ -475,11 +475,13 @@ def _chinese_entities(text: str) -> list[Entity]:
         out.append(Entity(f"{brand} {name}" if brand else name, True))
     for run in _CJK_RUN.finditer(text):
         phrase: list[tuple[str, str]] = []
-        for word, flag in [*_tagged(run.group()), ("", "x")]:
+        for word, flag in (*_tagged(run.group()), ("", "x")):
             if flag in _ZH_NOUN_TAGS and word not in _ZH_GENERIC:
                 phrase.append((word, flag))
                 continue
-            joined = "".join(w for w, _ in phrase)
+            if not phrase:
+                continue  # no run of nouns ends here
+            joined = "".join([w for w, _ in phrase])
             named = len(phrase) == 1 and phrase[0][1] in _ZH_NAME_TAGS and len(joined) >= 2
             if len(joined) >= 2 and not _inside_named(joined, out) and not _LONE_ATTRIBUTE.match(joined):
                 out.append(Entity(joined, named))
