@@ -8,9 +8,12 @@ library models as one set of rules.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import re
 from collections.abc import Generator, Iterable, Iterator
 from functools import lru_cache
+from typing import Any
 
 # --- character classes ------------------------------------------------------------------------------
 # Ranges for a regex character class (`f"[{HAN_CHARS}]"`), named for what each rule needs.
@@ -124,7 +127,10 @@ def split_sentences(text: str) -> list[str]:
 
 @lru_cache(maxsize=8192)
 def _sentences(text: str) -> tuple[str, ...]:
-    return tuple(sentence for sentence, _ in stream_sentences([text]))
+    # All of the text is here: one final reading of it, as `stream_sentences` ends with (it would first read
+    # it as a block that more may follow, then read again the rest it left undecided: a line without a
+    # sentence end, most of them, twice).
+    return tuple(sentence for sentence, _ in _drain(text, final=True))
 
 
 def stream_sentences(blocks: Iterable[str]) -> Iterator[tuple[str, str]]:
@@ -239,3 +245,66 @@ def name_aliases(text: str) -> dict[str, str]:
             continue
         out.setdefault(latin, han[len(han) - syllables :])
     return out
+
+
+# --- fast failing alternations ------------------------------------------------------------------------------
+
+_sre: Any = None
+with contextlib.suppress(ImportError):
+    _sre = importlib.import_module("re._parser")  # the parser `re` compiles with (no stable public API)
+
+
+def fail_fast(pattern: re.Pattern[str]) -> re.Pattern[str]:
+    """The same pattern (the same matches, at the same places), behind a look-ahead for the characters a
+    match can start with, when those are a known set. A search with a long alternation of names ("北京|beijing|
+    上海|shanghai|…") tries every alternative at every position of the text; the look-ahead refuses most
+    positions with one character test. The pattern as it is when its first characters cannot be told."""
+    if _sre is None:
+        return pattern
+    try:
+        first = _first_chars(list(_sre.parse(pattern.pattern, pattern.flags)), bool(pattern.flags & re.IGNORECASE))
+    except Exception:  # a parser of another Python version: the pattern works as it is
+        return pattern
+    if not first:
+        return pattern
+    chars = "".join(sorted(re.escape(c) for c in first))
+    return re.compile(f"(?=[{chars}])(?:{pattern.pattern})", pattern.flags)
+
+
+def _first_chars(items: list[Any], ignorecase: bool) -> set[str] | None:
+    """The characters the first one a sequence of parsed items consumes can be (a superset), or None if
+    unknown. Under the pattern's IGNORECASE the look-ahead's class folds case as the pattern's literals do."""
+    c = _sre  # the opcodes, which the parser imports from `re._constants`
+    for op, av in items:
+        if op is c.AT or op is c.ASSERT or op is c.ASSERT_NOT:
+            continue  # \b, ^, look-arounds consume nothing (and only narrow where a match starts)
+        if op is c.LITERAL:
+            return {chr(av)}
+        if op is c.SUBPATTERN:
+            added = av[1]
+            if added & re.IGNORECASE and not ignorecase:
+                return None  # a case-insensitive group in a case-sensitive pattern
+            return _first_chars(list(av[3]), ignorecase)
+        if op is c.BRANCH:
+            out: set[str] = set()
+            for branch in av[1]:
+                found = _first_chars(list(branch), ignorecase)
+                if found is None:
+                    return None
+                out |= found
+            return out
+        if op is c.MAX_REPEAT or op is c.MIN_REPEAT or op is c.POSSESSIVE_REPEAT:
+            low, _, item = av
+            return _first_chars(list(item), ignorecase) if low >= 1 else None
+        if op is c.IN:
+            chars: set[str] = set()
+            for kind, value in av:
+                if kind is c.LITERAL:
+                    chars.add(chr(value))
+                elif kind is c.RANGE and value[1] - value[0] < 256:
+                    chars.update(chr(v) for v in range(value[0], value[1] + 1))
+                else:
+                    return None  # a negated class, a category (\w, \d)
+            return chars
+        return None  # anything else may start with any character
+    return None  # nothing consumed: a match may be empty

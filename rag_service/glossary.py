@@ -15,6 +15,8 @@ import re
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
+from rag_core.text import fail_fast
+
 # concept: (English phrases, Chinese phrases). English phrases match whole words (a trailing "*" matches
 # any ending); Chinese phrases match as substrings.
 CONCEPTS: dict[str, tuple[str, str]] = {
@@ -210,7 +212,7 @@ def _en_pattern(phrases: str) -> re.Pattern[str]:
     for p in _EN_SPLIT.split(phrases.strip()):
         body = re.escape(p.rstrip("*")).replace(r"\ ", r"\s+").replace(r"\?", "?").replace(r"\*", r"\w*")
         parts.append(rf"\b{body}\w*" if p.endswith("*") else rf"\b{body}\b")
-    return re.compile("|".join(parts), re.IGNORECASE)
+    return fail_fast(re.compile("|".join(parts), re.IGNORECASE))
 
 
 # Where a phrase's literal start ends: a space (any run of spaces matches) or anything a pattern could read
@@ -268,6 +270,11 @@ class Glossary:
         # its concept, then the English patterns with their leading letters (no call and no generator per
         # concept: a hundred of them per text).
         self._zh_phrases = [(t, key) for key, (_, zh) in self._terms.items() for t in zh]
+        # The same, by their first character: a text is searched only for the phrases its characters can start
+        # (a question has a few dozen distinct characters; there are hundreds of phrases).
+        self._zh_by_first: dict[str, list[tuple[str, str]]] = {}
+        for t, key in self._zh_phrases:
+            self._zh_by_first.setdefault(t[0], []).append((t, key))
         self._inside = _containers(self._zh_phrases)
         self._en_scans = [(key, en, self._en_words[key]) for key, (en, _) in self._terms.items() if en is not None]
 
@@ -312,11 +319,22 @@ def _concepts(glossary: Glossary, text: str) -> frozenset[str]:
     folded = _folded(text, lowered)
     # The same as `{key for key in glossary._terms if glossary._mentions(text, lowered, key, folded)}`.
     found: set[str] = set()
-    for phrase, key in glossary._zh_phrases:
-        if key not in found and phrase in lowered and glossary._stands_alone(phrase, lowered):
-            found.add(key)
+    by_first = glossary._zh_by_first
+    for first in by_first.keys() & set(lowered):
+        for phrase, key in by_first[first]:
+            if key not in found and phrase in lowered and glossary._stands_alone(phrase, lowered):
+                found.add(key)
     for key, en, words in glossary._en_scans:
-        if key not in found and _may_match(words, folded) and en.search(text) is not None:
+        if key in found:
+            continue
+        # `_may_match`, inline: a hundred calls a text.
+        if words is not None:
+            for w in words:
+                if w in folded:
+                    break
+            else:
+                continue
+        if en.search(text) is not None:
             found.add(key)
     for parts, whole in _COMPOSED:
         if parts <= found:
@@ -337,6 +355,8 @@ def _has(glossary: Glossary, text: str, key: str) -> bool:
     lowered, folded = _lower(text)
     if glossary._mentions(text, lowered, key, folded):
         return True
+    if key not in _COMPOSED_WHOLES:
+        return False
     return any(whole == key and all(_has(glossary, text, part) for part in parts) for parts, whole in _COMPOSED)
 
 
@@ -368,6 +388,7 @@ def _containers(phrases: Sequence[tuple[str, str]]) -> dict[str, tuple[tuple[str
 
 # A fee on a shipping page is a shipping fee ("the flat fee is ¥60 per order" ~ "运费").
 _COMPOSED = [(frozenset({"shipping", "price"}), "shipping_fee")]
+_COMPOSED_WHOLES = frozenset(whole for _, whole in _COMPOSED)
 
 
 DEFAULT = Glossary(CONCEPTS)

@@ -184,14 +184,41 @@ def _product_bonus(q: Query, chunk: Chunk, own_page: bool) -> float:
 
 def rerank(query: str, chunks: Sequence[Chunk], scale: float = 1.0) -> list[Chunk]:
     """The chunks reordered by dense score plus the bonuses (times `scale`); scores are the adjusted ones."""
-    q = Query.parse(query)
-    own_page = bool(q.named) and any(
-        (fit := product_fit(list(q.named), q.base_model, list(title_products(c.title)))) is not None
-        and fit >= OWN_PAGE_FIT
-        for c in chunks
-    )
-    scored = [c.rescored(c.score + scale * bonus(q, c, own_page)) for c in chunks]
+    q = _parsed(query)
+    own_page = bool(q.named) and any(_names_itself(query, c.title) for c in chunks)
+    scored = [c.rescored(c.score + scale * _remembered_bonus(query, q, c, own_page)) for c in chunks]
     return sorted(scored, key=lambda c: -c.score)
+
+
+# The same question meets the same chunks again on later turns (retrieval of a dependent follow-up, the
+# conversation's pages): a chunk's bonus is a function of the question and the chunk's own fields.
+# A plain dict, emptied when full: each read and write is atomic, so a reranker shared by threads needs no lock.
+_BONUSES: dict[tuple[str, str, str, str, str, str, bool], float] = {}
+_BONUS_MEMO = 4096
+
+
+@lru_cache(maxsize=1024)
+def _parsed(query: str) -> Query:
+    return Query.parse(query)
+
+
+@lru_cache(maxsize=4096)
+def _names_itself(query: str, title: str) -> bool:
+    """Does the title name the product the query asks about itself (`OWN_PAGE_FIT`)?"""
+    q = _parsed(query)
+    fit = product_fit(list(q.named), q.base_model, list(title_products(title)))
+    return fit is not None and fit >= OWN_PAGE_FIT
+
+
+def _remembered_bonus(query: str, q: Query, chunk: Chunk, own_page: bool) -> float:
+    key = (query, chunk.title, chunk.section, chunk.text, chunk.lang, chunk.aliases, own_page)
+    found = _BONUSES.get(key)
+    if found is None:
+        found = bonus(q, chunk, own_page)
+        if len(_BONUSES) >= _BONUS_MEMO:
+            _BONUSES.clear()
+        _BONUSES[key] = found
+    return found
 
 
 def other_language(query: str) -> str:

@@ -38,7 +38,7 @@ import time
 import unicodedata
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Literal, Protocol
 
 import numpy as np
@@ -223,7 +223,7 @@ class Gate:
         history = History(view.summary, rounds, view, known, asked)
         if not rounds and not view.summary:
             return Decision("first", "first turn", history)
-        if is_recall(question):
+        if _is_recall(question):
             # "What was my order number again?": answered from the conversation itself; a subject added to it
             # would only pull a page toward a question no page answers.
             return Decision("standalone", "asks about the conversation", history)
@@ -332,6 +332,9 @@ class Gate:
 _RELATIVE = re.compile(rf"\b(?:my|our)\s+(?:{_PERSON_WORDS})\b|我(?:的|家)?(?:{_ZH_PERSON_WORDS})", re.IGNORECASE)
 
 
+# Remembered (as `_is_recall`): the gate decides about the question again on every turn it is rewritten (by
+# the LLM rewriter's gate, and for each later question's topic), and the announcement's patterns are long.
+@lru_cache(maxsize=4096)
 def announces_new_subject(question: str) -> bool:
     """Does the question open with the words of a new subject ("对了，…", "By the way, …", "Different thing: …")
     and refer back nowhere after them (a pronoun pointing at what the question itself states after the
@@ -341,6 +344,9 @@ def announces_new_subject(question: str) -> bool:
         return False
     rest = question[: announced.start()] + " " * len(announced.group()) + question[announced.end() :]
     return _marker(question, rest, announced) is None and _back(question, announced) is None
+
+
+_is_recall = lru_cache(maxsize=4096)(is_recall)
 
 
 def _cosine(a: Vector, b: Vector) -> float:

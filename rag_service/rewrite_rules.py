@@ -37,6 +37,7 @@ import jieba.posseg as pseg
 from rag_core.text import EN_GENERIC_WORDS as _EN_STOP
 from rag_core.text import HAN as _CJK
 from rag_core.text import HAN_RUN as _CJK_RUN
+from rag_core.text import fail_fast
 from rag_core.text import has_han as is_chinese
 from rag_service.facts import CATEGORIES, PLACES, VARIANT_WORDS, products
 from rag_service.filler import is_courtesy
@@ -157,6 +158,8 @@ class Marker:
     start: int  # where it is in the question (-1: at its end, as 呢)
 
 
+# Remembered: the gate asks it of each recent question again on every turn (and of the question several times).
+@lru_cache(maxsize=8192)
 def find_marker(question: str) -> Marker | None:
     """The first reference marker in the question (a pronoun, demonstrative or ellipsis cue), if any."""
     question = _EXPLETIVE_IT.sub(lambda m: " " * len(m.group()), question)
@@ -202,7 +205,7 @@ _EN_WORD = re.compile(r"[A-Za-z0-9]+(?:[-'’.][A-Za-z0-9]+)*")
 _UNIT = r"\d+(?:\.\d+)?\s*-?\s*(?:gb|tb|mb|mah|w|hz|mm|g|kg|寸|英寸|inch|inches|in)"
 _SPEC = re.compile(rf"^{_UNIT}(?:\+{_UNIT})*$|^\d+(?:\.\d+)?[kmb%]$|^ip[x\d]\d$", re.IGNORECASE)
 _LATIN_RUN = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+\-]*(?:\s+[A-Za-z0-9][A-Za-z0-9.+\-]*)*")
-_SENT_START = re.compile(r"(?:^|[.!?。！？:：\n]\s*)$")
+_SENT_ENDS = frozenset(".!?。！？:：\n")
 _ENTITY_ANSWER_CHARS = 1000  # of each answer, searched for entities
 # Prepositions, adverbs and units of time the shared stop list lacks: a noun phrase ends at them ("leave above
 # the door", "after ten days" are no subject, "the door" is).
@@ -306,6 +309,8 @@ class Entity:
         return has_number and (is_chinese(self.text) or any(w[0].isupper() for w in words))
 
 
+# Remembered: every word of every new answer is asked about, and the same words recur.
+@lru_cache(maxsize=16384)
 def _is_model_word(word: str) -> bool:
     if any(ch.isdigit() for ch in word) and any(ch.isalpha() for ch in word):
         return True
@@ -375,7 +380,8 @@ def _latin_entities(text: str) -> list[Entity]:
     # Whether the word before `previous` ended a noun run ("a card which includes …": a relative clause's verb).
     noun_before, in_run = False, False
     for m in _EN_WORD.finditer(text):
-        word, lower = m.group(), m.group().lower()
+        word = m.group()
+        lower = word.lower()
         if last_end >= 0 and text[last_end : m.start()].strip():
             flush()  # punctuation between words ends a run
             previous, in_run = "", False
@@ -386,7 +392,9 @@ def _latin_entities(text: str) -> list[Entity]:
         if kind == "name" and lower in _NAME_JOINERS:
             pending.append(word)
             continue
-        is_name = word[0].isupper() or any(ch.isupper() for ch in word[1:]) or _ALNUM.match(word) is not None
+        # A capital anywhere in the word (its letters are ASCII, which `lower` changes only there), or a digit
+        # with a letter.
+        is_name = word != lower or _ALNUM.match(word) is not None
         if word.isdigit() and kind != "name":
             flush()  # a bare number starts nothing; it only continues a name ("Gen 12")
             continue
@@ -404,7 +412,7 @@ def _latin_entities(text: str) -> list[Entity]:
         run.append(word[: possessive.start()] if possessive else word)
         in_run = True
         kind = word_kind
-        named = named or _looks_named(word, bool(_SENT_START.search(text[: m.start()])))
+        named = named or _looks_named(word, _sentence_start(text, m.start()))
         if possessive:
             flush()  # "Dorothy Day's essay": the possessor is one entity, what it owns another
     flush()
@@ -414,6 +422,20 @@ def _latin_entities(text: str) -> list[Entity]:
 _POSSESSIVE = re.compile(r"['’]s\b", re.IGNORECASE)
 # After a noun, these open a relative clause whose first word is its verb ("a card which lists the fees").
 _RELATIVES = frozenset(["that", "which", "who"])
+
+
+def _sentence_start(text: str, at: int) -> bool:
+    """Does a sentence start at `at`: the text before it is empty, or ends with a sentence's (or a line's) end and
+    whitespace? Read backwards from `at`: a search of the whole text before each word made long answers quadratic."""
+    i = at
+    while i > 0 and text[i - 1].isspace():
+        if text[i - 1] == "\n":
+            return True
+        i -= 1
+    if i > 0:
+        return text[i - 1] in _SENT_ENDS
+    # Only whitespace before: the start of the text, or (as `$` matches before a final newline) a lone newline.
+    return at == 0
 
 
 def _looks_named(word: str, sentence_start: bool) -> bool:
@@ -453,11 +475,13 @@ def _chinese_entities(text: str) -> list[Entity]:
         out.append(Entity(f"{brand} {name}" if brand else name, True))
     for run in _CJK_RUN.finditer(text):
         phrase: list[tuple[str, str]] = []
-        for word, flag in [*_tagged(run.group()), ("", "x")]:
+        for word, flag in (*_tagged(run.group()), ("", "x")):
             if flag in _ZH_NOUN_TAGS and word not in _ZH_GENERIC:
                 phrase.append((word, flag))
                 continue
-            joined = "".join(w for w, _ in phrase)
+            if not phrase:
+                continue  # no run of nouns ends here
+            joined = "".join([w for w, _ in phrase])
             named = len(phrase) == 1 and phrase[0][1] in _ZH_NAME_TAGS and len(joined) >= 2
             if len(joined) >= 2 and not _inside_named(joined, out) and not _LONE_ATTRIBUTE.match(joined):
                 out.append(Entity(joined, named))
@@ -581,6 +605,20 @@ class _Score:
     rounds: set[int] = field(default_factory=set)
 
 
+@lru_cache(maxsize=4096)
+def _weighed(text: str) -> tuple[tuple[Entity, str, float, float], ...]:
+    """The text's entities with their keys and the factors of their salience for their kind (names, models and ids
+    beat noun phrases) and their size (longer beats shorter). Remembered: each history text is weighed again on
+    every later turn of its conversation."""
+    out = []
+    for e in entities(text):
+        size = len(e.text) / 2 if is_chinese(e.text) else len(e.key.split())
+        out.append((e, e.key, 3.0 if e.named else 1.0, 1 + 0.25 * min(size, 3.0)))
+    return tuple(out)
+
+
+# Remembered: each answer entity of the recent rounds is asked about again on every turn.
+@lru_cache(maxsize=8192)
 def answer_entity(entity: Entity) -> bool:
     """What an answer may contribute: a short model name or code (小米 15 Pro, COVID-19), never a noun
     phrase, a capitalised phrase of the answer's own wording, an order/phone number or a sentence."""
@@ -603,24 +641,24 @@ def salient_entities(
     found: dict[str, _Score] = {}
     spelling: dict[str, str] = {}  # how answers capitalise what they may not contribute ("Bruno Mars")
     for item in history:
-        for e in entities(item.text):
+        for e, key, kind, size in _weighed(item.text):
             if item.source == "assistant" and not (answer_entity(e) and (known is None or known(e.text))):
                 if e.named:
-                    spelling.setdefault(e.key, e.text)
+                    spelling.setdefault(key, e.text)
                 continue
-            size = len(e.text) / 2 if is_chinese(e.text) else len(e.key.split())
             weight = _SOURCE_WEIGHT[item.source] * _DECAY**item.age
-            entry = found.setdefault(e.key, _Score(e))
-            entry.score += weight * (3.0 if e.named else 1.0) * (1 + 0.25 * min(size, 3.0))
+            entry = found.setdefault(key, _Score(e))
+            entry.score += weight * kind * size
             if item.source != "assistant":
                 entry.rounds.add(item.age)
             if e.named and not entry.entity.named:
                 entry.entity = e  # keep the capitalised spelling
+    words_of = {key: frozenset(key.split()) for key in found}
     for key in sorted(found, key=len):
-        words = set(key.split())
+        words = words_of[key]
         if len(words) != 1 or not found[key].entity.named:
             continue
-        longer = [k for k in found if k != key and words < set(k.split()) and found[k].entity.named]
+        longer = [k for k in found if k != key and words < words_of[k] and found[k].entity.named]
         if longer:
             best = max(longer, key=lambda k: found[k].score)
             found[best].score += found[key].score
@@ -866,6 +904,12 @@ _THING_ASPECTS = frozenset(["price", "warranty", "extended_warranty", "weight", 
 
 def product_names(text: str) -> list[str]:
     """Product names in the text (models with a number, an inner capital or a variant word), not ids."""
+    return list(_product_names(text))
+
+
+# Remembered: the topic is read from each recent question's rewrite again on every turn.
+@lru_cache(maxsize=4096)
+def _product_names(text: str) -> tuple[str, ...]:
     out: list[str] = []
     for p in products(text):
         words = p.text.split()
@@ -894,7 +938,7 @@ def product_names(text: str) -> list[str]:
             name = f"{brand} {m.group()}"
             if not any(name in o or o in name for o in out):
                 out.append(name)
-    return out
+    return tuple(out)
 
 
 _DIGITS_BEFORE = re.compile(r"(?<![\w.])\d+$")
@@ -953,10 +997,12 @@ def asks_about_product(question: str) -> bool:
 
 
 # "haul off my old washer", "旧机回收": the customer's old appliance, not the product the conversation is about.
-_OLD_ITEM = re.compile(
-    r"\b(?:my|our|the|an?)\s+old\b|\bused\s+one\b|旧(?:机|的|家电|冰箱|洗衣机|空调|电视|手机|电脑|电池|锂电池|车|自行车|电动车)"
-    r"|以旧换新",
-    re.I,
+_OLD_ITEM = fail_fast(
+    re.compile(
+        r"\b(?:my|our|the|an?)\s+old\b|\bused\s+one\b|旧(?:机|的|家电|冰箱|洗衣机|空调|电视|手机|电脑|电池|锂电池|车|自行车|电动车)"
+        r"|以旧换新",
+        re.I,
+    )
 )
 
 
@@ -1165,6 +1211,8 @@ class Contrast:
     prep: str = ""
 
 
+# Remembered: the gate and the topic-switch reader both ask it of every question, the gate again on each turn.
+@lru_cache(maxsize=4096)
 def contrast_followup(question: str) -> Contrast | None:
     """ "那标准款呢？", "那 Air 呢", "悲惨世界呢", "and the 512GB one?", "what about the 15-inch?", "and the
     cheaper one?": a follow-up that only names a new value, to be read against the previous question."""
@@ -1317,8 +1365,10 @@ _EDITION_CODE = re.compile(r"[A-Z]{2,5}")
 
 # A place, a product category or a term ("两年", "24 期") replaces the previous question's value of its kind:
 # "寄到日本运费多少" + "那寄到新加坡呢", "耳机延保一年多少钱" + "平板呢" + "三年的呢".
-_PLACE = re.compile("|".join(f"(?:{p})" for p in PLACES.values()), re.IGNORECASE)
-_CATEGORY = re.compile("|".join(f"(?:{p})" for p in CATEGORIES.values()), re.IGNORECASE)
+# Long alternations of names: behind a look-ahead for their first characters (`fail_fast`), a scan skips the
+# positions no name starts at instead of trying every name there.
+_PLACE = fail_fast(re.compile("|".join(f"(?:{p})" for p in PLACES.values()), re.IGNORECASE))
+_CATEGORY = fail_fast(re.compile("|".join(f"(?:{p})" for p in CATEGORIES.values()), re.IGNORECASE))
 _TERM = re.compile(
     r"(?<![\dA-Za-z.])(?:\d+|[一二两三四五六七八九十]+)\s?(?:个)?(?:年|个月|月|期)(?![\dA-Za-z])"
     r"|(?<![\dA-Za-z.])\d+\s?-?(?:years?|months?|instal+ments?)\b",

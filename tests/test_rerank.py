@@ -11,7 +11,7 @@ import pytest
 from rag_service.domain import Chunk
 from rag_service.facts import PLACES, names_place_among, places, products, related_product, title_products
 from rag_service.glossary import CONCEPTS, DEFAULT, concepts
-from rag_service.rerank import concept_match, rerank
+from rag_service.rerank import _BONUSES, concept_match, rerank
 
 
 def chunk(doc: str, title: str, text: str, score: float, lang: str = "zh", section: str = "") -> Chunk:
@@ -295,3 +295,36 @@ def test_a_trade_in_question_finds_the_trade_in_page_over_the_exchange_policy() 
 )
 def test_ordinary_shop_words_have_a_concept_in_either_language(question: str, page: str, concept: str) -> None:
     assert concept in concepts(question) and concept in concepts(page)
+
+
+def test_a_remembered_bonus_is_the_chunks_own() -> None:
+    # The reranker remembers each chunk's bonus by the question and the chunk's fields: the same chunk again
+    # gets the same order, and a chunk that differs in any field the bonus reads is scored anew.
+    care = chunk("care", "Vento Pro 保修说明", FAMILY_CARE, 0.80)
+    rows = chunk("rows", "Vento 商品详情", FAMILY_ROWS, 0.81)
+    first = rerank("Vento Pro 保修多久", [care, rows])
+    again = rerank("Vento Pro 保修多久", [care, rows])
+    assert [(c.id, c.score) for c in again] == [(c.id, c.score) for c in first]
+    for changed in (
+        replace(care, title="Orla K3 保修说明"),
+        replace(care, section="Vento Max"),
+        replace(care, text=PRICE_LIST),
+        replace(care, lang="en"),
+    ):
+        remembered = [c.score for c in rerank("Vento Pro 保修多久", [changed, rows])]
+        _BONUSES.clear()
+        assert [c.score for c in rerank("Vento Pro 保修多久", [changed, rows])] == remembered
+
+
+def test_a_texts_concepts_are_those_whose_phrases_it_mentions() -> None:
+    # The whole reading (by the text's first characters, the English prefilter inline) against the reference:
+    # each concept's own phrases looked for one concept at a time.
+    texts = _phrase_samples() + [
+        f"请问{zh}和{other}" for _, (_, zh) in CONCEPTS.items() for other in ("运费", "以旧换新")
+    ]
+    for text in texts:
+        lowered = text.lower()
+        expected = {key for key in DEFAULT._terms if DEFAULT._mentions(text, lowered, key)}
+        if {"shipping", "price"} <= expected:
+            expected.add("shipping_fee")
+        assert concepts(text) == expected, text

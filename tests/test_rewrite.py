@@ -5,6 +5,8 @@ gate, topic-switch detection, the evaluation split, and the rewrite as the API r
 from __future__ import annotations
 
 import json
+import random
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,7 @@ from rag_service.rewrite import (
     rewrite_messages,
 )
 from rag_service.rewrite_rules import (
+    _sentence_start,
     answer_entity,
     contrast_followup,
     entities,
@@ -902,3 +905,18 @@ def test_a_conversations_topic_words_are_read_once_per_text() -> None:
     history = History("", view(text, "Which descaling powder do you sell?").rounds)
     assert history.shares("How often should the kettle be descaled?")
     assert text_topic_words.cache_info().hits > before
+
+
+def test_a_words_sentence_start_is_what_a_search_of_the_text_before_it_says() -> None:
+    # The reference: a search of all the text before the word (what the entity reader did for every word).
+    before = re.compile(r"(?:^|[.!?。！？:：\n]\s*)$")
+    rng = random.Random(3)
+    pieces = ["Word", "a", " ", "  ", "\t", "\n", "\r", ".", "!", "?", "。", "：", ":", "，", ",", "\u3000", "x"]
+    for _ in range(5000):
+        prefix = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 6)))
+        assert _sentence_start(prefix + "Next", len(prefix)) == bool(before.search(prefix)), repr(prefix)
+
+
+def test_an_answers_capitalised_words_are_named_only_inside_a_sentence() -> None:
+    found = {e.text: e.named for e in entities("Delivery takes two days.\nCourier Jetline brings it. Parcels wait")}
+    assert (found["Delivery"], found["Courier Jetline"], found["Parcels"]) == (False, True, False)

@@ -16,6 +16,7 @@ from rag_core.text import (
     UNSPACED_CHARS,
     WIDE_CHARS,
     ZH_STOP_WORDS,
+    fail_fast,
     has_han,
     is_heading,
     language,
@@ -193,3 +194,49 @@ def test_generic_words_extend_the_stop_words_with_words_that_name_no_subject() -
     assert EN_STOP_WORDS < EN_GENERIC_WORDS
     assert {"please", "tell", "customer", "thing"} <= EN_GENERIC_WORDS - EN_STOP_WORDS
     assert not {"warranty", "battery", "refund"} & EN_GENERIC_WORDS
+
+
+# ---------------------------------------------------------------- fast failing alternations
+
+# Names as a shop's place or category list writes them: look-behinds, word boundaries, a case-sensitive
+# abbreviation inside a case-insensitive pattern, optional letters, a class and a repeat that consume.
+_NAMES = re.compile(
+    r"北川|(?<!new )\bharbor\s?town\b|(?-i:\bNT\b)|lake[sz]ide|\bwest\s+(?:end|gate)\b|[东西]港|(?:river)+bank|ko\.?ln",
+    re.IGNORECASE,
+)
+
+
+def test_fail_fast_finds_what_the_pattern_finds_where_it_finds_it() -> None:
+    fast = fail_fast(_NAMES)
+    assert fast is not _NAMES and fast.flags == _NAMES.flags
+    pieces = ["北川", "北", "harbor town", "HarborTown", "new harbor town", "NT", "nt", "Lakeside", "LAKEZIDE",
+              "west  end", "West gate", "东港", "港", "riverriverbank", "Köln", "kOLN", "ko.ln", "\u212aoln",
+              "la\u017feside", "\u0130", " ", ", ", "x", "9"]  # fmt: skip
+    rng = random.Random(5)
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 8)))
+        assert [m.span() for m in fast.finditer(text)] == [m.span() for m in _NAMES.finditer(text)], text
+        assert fast.sub("#", text) == _NAMES.sub("#", text)
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        re.compile(r"\w+ly|abc"),  # a category: any word character
+        re.compile(r"x?y|z"),  # an optional first character
+        re.compile(r"(?:)|a"),  # an empty alternative
+        re.compile(r"[^a]b|c"),  # a negated class
+        re.compile(r"(?i:ab)|cd"),  # case folded inside a case-sensitive pattern
+        re.compile(r"\b"),  # nothing consumed
+    ],
+)
+def test_fail_fast_leaves_a_pattern_whose_first_characters_are_unknown(pattern: re.Pattern[str]) -> None:
+    assert fail_fast(pattern) is pattern
+
+
+def test_a_whole_texts_sentences_are_those_the_stream_reads() -> None:
+    rng = random.Random(11)
+    pieces = ["Price", "e.g.", "Mr.", " ", "\n", "。", "！", ".", "?", "”", ")", "1.", "a", "五", "\u2028", "etc."]
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        assert split_sentences(text) == [s for s, _ in stream_sentences([text])], text
