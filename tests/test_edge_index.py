@@ -1,4 +1,5 @@
-"""The embedded Qdrant Edge index, on its own (no model: four-dimensional vectors)."""
+"""The embedded Qdrant Edge index, on its own (no model: four-dimensional vectors); local mode beside it where
+both share a behaviour."""
 
 from __future__ import annotations
 
@@ -6,11 +7,13 @@ import uuid
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from rag_core.lexical import SparseVec
 from rag_core.settings import QdrantSettings
 from rag_core.vectorstore import ChunkPoint
 from rag_core.vectorstore.edge import EdgeIndex, _key
+from rag_core.vectorstore.qdrant import QdrantIndex
 
 
 def point(vector: list[float], text: str) -> ChunkPoint:
@@ -33,10 +36,15 @@ async def test_a_tenant_without_a_shard_finds_nothing_until_it_has_one(tmp_path:
         await index.close()
 
 
+@pytest.mark.parametrize("engine", ["edge", "local"])
 async def test_a_search_for_the_language_and_document_alone_reads_them_from_memory_and_sees_writes(
-    tmp_path: Path,
+    tmp_path: Path, engine: str
 ) -> None:
-    index = EdgeIndex(QdrantSettings(path=str(tmp_path), collection="chunks", engine="edge"), 4, "test-embedder")
+    """Both embedded indexes (Qdrant Edge, and qdrant-client's local mode) answer it from their table."""
+    settings = QdrantSettings(path=str(tmp_path), collection="chunks", engine="edge")
+    index: EdgeIndex | QdrantIndex = (
+        EdgeIndex(settings, 4, "test-embedder") if engine == "edge" else QdrantIndex.open(settings, 4, "test-embedder")
+    )
     query = np.asarray([1.0, 0.0, 0.0, 0.0], dtype=np.float32)
     first, second = point([1.0, 0.1, 0.0, 0.0], "Returns within 14 days."), point([0.9, 0.3, 0.0, 0.0], "退货")
     second.payload.update(lang="zh", doc_id="d2")
@@ -53,7 +61,7 @@ async def test_a_search_for_the_language_and_document_alone_reads_them_from_memo
         assert await fields("lang", "doc_id") == expected
         assert await fields("lang") == [(i, {k: v for k, v in p.items() if k == "lang"}) for i, p in expected]
         assert await index.pool(query, None, 5, 60) == [(h.id, h.score, str(h.payload.get("lang", ""))) for h in read]
-        assert index._fields  # remembered
+        assert index._fields.table("chunks") is not None  # remembered
         # a write to the shard is seen by the next search
         second.payload.update(lang="en")
         await index.upsert([second])

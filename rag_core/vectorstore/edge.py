@@ -19,8 +19,8 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, TypeVar
 from uuid import UUID
@@ -43,16 +43,12 @@ from rag_core.vectorstore.base import (
     collection_for,
     tenant_of,
 )
+from rag_core.vectorstore.memo import MEMO_FIELDS, FieldsMemo, Table, memo_only
 
 T = TypeVar("T")
 # Next to each shard's segments: what the shard was built with (Edge keeps no collection metadata).
 META_FILE = "rag-index.json"
 SCROLL_PAGE = 2048
-# Payload fields a search may ask for alone, answered from memory (`_memo_fields`): the retrieval pool reads the
-# language (and a follow-up's pool the document) of ~100 hits a turn, and the engine parses each hit's whole
-# payload, text and all, to pick them out (~3 million instructions a turn, a tenth of what is not the
-# query embedding).
-MEMO_FIELDS = ("lang", "doc_id")
 
 
 class EdgeIndex(VectorIndex):
@@ -64,10 +60,9 @@ class EdgeIndex(VectorIndex):
         self._root = Path(settings.path) / "shards"
         self._shards: dict[str, qe.EdgeShard] = {}
         self._open_lock = threading.Lock()
-        # Shard name -> point id -> its MEMO_FIELDS (those it has), read once per shard; dropped by every
-        # write to the shard (this process is the shard's only writer: its write-ahead log is locked).
-        self._fields: dict[str, dict[int | str, tuple[str, dict[str, Any]]]] = {}
-        self._writes: dict[str, int] = {}  # shard name -> writes so far (a read racing one keeps no table)
+        # Each shard's MEMO_FIELDS per point (this process is the shard's only writer: its write-ahead log is
+        # locked): the retrieval pool's language reads, ~3 million instructions a turn from the payloads.
+        self._fields = FieldsMemo()
         self._siblings: dict[str, EdgeIndex] = {}
         if not beside_local_mode:
             _refuse_local_mode_folder(Path(settings.path), self._root)
@@ -179,21 +174,8 @@ class EdgeIndex(VectorIndex):
                 shard.update(qe.UpdateOperation.delete_points_by_filter(_doc_filter(doc_id)))
         return n
 
-    @contextmanager
-    def _writing(self, tenant: str | None) -> Iterator[None]:
-        """Around a write to the tenant's shard: its remembered fields are dropped before and after (a
-        search that read them while the write ran must not keep them: `_memo_fields` checks the count)."""
-        name = collection_for(self.collection, tenant)
-        self._wrote(name)
-        try:
-            yield
-        finally:
-            self._wrote(name)
-
-    def _wrote(self, name: str) -> None:
-        with self._open_lock:
-            self._writes[name] = self._writes.get(name, 0) + 1
-            self._fields.pop(name, None)
+    def _writing(self, tenant: str | None) -> AbstractContextManager[None]:
+        return self._fields.writing(collection_for(self.collection, tenant))
 
     async def optimize(self) -> None:
         await self._run(self._optimize)
@@ -242,7 +224,7 @@ class EdgeIndex(VectorIndex):
         shard = self._readable(tenant)
         if shard is None:
             return []
-        if isinstance(payload, list) and payload and set(payload) <= set(MEMO_FIELDS):
+        if memo_only(payload):
             found = self._from_memory(dense, sparse, limit, rrf_k, tenant, lang, shard)
             if found is not None:
                 return [
@@ -329,19 +311,15 @@ class EdgeIndex(VectorIndex):
             with_payload=payload,
         )
 
-    def _memo_fields(self, name: str, shard: qe.EdgeShard) -> dict[int | str, tuple[str, dict[str, Any]]]:
+    def _memo_fields(self, name: str, shard: qe.EdgeShard) -> Table:
         """Point id (`_key`) -> the id as text and its MEMO_FIELDS, for the shard `name` (read with one
         scroll the first time)."""
-        found = self._fields.get(name)
-        if found is not None:
-            return found
-        with self._open_lock:
-            writes = self._writes.get(name, 0)
-        records = self._scroll_shard(shard, None, list(MEMO_FIELDS))
-        found = {_key(r.id): (str(r.id), dict(r.payload or {})) for r in records}
-        with self._open_lock:
-            if self._writes.get(name, 0) == writes:
-                self._fields[name] = found
+        found = self._fields.table(name)
+        if found is None:
+            writes = self._fields.writes(name)
+            records = self._scroll_shard(shard, None, list(MEMO_FIELDS))
+            found = {_key(r.id): (str(r.id), dict(r.payload or {})) for r in records}
+            self._fields.keep(name, writes, found)
         return found
 
     async def payloads(self, ids: Sequence[str], tenant: str | None = None) -> dict[str, dict[str, Any]]:

@@ -32,6 +32,7 @@ from rag_core.vectorstore.base import (
     collection_for,
     tenant_of,
 )
+from rag_core.vectorstore.memo import MEMO_FIELDS, FieldsMemo, Table, memo_only
 
 SCROLL_PAGE = 2048
 
@@ -47,6 +48,10 @@ class QdrantIndex(VectorIndex):
         self._ready: set[str] = set()
         self._hnsw_ef: int | None = None
         self._siblings: dict[str, QdrantIndex] = {}
+        # Local mode only (its folder is locked by this process, the collections' only writer): each
+        # collection's MEMO_FIELDS per point. Local mode copies each hit's payload and the retrieval pool
+        # reads the language of ~100-200 hits a turn.
+        self._fields = FieldsMemo()
         # A sibling uses its parent's client; only the parent closes it.
         self._owns_client = True
 
@@ -119,21 +124,19 @@ class QdrantIndex(VectorIndex):
         if not points:
             return
         name = await self._writable(tenant)
-        await self.client.upsert(
-            name,
-            points=[
-                models.PointStruct(
-                    id=p.id,
-                    vector={
-                        DENSE: p.dense.tolist(),
-                        SPARSE: models.SparseVector(indices=p.sparse.indices, values=p.sparse.values),
-                    },
-                    payload=p.payload,
-                )
-                for p in points
-            ],
-            wait=True,
-        )
+        batch = [
+            models.PointStruct(
+                id=p.id,
+                vector={
+                    DENSE: p.dense.tolist(),
+                    SPARSE: models.SparseVector(indices=p.sparse.indices, values=p.sparse.values),
+                },
+                payload=p.payload,
+            )
+            for p in points
+        ]
+        with self._fields.writing(name):
+            await self.client.upsert(name, points=batch, wait=True)
 
     async def doc_point_ids(self, doc_id: str, tenant: str | None = None) -> set[str]:
         ids: set[str] = set()
@@ -154,7 +157,8 @@ class QdrantIndex(VectorIndex):
         batch: list[models.ExtendedPointId] = list(ids)
         name = await self._readable(tenant)
         if batch and name is not None:
-            await self.client.delete(name, points_selector=models.PointIdsList(points=batch), wait=True)
+            with self._fields.writing(name):
+                await self.client.delete(name, points_selector=models.PointIdsList(points=batch), wait=True)
 
     async def delete_doc(self, doc_id: str, tenant: str | None = None) -> int:
         name = await self._readable(tenant)
@@ -162,7 +166,10 @@ class QdrantIndex(VectorIndex):
             return 0
         n = (await self.client.count(name, count_filter=_doc_filter(doc_id), exact=True)).count
         if n:
-            await self.client.delete(name, points_selector=models.FilterSelector(filter=_doc_filter(doc_id)), wait=True)
+            with self._fields.writing(name):
+                await self.client.delete(
+                    name, points_selector=models.FilterSelector(filter=_doc_filter(doc_id)), wait=True
+                )
         return n
 
     async def search(
@@ -179,6 +186,11 @@ class QdrantIndex(VectorIndex):
         name = await self._readable(tenant)
         if name is None:
             return []
+        if self._local and memo_only(payload):
+            table = await self._memo_fields(name)
+            hits = await self.search(dense, sparse, limit, rrf_k, tenant=tenant, lang=lang, payload=False)
+            if all(h.id in table for h in hits):
+                return [ScoredChunk(h.id, h.score, _pick(table[h.id][1], payload)) for h in hits]
         params = models.SearchParams(hnsw_ef=self._hnsw_ef) if self._hnsw_ef and not self._local else None
         if lang is not None:
             language = models.Filter(must=[models.FieldCondition(key="lang", match=models.MatchValue(value=lang))])
@@ -206,6 +218,23 @@ class QdrantIndex(VectorIndex):
                 with_payload=payload,
             )
         return [ScoredChunk(str(h.id), float(h.score), dict(h.payload or {})) for h in response.points]
+
+    async def _memo_fields(self, name: str) -> Table:
+        """Point id -> the id and its MEMO_FIELDS, for the collection `name` (read with a scroll the first time)."""
+        found = self._fields.table(name)
+        if found is None:
+            writes = self._fields.writes(name)
+            found = {}
+            offset: Any = None
+            while True:
+                records, offset = await self.client.scroll(
+                    name, limit=SCROLL_PAGE, offset=offset, with_payload=list(MEMO_FIELDS), with_vectors=False
+                )
+                found.update((str(r.id), (str(r.id), dict(r.payload or {}))) for r in records)
+                if offset is None:
+                    break
+            self._fields.keep(name, writes, found)
+        return found
 
     async def payloads(self, ids: Sequence[str], tenant: str | None = None) -> dict[str, dict[str, Any]]:
         name = await self._readable(tenant)
@@ -282,6 +311,10 @@ class QdrantIndex(VectorIndex):
     async def close(self) -> None:
         if self._owns_client:
             await self.client.close()
+
+
+def _pick(known: dict[str, Any], fields: list[str]) -> dict[str, Any]:
+    return {k: known[k] for k in fields if k in known}
 
 
 def _doc_filter(doc_id: str) -> models.Filter:
