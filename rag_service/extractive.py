@@ -311,8 +311,10 @@ class Question:
             answered_pages=cited_pages(answered) if picked else frozenset(),
             # Only for a question that points back ("这个", "that one"): one with a topic of its own ("能开发票吗")
             # may have left the row the last answer quoted.
+            # An elliptic question ("How heavy?", "多重？") names nothing and points at nothing either: only what
+            # is on the table can be what it asks about.
             answered_subjects=quoted_subjects(answered)
-            if answered and _ANAPHOR.search(question) and not _names_own_subject(question)
+            if answered and (_ANAPHOR.search(question) or _elliptic(question)) and not _names_own_subject(question)
             else (),
             base_model=BASE_WORDS.search(question) is not None,
             attrs=_with_place_pointed_at(attributes(question) or attributes(query), question, earlier),
@@ -493,6 +495,21 @@ _SELLING = re.compile(r"卖|售|标价|\bsells?\b|\bsold\b|\bselling\b", re.I)
 
 def _typed(question: str) -> list[Ask]:
     return [a for a in question_asks(question) if a is not Ask.YESNO]
+
+
+def _elliptic(question: str) -> bool:
+    """Is the question no more than what is asked ("How many gears?", "要等几天"): at most three words, two
+    Han characters counting as one? Not "羽绒服清洗呢", "and the blue one?": those name what they move on to."""
+    if _FOLLOW_UP.search(question):
+        return False
+    words = len(_LATIN_WORD.findall(_CONTRACTION.sub(" ", question)))
+    han = len(_HAN_CHAR.findall(question))
+    return words + (han + 1) // 2 <= _ELLIPTIC_WORDS
+
+
+_LATIN_WORD = re.compile(r"[A-Za-z0-9]+")
+_HAN_CHAR = re.compile(HAN_CLASS)
+_ELLIPTIC_WORDS = 3
 
 
 def _leans_on_previous(question: str, query: str) -> bool:
