@@ -958,6 +958,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         if primary is Ask.CONTACT and (channel := _CHANNEL_ASKED.get(_asked_channel(q.text))):
             # "your service number" wants the line with a phone number, not the e-mail line beside it.
             score *= 1.5 if channel.search(c.text) else 0.2
+        if primary is Ask.CONTACT:
+            score *= _line_purpose_fit(q, c)
         head, under = _subject_words(c) if own_words else (set(), set())
         if head & own_words:
             score *= _SUBJECT_BONUS  # "滤网（2 片装）：49 元" for "滤网什么价", not a spec line naming it in passing
@@ -1173,6 +1175,23 @@ def _label_fit(q: Question, c: Candidate, asked_words: set[str] | frozenset[str]
     if any(len(w) >= 2 and _HAN_WORD.fullmatch(w) and w[-1] in label for w in own):
         return 1.2  # "多重" ~ "重量": the word's head character
     return 1.0
+
+
+def _line_purpose_fit(q: Question, c: Candidate) -> float:
+    """A contact line labelled for a purpose ("维修预约专线：…", "Complaints line: …") serves that purpose: for a
+    number asked with no such purpose (or one the conversation is not on), the general line ("客服热线") is
+    the answer. A store's or a place's own line is told apart by the place, not here."""
+    m = _LABEL.match(c.text)
+    if m is None:
+        return 1.0
+    purposes = concepts(m.group(1)) - _CONTACT_LABEL_IDEAS - GENERIC
+    if purposes and not purposes & (q.ideas | q.context):
+        return _OTHER_PURPOSE
+    return 1.0
+
+
+_CONTACT_LABEL_IDEAS = frozenset(["contact", "store", "location", "hours"])
+_OTHER_PURPOSE = 0.4
 
 
 _SUBJECT_BONUS = 2.0
