@@ -733,17 +733,9 @@ class _Siblings:
             self.name_words |= tokens
             foreign = bool(lines) and not any(line & tokens for line in lines)
             common = frozenset.intersection(*(_name_tokens(n) for n in names))
-            raw = {
-                name: sum(self._hit(t) for t in _name_tokens(name) - common if not (foreign and t in VARIANT_WORDS))
-                for name in names
-            }
-            quoted = {n for n in names if n in filed and _quotes_sibling(q.answered_subjects, n)}
-            # An answer that quoted several of the page's siblings (a whole price list) settled on none of them:
-            # it keeps the follow-up on those rows only while the question's words name no sibling.
-            settled = quoted if len(quoted) == 1 or not any(raw.values()) else set()
             for name in names:
-                hit = raw[name]
-                if name in settled:
+                hit = sum(self._hit(t) for t in _name_tokens(name) - common if not (foreign and t in VARIANT_WORDS))
+                if name in filed and _quotes_sibling(q.answered_subjects, name):
                     # The sibling the previous answer quoted, for a follow-up that names none ("那这款怎么卖"): the
                     # one the conversation settled on, weighed as the rewriter's additions are.
                     hit += _ADDED

@@ -217,16 +217,3 @@ def test_a_longer_question_naming_no_model_is_not_read_as_elliptic() -> None:
     memory = _memory(("Which is the cheapest Lumen lamp?", MINI_ANSWER))
     out = answer("How heavy are the desk lamps you sell?", LAMPS, memory=memory)
     assert "1.4 kg" in out
-
-
-ALL_ROWS = (
-    "- 型号 跳跳 三轮款，适合身高 85–105 cm，刹车 后踩刹，车重 2.1 kg，售价 239 元。（跳跳（Tiaotiao）儿童滑板车 商品详情）\n"
-    "- 型号 跳跳 6 寸，适合身高 100–125 cm，刹车 后踩刹，车重 2.9 kg，售价 329 元。（跳跳（Tiaotiao）儿童滑板车 商品详情）\n"
-    "- 型号 跳跳 8 寸，适合身高 120–150 cm，刹车 手刹 + 后踩刹，车重 3.6 kg，售价 459 元。（跳跳（Tiaotiao）儿童滑板车 商品详情）"
-)
-
-
-def test_an_answer_that_quoted_every_row_settled_none_against_the_sibling_the_query_names() -> None:
-    memory = _memory(("跳跳滑板车都多少钱", f"[extractive answer, no LLM configured] 根据知识库：\n{ALL_ROWS}"))
-    out = answer("它车重多少", [SCOOTERS], query="跳跳 8 寸 它车重多少", memory=memory)
-    assert "3.6 kg" in out and "2.1 kg" not in out and "2.9 kg" not in out
