@@ -499,7 +499,7 @@ def _typed(question: str) -> list[Ask]:
 
 def _elliptic(question: str) -> bool:
     """Is the question no more than what is asked ("How many gears?", "要等几天"): at most three words, two
-    Han characters counting as one? Not "羽绒服清洗呢", "and the blue one?": those name what they move on to."""
+    Han characters counting as one? Not "门垫呢", "and the blue one?": those name what they move on to."""
     if _FOLLOW_UP.search(question):
         return False
     words = len(_LATIN_WORD.findall(_CONTRACTION.sub(" ", question)))
