@@ -311,7 +311,7 @@ class Question:
             answered_pages=cited_pages(answered) if picked else frozenset(),
             # Only for a question that points back ("这个", "that one"): one with a topic of its own ("能开发票吗")
             # may have left the row the last answer quoted.
-            # An elliptic question ("How heavy?", "多重？") names nothing and points at nothing either: only what
+            # An elliptic question ("Weight?", "几斤？") names nothing and points at nothing either: only what
             # is on the table can be what it asks about.
             answered_subjects=quoted_subjects(answered)
             if answered and (_ANAPHOR.search(question) or _elliptic(question)) and not _names_own_subject(question)
@@ -498,7 +498,7 @@ def _typed(question: str) -> list[Ask]:
 
 
 def _elliptic(question: str) -> bool:
-    """Is the question no more than what is asked ("How many gears?", "要等几天"): at most three words, two
+    """Is the question no more than what is asked ("What colours?", "保修几年"): at most three words, two
     Han characters counting as one? Not "门垫呢", "and the blue one?": those name what they move on to."""
     if _FOLLOW_UP.search(question):
         return False
