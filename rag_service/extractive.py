@@ -311,8 +311,10 @@ class Question:
             answered_pages=cited_pages(answered) if picked else frozenset(),
             # Only for a question that points back ("这个", "that one"): one with a topic of its own ("能开发票吗")
             # may have left the row the last answer quoted.
+            # An elliptic question ("Weight?", "几斤？") names nothing and points at nothing either: only what
+            # is on the table can be what it asks about.
             answered_subjects=quoted_subjects(answered)
-            if answered and _ANAPHOR.search(question) and not _names_own_subject(question)
+            if answered and (_ANAPHOR.search(question) or _elliptic(question)) and not _names_own_subject(question)
             else (),
             base_model=BASE_WORDS.search(question) is not None,
             attrs=_with_place_pointed_at(attributes(question) or attributes(query), question, earlier),
@@ -493,6 +495,21 @@ _SELLING = re.compile(r"卖|售|标价|\bsells?\b|\bsold\b|\bselling\b", re.I)
 
 def _typed(question: str) -> list[Ask]:
     return [a for a in question_asks(question) if a is not Ask.YESNO]
+
+
+def _elliptic(question: str) -> bool:
+    """Is the question no more than what is asked ("What colours?", "保修几年"): at most three words, two
+    Han characters counting as one? Not "门垫呢", "and the blue one?": those name what they move on to."""
+    if _FOLLOW_UP.search(question):
+        return False
+    words = len(_LATIN_WORD.findall(_CONTRACTION.sub(" ", question)))
+    han = len(_HAN_CHAR.findall(question))
+    return words + (han + 1) // 2 <= _ELLIPTIC_WORDS
+
+
+_LATIN_WORD = re.compile(r"[A-Za-z0-9]+")
+_HAN_CHAR = re.compile(HAN_CLASS)
+_ELLIPTIC_WORDS = 3
 
 
 def _leans_on_previous(question: str, query: str) -> bool:
@@ -941,6 +958,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         if primary is Ask.CONTACT and (channel := _CHANNEL_ASKED.get(_asked_channel(q.text))):
             # "your service number" wants the line with a phone number, not the e-mail line beside it.
             score *= 1.5 if channel.search(c.text) else 0.2
+        if primary is Ask.CONTACT:
+            score *= _line_purpose_fit(q, c)
         head, under = _subject_words(c) if own_words else (set(), set())
         if head & own_words:
             score *= _SUBJECT_BONUS  # "滤网（2 片装）：49 元" for "滤网什么价", not a spec line naming it in passing
@@ -1156,6 +1175,23 @@ def _label_fit(q: Question, c: Candidate, asked_words: set[str] | frozenset[str]
     if any(len(w) >= 2 and _HAN_WORD.fullmatch(w) and w[-1] in label for w in own):
         return 1.2  # "多重" ~ "重量": the word's head character
     return 1.0
+
+
+def _line_purpose_fit(q: Question, c: Candidate) -> float:
+    """A contact line labelled for a purpose ("维修预约专线：…", "Complaints line: …") serves that purpose: for a
+    number asked with no such purpose (or one the conversation is not on), the general line ("客服热线") is
+    the answer. A store's or a place's own line is told apart by the place, not here."""
+    m = _LABEL.match(c.text)
+    if m is None:
+        return 1.0
+    purposes = concepts(m.group(1)) - _CONTACT_LABEL_IDEAS - GENERIC
+    if purposes and not purposes & (q.ideas | q.context):
+        return _OTHER_PURPOSE
+    return 1.0
+
+
+_CONTACT_LABEL_IDEAS = frozenset(["contact", "store", "location", "hours"])
+_OTHER_PURPOSE = 0.4
 
 
 _SUBJECT_BONUS = 2.0

@@ -192,3 +192,28 @@ def test_recall_does_not_take_a_line_that_shares_only_the_word_naming_the_kind_o
     )
     out = recall_answer("Sorry, what does the Pro cost again?", memory, "en")
     assert out is not None and "5299" in out and "45 yuan" not in out.split("(Said earlier")[0]
+
+
+def _lamp(name: str, lines: list[str], index: int) -> Chunk:
+    return chunk("lamps", "Lumen Desk Lamps", "\n".join([name, *lines]), section=name, index=index)
+
+
+# Retrieval ranks the family's standard model first; the answer before settled on the Mini.
+LAMPS = [
+    _lamp("Lumen L2", ["Weight: 1.4 kg.", "Brightness: 3 levels."], 0),
+    _lamp("Lumen L2 Mini", ["Weight: 0.6 kg.", "Brightness: 1 level."], 1),
+    _lamp("Lumen L2 Pro", ["Weight: 2.2 kg.", "Brightness: 5 levels."], 2),
+]
+MINI_ANSWER = "[extractive answer, no LLM configured] From the knowledge base:\n- Lumen L2 Mini: Price: 199 yuan. (Lumen Desk Lamps)"
+
+
+def test_an_elliptic_follow_up_is_about_the_sibling_the_last_answer_settled_on() -> None:
+    memory = _memory(("Which is the cheapest Lumen lamp?", MINI_ANSWER))
+    out = answer("Weight?", LAMPS, memory=memory)
+    assert "0.6 kg" in out and "1.4 kg" not in out and "2.2 kg" not in out
+
+
+def test_a_longer_question_naming_no_model_is_not_read_as_elliptic() -> None:
+    memory = _memory(("Which is the cheapest Lumen lamp?", MINI_ANSWER))
+    out = answer("What do the desk lamps you sell weigh?", LAMPS, memory=memory)
+    assert "1.4 kg" in out
