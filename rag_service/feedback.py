@@ -76,12 +76,6 @@ class TurnRecord:
         return str(self.receipt.get("intent") or "")[:64]
 
 
-def _latest(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    # One row per answer: a receipt recorded twice keeps its latest version (and an upsert of many rows
-    # must not name one key twice).
-    return list({row["message_id"]: row for row in rows}.values())
-
-
 class UnknownMessage(LookupError):
     """No answer with this id in this session (or not yet archived)."""
 
@@ -201,11 +195,7 @@ class FeedbackStore:
             return None
         batch, self._queued = self._queued, []
         self._riding.update(done for _, done in batch)
-        rows = _latest([row for row, _ in batch])
-        stmt = self.archive._upsert(turn_receipts, ["message_id"], [k for k in rows[0] if k != "message_id"])
-
-        async def write(conn: Any) -> None:
-            await conn.execute(stmt, rows)
+        write = self._upsert([row for row, _ in batch])
 
         def settle(exc: BaseException | None) -> None:
             self._riding.difference_update(done for _, done in batch)
@@ -223,10 +213,20 @@ class FeedbackStore:
     @_available
     async def _write_rows(self, rows: list[dict[str, Any]]) -> None:
         await self.archive.connect_ready()
-        latest = _latest(rows)
-        stmt = self.archive._upsert(turn_receipts, ["message_id"], [k for k in latest[0] if k != "message_id"])
         async with self.archive.engine.begin() as conn:
+            await self._upsert(rows)(conn)
+
+    def _upsert(self, rows: list[dict[str, Any]]) -> Callable[[Any], Awaitable[None]]:
+        """The receipts' upsert, to run on a connection in a transaction: its own, or the write-behind's."""
+        # One row per answer: a receipt recorded twice keeps its latest version (and an upsert of many rows
+        # must not name one key twice).
+        latest = list({row["message_id"]: row for row in rows}.values())
+        stmt = self.archive._upsert(turn_receipts, ["message_id"], [k for k in latest[0] if k != "message_id"])
+
+        async def write(conn: Any) -> None:
             await conn.execute(stmt, latest)
+
+        return write
 
     def _receipt_row(self, turn: TurnRecord) -> dict[str, Any]:
         return {

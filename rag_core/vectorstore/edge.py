@@ -43,7 +43,7 @@ from rag_core.vectorstore.base import (
     collection_for,
     tenant_of,
 )
-from rag_core.vectorstore.memo import MEMO_FIELDS, FieldsMemo, Table, memo_only
+from rag_core.vectorstore.memo import MEMO_FIELDS, FieldsMemo, Table, memo_only, pick
 
 T = TypeVar("T")
 # Next to each shard's segments: what the shard was built with (Edge keeps no collection metadata).
@@ -227,9 +227,7 @@ class EdgeIndex(VectorIndex):
         if memo_only(payload):
             found = self._from_memory(dense, sparse, limit, rrf_k, tenant, lang, shard)
             if found is not None:
-                return [
-                    ScoredChunk(i, score, {k: known[k] for k in payload if k in known}) for i, score, known in found
-                ]
+                return [ScoredChunk(i, score, pick(known, payload)) for i, score, known in found]
         request = self._request(dense, sparse, limit, rrf_k, lang, payload)
         return [ScoredChunk(str(h.id), float(h.score), dict(h.payload or {})) for h in shard.query(request)]
 

@@ -24,6 +24,11 @@ def memo_only(payload: bool | list[str]) -> TypeGuard[list[str]]:
     return isinstance(payload, list) and bool(payload) and set(payload) <= set(MEMO_FIELDS)
 
 
+def pick(known: dict[str, Any], fields: list[str]) -> dict[str, Any]:
+    """The payload a search for `fields` returns, from a point's remembered fields."""
+    return {k: known[k] for k in fields if k in known}
+
+
 class FieldsMemo:
     """Collection name -> its table, read once; dropped by every write to the collection."""
 

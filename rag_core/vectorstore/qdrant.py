@@ -32,7 +32,7 @@ from rag_core.vectorstore.base import (
     collection_for,
     tenant_of,
 )
-from rag_core.vectorstore.memo import MEMO_FIELDS, FieldsMemo, Table, memo_only
+from rag_core.vectorstore.memo import MEMO_FIELDS, FieldsMemo, Table, memo_only, pick
 
 SCROLL_PAGE = 2048
 
@@ -190,7 +190,7 @@ class QdrantIndex(VectorIndex):
             table = await self._memo_fields(name)
             hits = await self.search(dense, sparse, limit, rrf_k, tenant=tenant, lang=lang, payload=False)
             if all(h.id in table for h in hits):
-                return [ScoredChunk(h.id, h.score, _pick(table[h.id][1], payload)) for h in hits]
+                return [ScoredChunk(h.id, h.score, pick(table[h.id][1], payload)) for h in hits]
         params = models.SearchParams(hnsw_ef=self._hnsw_ef) if self._hnsw_ef and not self._local else None
         if lang is not None:
             language = models.Filter(must=[models.FieldCondition(key="lang", match=models.MatchValue(value=lang))])
@@ -311,10 +311,6 @@ class QdrantIndex(VectorIndex):
     async def close(self) -> None:
         if self._owns_client:
             await self.client.close()
-
-
-def _pick(known: dict[str, Any], fields: list[str]) -> dict[str, Any]:
-    return {k: known[k] for k in fields if k in known}
 
 
 def _doc_filter(doc_id: str) -> models.Filter:

@@ -293,11 +293,8 @@ class ArchivedStore:
             try:
                 # A gap behind what the archive holds (writes lost with a crashed process) is filled from
                 # the live store when it still has those messages.
-                if boarded:
-                    also = [write for write, _ in boarded]
-                    conflicts = await self.archive.write_batch(writes, self.live.peek_messages, also=also)
-                else:
-                    conflicts = await self.archive.write_batch(writes, self.live.peek_messages)
+                also = [write for write, _ in boarded]
+                conflicts = await self.archive.write_batch(writes, self.live.peek_messages, also=also)
             except BaseException as exc:
                 for _, settle in boarded:
                     settle(exc)
