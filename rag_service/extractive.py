@@ -42,6 +42,7 @@ from rag_service.facts import (
     products,
     question_asks,
     shows,
+    store_name,
     values,
 )
 from rag_service.glossary import ASPECTS, CATEGORIES, GENERIC, concepts, coverage, weight
@@ -227,6 +228,8 @@ class Question:
     # The amount the customer says they spent, in this question or one just before: the tier it reaches.
     spend: float | None = None
     spend_carried: bool = False
+    # What the customer said, newest first: the question, the query it was rewritten to, the questions before.
+    recent: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, question: str, query: str, earlier: Sequence[str] = (), answered: str = "") -> Question:
@@ -302,6 +305,7 @@ class Question:
             spend = next((s for e in reversed(earlier[-_CONTEXT_ROUNDS:]) if (s := stated_spend(e)) is not None), None)
         return cls(
             text=question,
+            recent=(question, query, *reversed(earlier[-_CONTEXT_ROUNDS:])),
             spend=spend,
             spend_carried=spend_carried,
             lang=language(question),
@@ -791,6 +795,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     } - _GENERIC_ZH
     subject_found = bool(own_words) and any(_subject_words(c)[0] & own_words for c in candidates)
     primary = q.asks[0] if q.asks else Ask.GENERAL
+    store = _store_in_focus(q, candidates)
     for c in candidates:
         # A FAQ's question heading frames its answer but is worded like the customer's question: its words
         # would make every answer under it look like the answer.
@@ -937,6 +942,9 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         for kind, found in attributes(c.section).items():
             sentence_attrs.setdefault(kind, found)  # "成都店" heading over "门店电话为 …"
         score *= attribute_fit(q.attrs, sentence_attrs)
+        if store and (own_store := store_name(c.section)):
+            # "能停车吗" after "那湖滨店在哪": that store's lines, not the same line of the shop's other stores.
+            score *= _STORE_FIT if own_store == store else _STORE_MISS
         if c.chunk.doc_id in spanned:
             # A yes-or-no question is answered by a span that does not hold the figure too ("0–500 度" for "650
             # 度能配吗"): only the one holding it is lifted ("我 191，有我能穿的码吗": the 188–195 row).
@@ -992,6 +1000,30 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         for c in candidates:
             if _OTHERS.match(c.text) and not products(c.text):
                 c.score *= _OTHERS_MISS
+
+
+_STORE_FIT = 2.0
+_STORE_MISS = 0.35
+
+
+def _store_in_focus(q: Question, candidates: Sequence[Candidate]) -> str:
+    """The store the customer is asking about when the retrieved lines are of several stores ("能停车吗",
+    "what's the address?"): the one their question names, else the one named last before (by the rewriter
+    or in an earlier question). A city named in the question itself overrules stores named before it."""
+    names = {n for c in candidates if (n := store_name(c.section))}
+    if len(names) < 2:
+        return ""
+    own_place = bool(places(q.text))
+    for i, text in enumerate(q.recent):
+        lowered = text.lower()
+        said = {n for n in names if n in lowered}
+        if len(said) > 1:
+            return ""  # "湖滨店和滨江店哪家近": a choice between stores, none in focus
+        if said:
+            return said.pop()
+        if own_place and i == 0:
+            return ""
+    return ""
 
 
 # "How long will fitting it take?", "要多长时间才能好": how long something lasts to do, not how long a right holds (a

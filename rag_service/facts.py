@@ -380,6 +380,33 @@ def _place_sources(among: frozenset[str]) -> tuple[tuple[re.Pattern[str], ...], 
     return patterns, "".join(ch for ch, key in _ABBREVIATIONS.items() if key in keys)
 
 
+# A store's own heading ("杭州湖滨店（眼健康中心）", "上海南京西路旗舰店", "Hangzhou Lakeside store"): the name that
+# tells it from the shop's other stores is what is left once the city and the kind of store are out.
+_STORE_HEADING = re.compile(
+    rf"^(?:\d+[.、]\s?)?({HAN_CLASS}{{2,14}}?)(?:旗舰|体验|直营|专卖)?(?:门店|分店|店)(?!{HAN_CLASS})"
+    r"|^(?:the\s)?([A-Za-z][A-Za-z' ]{1,40}?)\s(?:flagship\s)?(?:store|shop|branch|outlet)\b",
+    re.I,
+)
+
+
+@lru_cache(maxsize=4096)
+def store_name(heading: str) -> str:
+    """The distinguishing name of the store a heading is about ("湖滨" of "杭州湖滨店（眼健康中心）", "lakeside" of
+    "Hangzhou Lakeside store"), lowered; "" when the heading is not a store's, or names only a city."""
+    m = _STORE_HEADING.match(heading.strip())
+    if m is None:
+        return ""
+    name = (m.group(1) or m.group(2)).strip()
+    # Only the city it opens with: "南京西路" is a street of Shanghai, not Nanjing.
+    for _, pattern in _NAMED_KINDS["place"]:
+        found = pattern.match(name)
+        if found:
+            name = name[found.end() :]
+            break
+    name = " ".join(name.split()).lower()
+    return name if len(name) >= (2 if _CJK.match(name) else 3) else ""
+
+
 def attributes(text: str) -> dict[str, set[str]]:
     """Attribute values named in the text, normalised: {"storage": {"256gb"}, "screen": {"13"}, "place": {"us",
     "na"}} (a country comes with its region)."""
