@@ -943,7 +943,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             sentence_attrs.setdefault(kind, found)  # "成都店" heading over "门店电话为 …"
         score *= attribute_fit(q.attrs, sentence_attrs)
         if store and (own_store := store_name(c.section)):
-            # "能停车吗" after "那湖滨店在哪": that store's lines, not the same line of the shop's other stores.
+            # "周末开门吗" after "西溪店怎么走": that store's lines, not the same line of the shop's other stores.
             score *= _STORE_FIT if own_store == store else _STORE_MISS
         if c.chunk.doc_id in spanned:
             # A yes-or-no question is answered by a span that does not hold the figure too ("0–500 度" for "650
@@ -1007,7 +1007,7 @@ _STORE_MISS = 0.35
 
 
 def _store_in_focus(q: Question, candidates: Sequence[Candidate]) -> str:
-    """The store the customer is asking about when the retrieved lines are of several stores ("能停车吗",
+    """The store the customer is asking about when the retrieved lines are of several stores ("周末开门吗",
     "what's the address?"): the one their question names, else the one named last before (by the rewriter
     or in an earlier question). A city named in the question itself overrules stores named before it."""
     names = {n for c in candidates if (n := store_name(c.section))}

@@ -36,7 +36,7 @@ def test_a_follow_up_is_about_the_store_named_before() -> None:
     memory = conversation(("那金鸡湖店在哪", "- 地址：苏州市工业园区星海街 8 号（茗香茶舍 门店与联系方式）"))
     out = answer("能停车吗", CHUNKS, memory=memory)
     assert "门店没有停车位" in out and "观前地下" not in out and "南长街停车场" not in out
-    out = answer("店里电话多少", CHUNKS, memory=memory)
+    out = answer("门店电话是几号", CHUNKS, memory=memory)
     assert "0512-6611 2002" in out and "0512-6611 2001" not in out
 
 
