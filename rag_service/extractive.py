@@ -154,7 +154,9 @@ def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
                 out.append(Candidate(line, chunk, rank, section, len(out)))
                 continue
             intro = None
-            if is_heading(line) or _asks_question(line, lines[i + 1] if i + 1 < len(lines) else None):
+            if (is_heading(line) and not _flat_row(line)) or _asks_question(
+                line, lines[i + 1] if i + 1 < len(lines) else None
+            ):
                 section = line.strip("*_ ") or line  # "**Q: ...?**" is read as the question it sets in bold
                 continue
             body = LIST_MARK.sub("", line).strip(" #*")
@@ -176,6 +178,15 @@ def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
         # chunk that holds it.
         c.rank = min(c.rank, overlap.get((c.chunk.doc_id, c.text), c.rank))
     return out
+
+
+# A table that a PDF's text layer flattened keeps a row a line, its cells run together with spaces ("1,000 to
+# 2,999 yuan 129 yuan 299 yuan"): short and unpunctuated as a heading is, but a heading states no amounts.
+_AMOUNT = re.compile(r"[¥￥]\s?\d|\d\s?(?:yuan|rmb|元|块|%)(?![A-Za-z])", re.I)
+
+
+def _flat_row(line: str) -> bool:
+    return len(_AMOUNT.findall(line)) >= 2
 
 
 _INTRO_ENDS = ("：", ":")
@@ -834,6 +845,9 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     # A name of one letter and a figure ("m 186" of "I'm 186 cm") is no model's name.
     names = [p.text for p in q.named if any(len(t) > 1 and not t.isdigit() for t in p.tokens)]
     figures = stated_figures(q.text, asked_numbers(q.text, names))
+    if not figures and _FOLLOW_UP.search(q.text) and len(q.recent) > 1:
+        # "保一年呢" after "台灯八百多买的，保两年几块": the figure the rewriter carried still picks the band.
+        figures = stated_figures(q.recent[1], asked_numbers(q.recent[1], names))
     span_fits = {id(c): span_fit(figures, c.text, asked_words) for c in candidates} if figures else {}
     # "安装要收钱吗", "do I pay the postage?": a sentence saying it is free, or who pays, answers it as an amount does.
     cost_yesno = Ask.YESNO in q.asks and _COST_ASKED.search(q.text) is not None

@@ -143,9 +143,16 @@ _ASK_PATTERNS: list[tuple[Ask, re.Pattern[str]]] = [
 ]
 
 
+_CONDITION = re.compile(r"^(?:if|when|once|in case)\b[^,?]{3,80},\s*(.+)$", re.I)
+
+
 def question_asks(question: str) -> list[Ask]:
     """The kinds of answer the question wants, most specific first (empty: a general question)."""
     question = question.strip()
+    # "If the fee goes up later, do I pay the difference?": the clause after the condition is what is asked.
+    main = _CONDITION.match(question)
+    if main is not None and (found := [ask for ask, pattern in _ASK_PATTERNS if pattern.search(main.group(1))]):
+        return found
     found = [ask for ask, pattern in _ASK_PATTERNS if pattern.search(question)]
     if Ask.PAYER in found:
         # Who bears a cost is a rule, not an amount nor a date ("when I send it in").

@@ -263,7 +263,8 @@ def asked_numbers(question: str, product_names: Iterable[str]) -> frozenset[str]
     the spoken way ("一米七二") in centimetres."""
     for name in product_names:
         question = question.replace(name, " ")
-    return frozenset(re.findall(r"(?<![\d.])\d+(?:\.\d+)?(?![\d.])", spoken_heights(question)))
+    question = spoken_amounts(spoken_heights(question))
+    return frozenset(re.findall(r"(?<![\d.])\d+(?:\.\d+)?(?![\d.])", question))
 
 
 _DIGIT = {c: str(i) for i, c in enumerate("零一二三四五六七八九")} | {"两": "2"}
@@ -272,6 +273,26 @@ _SPOKEN_HEIGHT = re.compile(
     r"([一两1])\s?米\s?([零一二三四五六七八九\d])([零一二三四五六七八九\d])?(?![\d零一二三四五六七八九十])"
 )
 _METRES = re.compile(r"(?<![\d.])([12])\.(\d{2})\s?(?:米|m\b)")
+
+
+# "五千多", "两千五", "一万二", "3千": an amount said with a Chinese multiplier, and the digit of the next place.
+_SPOKEN_AMOUNT = re.compile(
+    r"(?<![\d零一二两三四五六七八九十百千万])([一二两三四五六七八九]|[1-9]\d?)\s?([万千百])([一二三四五六七八九])?"
+)
+_MULTIPLIER = {"百": 100, "千": 1000, "万": 10000}
+
+
+def spoken_amounts(text: str) -> str:
+    """Amounts said with a Chinese multiplier ("五千多", "两千五", "一万二") written as figures ("5000", "2500",
+    "12000"); "多" (a bit more) is left to the reader: a band that holds the round figure holds the amount."""
+
+    def figure(m: re.Match[str]) -> str:
+        lead = int(_DIGIT.get(m.group(1), m.group(1)))
+        unit = _MULTIPLIER[m.group(2)]
+        tail = int(_DIGIT[m.group(3)]) * unit // 10 if m.group(3) else 0
+        return f" {lead * unit + tail} "
+
+    return _SPOKEN_AMOUNT.sub(figure, text)
 
 
 def spoken_heights(text: str) -> str:
@@ -315,15 +336,17 @@ _UP_TO = re.compile(
 )
 _FROM = re.compile(
     rf"(?:≥|>=|不低于|至少|\bover\b|\babove\b|\bat least\b)\s?{_NUMBER}"
-    rf"|(?<![\d.]){_NUMBER}\s?[^\d\s，,；;。]{{0,3}}\s?(?:以上|及以上|or (?:more|over|above))",
+    rf"|(?<![\d.]){_NUMBER}\s?[^\d\s，,；;。]{{0,5}}\s?(?:以上|及以上|(?:or|and) (?:more|over|above))",
     re.I,
 )
 _CLAUSE_END = re.compile(r"[，,；;。]")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 
 
 def spans(text: str) -> list[tuple[float, float]]:
     """The spans of figures a text states, closed ("160–175") or open ("800 度以上")."""
     out: list[tuple[float, float]] = []
+    text = _THOUSANDS.sub("", text)  # "1,000 to 2,999 yuan"
     for m in _SPAN.finditer(text):
         low, high = float(m.group(1)), float(m.group(2))
         if low < high:
@@ -362,7 +385,7 @@ def _span_fit(figures: list[float], text: str, asked: frozenset[str]) -> float:
         return 1.0
     best = 1.0
     stated = False
-    for clause in _CLAUSE_END.split(text):
+    for clause in _CLAUSE_END.split(_THOUSANDS.sub("", text)):
         found = spans(clause)
         if not found:
             continue
