@@ -42,7 +42,8 @@ def stated_spend(question: str) -> float | None:
     """The amount a customer says they spent ("我今年买了 3500 块"), which picks the tier it reaches."""
     if not _SPENT.search(question):
         return None
-    amounts = [float(a.replace(",", "")) for a in re.findall(r"(?<![\d.])(\d[\d,]*(?:\.\d+)?)(?![\d.])", question)]
+    said = spoken_amounts(question)  # "今年买了三千多"
+    amounts = [float(a.replace(",", "")) for a in re.findall(r"(?<![\d.])(\d[\d,]*(?:\.\d+)?)(?![\d.])", said)]
     amounts = [a for a in amounts if a >= 10]
     return max(amounts) if amounts else None
 

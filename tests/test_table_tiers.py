@@ -68,3 +68,9 @@ def test_spend_said_before_does_not_answer_another_topic() -> None:
     )
     got = answer("积分哪天过期", [chunk("cards", "松果会员卡", page)], memory=memory)
     assert "清零" in got.splitlines()[1], got
+
+
+def test_a_spend_said_with_a_chinese_multiplier_reaches_its_tier() -> None:
+    assert stated_spend("今年在店里消费了两千五，算哪一级") == 2500
+    got = answer("我今年在店里累计买了两千多，算哪一级", [chunk("cards", "松果会员卡", _TABLE)])
+    assert "云杉卡" in got.splitlines()[1], got
