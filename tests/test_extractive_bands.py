@@ -35,7 +35,7 @@ def test_spoken_amounts_are_figures() -> None:
     assert spoken_amounts("一万二的吊灯").split()[0] == "12000"
     assert spoken_amounts("3千块").split()[0] == "3000"
     assert spoken_amounts("保两年") == "保两年"  # no multiplier: a count, not an amount
-    assert asked_numbers("台灯八百多买的，保一年多少钱", []) == frozenset({"800"})
+    assert asked_numbers("八百多的台灯加一年保障几块", []) == frozenset({"800"})
 
 
 def test_spans_read_thousands_separators_and_open_ends() -> None:
@@ -53,20 +53,20 @@ def test_a_flattened_table_row_is_a_sentence_not_a_heading() -> None:
 
 
 def test_an_amount_said_in_chinese_picks_its_band() -> None:
-    out = answer("落地灯四千多买的，保两年要多少钱", [PLAN_PAGE, OTHER_PAGE])
+    out = answer("给四千多的落地灯加两年保障，收费多少", [PLAN_PAGE, OTHER_PAGE])
     assert "4,000 to 7,999 yuan 159 yuan 289 yuan" in out
     assert "179 yuan" not in out and "429 yuan" not in out
 
 
 def test_a_follow_up_keeps_the_amount_the_rewriter_carried() -> None:
     memory = conversation(
-        ("落地灯四千多买的，保两年要多少钱", "- 4,000 to 7,999 yuan 159 yuan 289 yuan（Lumen Care Plans）")
+        ("给四千多的落地灯加两年保障，收费多少", "- 4,000 to 7,999 yuan 159 yuan 289 yuan（Lumen Care Plans）")
     )
-    out = answer("保一年呢", [PLAN_PAGE, OTHER_PAGE], query="落地灯四千多买的，保一年要多少钱", memory=memory)
+    out = answer("换成一年的呢", [PLAN_PAGE, OTHER_PAGE], query="给四千多的落地灯加一年保障，收费多少", memory=memory)
     assert "159 yuan" in out and "1,000 to 3,999" not in out and "8,000 yuan and above" not in out
 
 
 def test_the_clause_after_a_condition_is_what_is_asked() -> None:
-    assert question_asks("If the price drops after I buy it, do I get the difference back?") == [Ask.YESNO]
+    assert question_asks("If the lamp's price falls next week, is a refund of the gap possible?") == [Ask.YESNO]
     assert question_asks("If I buy two, what is the price?")[0] is Ask.PRICE
     assert question_asks("What's the price if I buy two?")[0] is Ask.PRICE
