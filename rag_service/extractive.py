@@ -251,7 +251,9 @@ class Question:
         # product, no word a sentence should share.
         question, query = _without_order_number(question), _without_order_number(query)
         both = f"{query} {question}" if query and query != question else question
-        asks = question_asks(question) or question_asks(both)
+        # "65L 的呢" rewritten to "65L 的背带能拆吗": the rewrite asks what the customer asks again (a yes-or-no
+        # question's mark ends the rewrite, not the two joined).
+        asks = question_asks(question) or question_asks(both) or (question_asks(query) if query else [])
         if not asks and _FOLLOW_UP.search(question):
             # The nearest earlier question with a type ("三年的呢" after "平板呢" after "延保多少钱").
             asks = next((found for e in reversed(earlier) if (found := _typed(e))), [])
