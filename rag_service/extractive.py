@@ -297,8 +297,12 @@ class Question:
             # Only for a question that points back ("它", "that one") or whose query already names the
             # product's line ("凉川 2.0" for "凉川 2.0 匹柜机 标准版"): an answer that merely named a plan in
             # passing is no subject for "收货后几天内得申请".
+            # A bare question ("要上油吗") names nothing and points at nothing either: the model the answer settled
+            # on, not the one the rewriter carried; a bare how-to is about the procedure the family shares.
             if (focus_named or focus_editions) and (
-                _ANAPHOR.search(question) or set(terms(subject)) & set(terms(query)) - _GENERIC_ZH
+                _ANAPHOR.search(question)
+                or (_elliptic(question) and Ask.HOWTO not in asks)
+                or set(terms(subject)) & set(terms(query)) - _GENERIC_ZH
             ):
                 named = focus_named or named
                 named_editions = focus_editions or named_editions

@@ -217,3 +217,45 @@ def test_a_longer_question_naming_no_model_is_not_read_as_elliptic() -> None:
     memory = _memory(("Which is the cheapest Lumen lamp?", MINI_ANSWER))
     out = answer("What do the desk lamps you sell weigh?", LAMPS, memory=memory)
     assert "1.4 kg" in out
+
+
+KICK_SCOOTERS = [
+    chunk(
+        "scooters",
+        "逐风滑板车 商品详情",
+        "逐风 S1\n- 售价：1299 元\n- S1 的刹车为鼓刹，免维护。",
+        section="逐风 S1",
+        index=0,
+    ),
+    chunk(
+        "scooters",
+        "逐风滑板车 商品详情",
+        "逐风 S3 Pro\n- 售价：2399 元\n- 收起后尺寸：90 × 40 × 38 cm\n- S3 Pro 的液压碟刹保修 2 年，每骑行 500 公里需要做一次保养。",
+        section="逐风 S3 Pro",
+        index=1,
+    ),
+    chunk(
+        "scooters",
+        "逐风滑板车 商品详情",
+        "折叠方法\n- 先松开车头的快拆扣。\n- 再把立管向后折到后轮挡泥板的挂钩上。",
+        section="折叠方法",
+        index=2,
+    ),
+]
+
+
+def test_a_bare_question_is_about_the_model_the_last_answer_settled_on_not_the_rewriters() -> None:
+    # The rewriter still carries the conversation's first model; the last answer settled on the other one.
+    memory = _memory(
+        ("逐风 S1 多少钱", "- 逐风 S1：售价：1299 元（逐风滑板车 商品详情）"),
+        ("碟刹那款刹车保几年", "- S3 Pro 的液压碟刹保修 2 年，每骑行 500 公里需要做一次保养。（逐风滑板车 商品详情）"),
+    )
+    out = answer("得常保养吗", KICK_SCOOTERS, query="逐风 S1 得常保养吗", memory=memory)
+    assert "500 公里" in out.splitlines()[1], out
+
+
+def test_a_bare_how_to_question_keeps_the_family_procedure() -> None:
+    memory = _memory(("S3 Pro 多少钱", "- 逐风 S3 Pro：售价：2399 元（逐风滑板车 商品详情）"))
+    out = answer("具体怎么折", KICK_SCOOTERS, query="逐风 具体怎么折", memory=memory)
+    assert "挂钩" in out or "快拆扣" in out, out
+    assert "90 × 40" not in out, out
