@@ -298,10 +298,10 @@ class Question:
             # product's line ("凉川 2.0" for "凉川 2.0 匹柜机 标准版"): an answer that merely named a plan in
             # passing is no subject for "收货后几天内得申请".
             # A bare question ("要上油吗") names nothing and points at nothing either: the model the answer settled
-            # on, not the one the rewriter carried; a bare how-to is about the procedure the family shares.
+            # on, not the one the rewriter carried.
             if (focus_named or focus_editions) and (
                 _ANAPHOR.search(question)
-                or (_elliptic(question) and Ask.HOWTO not in asks)
+                or _elliptic(question)
                 or set(terms(subject)) & set(terms(query)) - _GENERIC_ZH
             ):
                 named = focus_named or named
@@ -487,9 +487,17 @@ def answer_subject(answer: str) -> tuple[tuple[Product, ...], frozenset[str], st
         line = _without_citation(first.group(1))
         end = _SUBJECT_END.search(line)
         subject = line[: end.start()] if end else line
-        return products(subject), editions(subject), subject
-    named = products(answer)
+        return _named_in(subject), editions(subject), subject
+    named = _named_in(answer)
     return (named, frozenset(), named[0].text) if len({p.text for p in named}) == 1 else ((), frozenset(), "")
+
+
+# A page writes a model's name capitalised or in Chinese: "weighs 11" of "It weighs 11.9 kg" is a verb and a figure.
+_LOWER_WORD = re.compile(r"[a-z]{3,}\b")
+
+
+def _named_in(text: str) -> tuple[Product, ...]:
+    return tuple(p for p in products(text) if not _LOWER_WORD.match(p.text))
 
 
 @lru_cache(maxsize=1024)

@@ -259,3 +259,28 @@ def test_a_bare_how_to_question_keeps_the_family_procedure() -> None:
     out = answer("具体怎么折", KICK_SCOOTERS, query="逐风 具体怎么折", memory=memory)
     assert "挂钩" in out or "快拆扣" in out, out
     assert "90 × 40" not in out, out
+
+
+TENTS = [
+    chunk(
+        "tents",
+        "Brook Tents",
+        "Brook 2\nIt weighs 1.9 kg and packs to 45 × 15 cm.\nPrice: 899 yuan.",
+        section="Brook 2",
+        index=0,
+    ),
+    chunk(
+        "tents",
+        "Brook Tents",
+        "Accessories\nA footprint that fits under it is 59 yuan. A repair kit is 29 yuan.",
+        section="Accessories",
+        index=1,
+    ),
+]
+
+
+def test_a_verb_and_a_figure_of_the_last_answer_are_no_model() -> None:
+    # "weighs 1" of "It weighs 1.9 kg" is read as a name by the product reader; the answer was about no such model.
+    memory = _memory(("How heavy is the Brook 2?", "- It weighs 1.9 kg and packs to 45 × 15 cm. (Brook Tents)"))
+    out = answer("Is there a footprint for it?", TENTS, query="Is there a footprint for Brook 2?", memory=memory)
+    assert "59 yuan" in out.splitlines()[1], out
