@@ -869,6 +869,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     asks_rate = _PER_PERIOD_ASKED.search(q.text) is not None
     asks_product = primary in (Ask.PRICE, Ask.SPEC) and bool(q.named or q.picked_variants) and not _PART.search(q.text)
     asks_part = primary in (Ask.PRICE, Ask.SPEC) and _PART.search(q.text) is not None
+    asks_service = primary is Ask.PRICE and _SERVICE.search(q.text) is not None and not asks_part
     # "滤芯多久换一次": when the question's only concept is its type (a duration, a price), every sentence
     # of that type covers it; the type is weighed by `shows` below, and what the question says it is about
     # (its words) tells those sentences apart.
@@ -1004,6 +1005,9 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         if asks_product and (_PART.search(c.text) or (c.section != c.chunk.title and _PART.search(c.section))):
             # "X 备用电池 … 1990 元", or any line under an "Accessories" heading, is a part for the model asked
             # about, not the model.
+            score *= _PART_MISS
+        elif asks_service and not _SERVICE.search(f"{c.section} {c.text}"):
+            # "把手断了换新的收多少", "how much to have the lid fixed?": the price of doing it, not of the product.
             score *= _PART_MISS
         elif asks_part and not _PART.search(c.text):
             # "what would a replacement blade set me back?": the part's line, not the model's own price or specs.
@@ -1179,6 +1183,12 @@ _PART = re.compile(
     re.I,
 )
 _PART_MISS = 0.5
+# Doing something for a product (a repair, a replacement, cleaning, fitting, a visit): its price is the service's.
+_SERVICE = re.compile(
+    r"换|修|清洗|洗护|干洗|安装|加装|装机|上门|保养|翻新|除尘|清灰|放气"
+    r"|\b(?:repair\w*|replac\w*|fix|clean\w*|install\w*|servic\w*|bleed\w*)\b",
+    re.I,
+)
 
 
 _PHONE_ASKED = re.compile(r"电话|热线|号码|打给|\b(?:phone|call|hotline|telephone|number|helpline)\b", re.I)
