@@ -1178,7 +1178,7 @@ _FREE = re.compile(
 # What marks a part or an add-on sold for a model rather than the model: "备用电池", "仅适配 X", "spare
 # battery", "sold separately".
 _PART = re.compile(
-    r"备用|配件|专用|适配|兼容|选配|另购|单独购买|单独出售|\b(?:spare|replacement|compatible|accessor(?:y|ies))\b"
+    r"备用|配件|专用|适配|兼容|选配|另购|另外买|另外购买|单独买|单独购买|单独出售|\b(?:spare|replacement|compatible|accessor(?:y|ies))\b"
     r"|\bsold separately\b",
     re.I,
 )
