@@ -73,7 +73,7 @@ def test_the_clause_after_a_condition_is_what_is_asked() -> None:
 
 
 def test_small_figures_said_in_chinese_numerals_before_a_unit() -> None:
-    assert spoken_amounts("三个月大的小兔").split()[0] == "3"
+    assert spoken_amounts("兔龄已满九个月").split()[1] == "9"
     assert spoken_amounts("体重十二斤").split()[1] == "12"
     assert spoken_amounts("二十五公斤的").split()[0] == "25"
     assert spoken_amounts("一天喂几次") == "一天喂几次"  # "a day" is no figure of the question's
@@ -83,5 +83,5 @@ def test_small_figures_said_in_chinese_numerals_before_a_unit() -> None:
         "喂食建议\n- 2–6 个月：每天 30 g\n- 7–12 个月：每天 50 g\n- 12 个月以上：每天 60 g",
         section="喂食建议",
     )
-    out = answer("三个月大的小兔一天喂多少", [feeding])
+    out = answer("小兔满三个月了，每日给多少粮合适", [feeding])
     assert "30 g" in out.splitlines()[1] and "50 g" not in out, out
