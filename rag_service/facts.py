@@ -68,7 +68,7 @@ _ASK_PATTERNS: list[tuple[Ask, re.Pattern[str]]] = [
         re.compile(
             r"多少钱|啥价|什么价|最便宜|最贵|价格|价钱|售价|回收多少|收多少|卖多少钱|报价|多贵|几块|几元|卖多少|卖几|费用|收费|运费|邮费|要钱|花多少|起售价|起价|折多少|回收价|值多少|能换多少|补贴多少|便宜多少"
             r"|\bprices?\b|\bcosts?\b|\bfees?\b|(?<!full )(?<!one )(?<!per )(?<!single )(?<!on a )\bcharges?\b|\bpay\b.*\bhow much|\bhow much\b(?!\s+(?:memory|storage|ram|space|data|time|weight|battery)\b)(?![^?]*\b(?:weigh|weighs|hold|holds|fit|fits)\b)(?![^?]*\b(?:does|do|did) (?:it|they|this|that|the \w+) have\b)"
-            r"|\bexpensive\b|\bcheap(?:er|est)?\b|\bworth\b|\bget for\b",
+            r"|\bexpensive\b|\bcheap(?:er|est)?\b|\bworth\b|\b(?:what|how much)\b[^?]*\bget for\b",
             re.I,
         ),
     ),

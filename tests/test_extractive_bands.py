@@ -85,3 +85,8 @@ def test_small_figures_said_in_chinese_numerals_before_a_unit() -> None:
     )
     out = answer("小兔满三个月了，每日给多少粮合适", [feeding])
     assert "30 g" in out.splitlines()[1] and "50 g" not in out, out
+
+
+def test_which_one_to_get_for_a_use_is_no_price_question() -> None:
+    assert Ask.PRICE not in question_asks("Which kayak would you get for a windy lake?")
+    assert question_asks("What could I get for my old kayak?")[0] is Ask.PRICE
