@@ -293,23 +293,7 @@ def spoken_amounts(text: str) -> str:
         tail = int(_DIGIT[m.group(3)]) * unit // 10 if m.group(3) else 0
         return f" {lead * unit + tail} "
 
-    return _SPOKEN_COUNT.sub(_count, _SPOKEN_AMOUNT.sub(figure, text))
-
-
-# "三个月大", "两岁半", "十二斤": a small figure said in Chinese numerals before its unit.
-_SPOKEN_COUNT = re.compile(
-    r"(?<![\d零一二两三四五六七八九十百千万])([一二两三四五六七八九]?十[一二三四五六七八九]?|[一二两三四五六七八九])"
-    r"(?=\s?(?:个月|周岁|岁|斤|公斤|千克|厘米|公分|个小时|小时|分钟))"
-)
-
-
-def _count(m: re.Match[str]) -> str:
-    said = m.group(1)
-    if "十" not in said:
-        return f" {_DIGIT[said]} "
-    tens, _, ones = said.partition("十")
-    value = (int(_DIGIT[tens]) if tens else 1) * 10 + (int(_DIGIT[ones]) if ones else 0)
-    return f" {value} "
+    return _SPOKEN_AMOUNT.sub(figure, text)
 
 
 def spoken_heights(text: str) -> str:

@@ -72,21 +72,6 @@ def test_the_clause_after_a_condition_is_what_is_asked() -> None:
     assert question_asks("What's the price if I buy two?")[0] is Ask.PRICE
 
 
-def test_small_figures_said_in_chinese_numerals_before_a_unit() -> None:
-    assert spoken_amounts("兔龄已满九个月").split()[1] == "9"
-    assert spoken_amounts("体重十二斤").split()[1] == "12"
-    assert spoken_amounts("二十五公斤的").split()[0] == "25"
-    assert spoken_amounts("一天喂几次") == "一天喂几次"  # "a day" is no figure of the question's
-    feeding = chunk(
-        "feed",
-        "谷香兔粮 商品详情",
-        "喂食建议\n- 2–6 个月：每天 30 g\n- 7–12 个月：每天 50 g\n- 12 个月以上：每天 60 g",
-        section="喂食建议",
-    )
-    out = answer("小兔满三个月了，每日给多少粮合适", [feeding])
-    assert "30 g" in out.splitlines()[1] and "50 g" not in out, out
-
-
 def test_which_one_to_get_for_a_use_is_no_price_question() -> None:
     assert Ask.PRICE not in question_asks("Which kayak would you get for a windy lake?")
     assert question_asks("What could I get for my old kayak?")[0] is Ask.PRICE
