@@ -143,7 +143,8 @@ _ASK_PATTERNS: list[tuple[Ask, re.Pattern[str]]] = [
 ]
 
 
-_CONDITION = re.compile(r"^(?:if|when|once|in case)\b[^,?]{3,80},\s*(.+)$", re.I)
+# "When will it arrive, and what does it cost?" asks both: "when" opens a condition only before its subject.
+_CONDITION = re.compile(r"^(?:if|once|in case|when (?:i|we|you|it|they|my|our|the|a|an)\b)[^,?]{3,80},\s*(.+)$", re.I)
 
 
 def question_asks(question: str) -> list[Ask]:

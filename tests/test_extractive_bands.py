@@ -70,6 +70,9 @@ def test_the_clause_after_a_condition_is_what_is_asked() -> None:
     assert question_asks("If the lamp's price falls next week, is a refund of the gap possible?") == [Ask.YESNO]
     assert question_asks("If I buy two, what is the price?")[0] is Ask.PRICE
     assert question_asks("What's the price if I buy two?")[0] is Ask.PRICE
+    # "When" opens a condition only before its subject; "when will …" asks a date as well.
+    assert question_asks("When I send the lamp back, who pays the postage?") == [Ask.PAYER]
+    assert Ask.DATE in question_asks("When will the lamp arrive, and how much is shipping?")
 
 
 def test_which_one_to_get_for_a_use_is_no_price_question() -> None:
