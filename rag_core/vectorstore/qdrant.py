@@ -189,13 +189,9 @@ class QdrantIndex(VectorIndex):
         if name is None:
             return []
         if self._local and memo_only(payload):
-            table = await self._memo_fields(name)
-            ranked = self._local_dense(name, dense, limit) if lang is None and not (sparse and sparse.indices) else None
-            if ranked is None:
-                hits = await self.search(dense, sparse, limit, rrf_k, tenant=tenant, lang=lang, payload=False)
-                ranked = [(h.id, h.score) for h in hits]
-            if all(i in table for i, _ in ranked):
-                return [ScoredChunk(i, score, pick(table[i][1], payload)) for i, score in ranked]
+            found = await self._from_memory(name, dense, sparse, limit, rrf_k, tenant, lang)
+            if found is not None:
+                return [ScoredChunk(i, score, pick(known, payload)) for i, score, known in found]
         params = models.SearchParams(hnsw_ef=self._hnsw_ef) if self._hnsw_ef and not self._local else None
         if lang is not None:
             language = models.Filter(must=[models.FieldCondition(key="lang", match=models.MatchValue(value=lang))])
@@ -223,6 +219,48 @@ class QdrantIndex(VectorIndex):
                 with_payload=payload,
             )
         return [ScoredChunk(str(h.id), float(h.score), dict(h.payload or {})) for h in response.points]
+
+    async def pool(
+        self,
+        dense: npt.NDArray[np.float32],
+        sparse: SparseVec | None,
+        limit: int,
+        rrf_k: int,
+        *,
+        tenant: str | None = None,
+    ) -> list[tuple[str, float, str]]:
+        """As `VectorIndex.pool`; in local mode without a `ScoredChunk` and a payload made per hit (~120 a turn)."""
+        name = await self._readable(tenant) if self._local else None
+        found = await self._from_memory(name, dense, sparse, limit, rrf_k, tenant, None) if name is not None else None
+        if found is not None:
+            return [(i, score, str(known.get("lang", ""))) for i, score, known in found]
+        return await super().pool(dense, sparse, limit, rrf_k, tenant=tenant)
+
+    async def _from_memory(
+        self,
+        name: str,
+        dense: npt.NDArray[np.float32],
+        sparse: SparseVec | None,
+        limit: int,
+        rrf_k: int,
+        tenant: str | None,
+        lang: str | None,
+    ) -> list[tuple[str, float, dict[str, Any]]] | None:
+        """Local mode: the hits of the search without payloads, each with its MEMO_FIELDS from memory (what
+        the engine returns for them); None if a hit is not in the table (cannot happen while this process is
+        the folder's only writer)."""
+        table = await self._memo_fields(name)
+        ranked = self._local_dense(name, dense, limit) if lang is None and not (sparse and sparse.indices) else None
+        if ranked is None:
+            hits = await self.search(dense, sparse, limit, rrf_k, tenant=tenant, lang=lang, payload=False)
+            ranked = [(h.id, h.score) for h in hits]
+        out = []
+        for i, score in ranked:
+            known = table.get(i)
+            if known is None:
+                return None
+            out.append((i, score, known[1]))
+        return out
 
     def _in_memory(self, name: str) -> Any:
         """Local mode's collection `name` (qdrant-client's `LocalCollection`, its arrays and payloads), or
