@@ -287,13 +287,9 @@ class QdrantIndex(VectorIndex):
         order = np.argsort(scores)
         if distance_to_order(distance) == DistanceOrder.BIGGER_IS_BETTER:
             order = order[::-1]
-        out: list[tuple[str, float]] = []
-        for idx in order:
-            if len(out) >= limit:
-                break
-            if mask[idx]:
-                out.append((str(collection.ids_inv[idx]), float(scores[idx])))
-        return out
+        order = order[mask[order] != 0][:limit]  # (the mask is 0/1 integers, not booleans)
+        ids = collection.ids_inv
+        return [(str(ids[i]), score) for i, score in zip(order.tolist(), scores[order].tolist(), strict=True)]
 
     async def _memo_fields(self, name: str) -> Table:
         """Point id -> the id and its MEMO_FIELDS, for the collection `name` (read with a scroll the first time)."""
