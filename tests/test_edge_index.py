@@ -77,3 +77,33 @@ async def test_a_search_for_the_language_and_document_alone_reads_them_from_memo
 def test_the_fields_table_keys_a_uuid_by_its_number_and_any_other_id_by_its_text() -> None:
     u = uuid.uuid4()
     assert _key(u) == u.int and _key(str(u)) == str(u) and _key(u.int) == str(u.int) != _key(u)
+
+
+async def test_local_modes_pool_ranks_as_its_own_search_does(tmp_path: Path) -> None:
+    """Local mode's pool is computed from its collection's arrays, not through `query_points`: same ids,
+    same scores, same order (ties and all) as the search the client runs, with deleted points left out."""
+    settings = QdrantSettings(path=str(tmp_path), collection="chunks", engine="local")
+    index = QdrantIndex.open(settings, 8, "test-embedder")
+    rng = np.random.default_rng(7)
+    vectors = rng.standard_normal((60, 8)).round(1).tolist()
+    vectors[5] = vectors[4]  # a tie
+    points = [point(v, f"Kettle spare part {i}.") for i, v in enumerate(vectors)]
+    try:
+        await index.upsert(points)
+        await index.delete_ids([points[9].id, points[30].id])
+        for _ in range(5):
+            query = rng.standard_normal(8).astype(np.float32)
+            for limit in (10, 200):
+                read = await index.search(query, None, limit, 60)  # whole payloads: the client's query_points
+                pool = await index.pool(query, None, limit, 60)
+                # (Scores to float32's precision: local mode normalises its stored vectors in place at every
+                # search, and its dot product is not bit-stable between two calls either: two of its own
+                # searches for one query differ in the last bits now and then.)
+                assert [i for i, _, _ in pool] == [h.id for h in read]
+                assert [score for _, score, _ in pool] == pytest.approx([h.score for h in read], rel=1e-6)
+                assert len(pool) == min(limit, 58)
+        # payloads are read where local mode keeps them, and the deleted ones are not found
+        wanted = [points[i].id for i in (3, 9, 4)]
+        assert await index.payloads(wanted) == {points[3].id: points[3].payload, points[4].id: points[4].payload}
+    finally:
+        await index.close()
