@@ -91,6 +91,10 @@ async def test_local_modes_pool_ranks_as_its_own_search_does(tmp_path: Path) -> 
     try:
         await index.upsert(points)
         await index.delete_ids([points[9].id, points[30].id])
+        # The installed qdrant-client keeps what the pool reads where `_in_memory` looks (else every
+        # comparison below would pass on the public path and the saving would be gone unnoticed).
+        name = await index._readable(None)
+        assert name is not None and index._in_memory(name) is not None
         for _ in range(5):
             query = rng.standard_normal(8).astype(np.float32)
             for limit in (10, 200):

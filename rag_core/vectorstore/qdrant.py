@@ -39,6 +39,18 @@ from rag_core.vectorstore.memo import MEMO_FIELDS, FieldsMemo, Table, memo_only,
 SCROLL_PAGE = 2048
 
 
+# What `_in_memory` reads of qdrant-client's `LocalCollection`.
+_LOCAL_COLLECTION_PARTS = (
+    "vectors",
+    "payload",
+    "ids",
+    "ids_inv",
+    "deleted",
+    "get_vector_params",
+    "_payload_and_non_deleted_mask",
+)
+
+
 class QdrantIndex(VectorIndex):
     """Collections are made on a tenant's first write, with the same schema; another worker may add
     more at any time, so the ones known to exist are only a cache."""
@@ -264,9 +276,16 @@ class QdrantIndex(VectorIndex):
 
     def _in_memory(self, name: str) -> Any:
         """Local mode's collection `name` (qdrant-client's `LocalCollection`, its arrays and payloads), or
-        None (a server, or a collection local mode does not hold)."""
-        engine: Any = self.client._client
-        return engine.collections.get(name) if self._local else None
+        None (a server, a collection local mode does not hold, or a qdrant-client whose local mode keeps them
+        otherwise: these are its internals, not its API, so a release that renames them takes the public path;
+        tests/test_edge_index.py fails if the installed one does)."""
+        if not self._local:
+            return None
+        collections = getattr(getattr(self.client, "_client", None), "collections", None)
+        collection = collections.get(name) if isinstance(collections, dict) else None
+        if collection is None or not all(hasattr(collection, a) for a in _LOCAL_COLLECTION_PARTS):
+            return None
+        return collection
 
     def _local_dense(self, name: str, dense: npt.NDArray[np.float32], limit: int) -> list[tuple[str, float]] | None:
         """What local mode's `query_points(name, query=dense.tolist(), using=DENSE, limit=limit,
