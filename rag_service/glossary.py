@@ -131,7 +131,10 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "zone": ("zone*|region*|countr*", "区域|地区|国家"),
     # Home appliances: what their pages and customers talk about in either language.
     "noise": ("noise|noisy|quiet*|loud*|decibel*|db", "噪音|噪声|分贝|静音"),
-    "temperature": ("temperature*|degrees|celsius|°c", "温度|℃|°C|恒温|控温"),
+    "temperature": (
+        "temperature*|degrees|celsius|°c|freezing|below zero|sub-zero|frost*",
+        "温度|℃|°C|恒温|控温|零下|低温|结冰",
+    ),
     "room_size": (
         "room size|room area|floor area|square met*|how big a room|how large a room",
         "面积|房间|平方米|平米|㎡",
@@ -187,7 +190,12 @@ CONCEPTS: dict[str, tuple[str, str]] = {
         "reschedul*|change the day|change the date|another date|different date|postpon*",
         "改期|改约|改日期|改时间|换个时间|推迟",
     ),
-    "maintenance": ("maintenance|servicing|tune-up*|tune up|overhaul*", "保养|维护|养护"),
+    # A workshop's service packages ("a full service") are maintenance; "service" alone is customer service.
+    "maintenance": (
+        "maintenance|servicing|tune-up*|tune up|overhaul*|basic service|full service|deep service|annual service"
+        "|service package*|service plan*",
+        "保养|维护|养护",
+    ),
     # Not "wash*": a washing machine is no cleaning service.
     "cleaning": ("clean|cleaning|cleaned|launder*|dry clean*", "清洗|清洁|水洗|干洗|机洗|手洗"),
     "sold_separately": (
@@ -202,6 +210,9 @@ CONCEPTS: dict[str, tuple[str, str]] = {
         "验光|视力检查|眼科检查|眼部检查",
     ),
     "altitude": ("altitude*|elevation|plateau", "海拔|高原"),
+    # What a customer brings along to a service (a receipt, the item, an id): the page says what to show.
+    "bring": ("bring*|brought|take along|carry along", "带上|带好|带着|携带|出示|要带|带什么"),
+    "lens_solution": ("lens solution*|contact solution*|care solution*|multipurpose solution*", "护理液"),
 }
 
 _EN_SPLIT = re.compile(r"\s*\|\s*")

@@ -265,6 +265,10 @@ class Gate:
                 return Decision("dependent", f"asks about shipping to {topic.place!r}", history, product=topic.place)
         found = find_marker(question)
         marker = found.text if found is not None and not antecedent_inside(question, found, names) else None
+        if found is not None and not found.pronoun and old_item(question):
+            # "家里还有台旧…能抵多少", "I also have an old …": the cue adds the customer's own old item, which the
+            # question is about; the conversation's product glued on would lead to that product's page.
+            marker = None
         if found is None and has_determiner(question):
             definite = definite_reference(question, history.candidates)
             marker = definite[0] if definite else None
@@ -292,7 +296,7 @@ class Gate:
             if sim is not None and sim < self.settings.topic_similarity:
                 return self._unlike(sim, history)
         if content_size(question) <= 1 and not is_fragment(question):
-            service = _services(concepts(question))
+            service = _services(own_concepts(question))
             if service and not any(service & _services(concepts(r.user.content)) for r in rounds):
                 # "售后热线周末有人接吗" after questions about an invoice: another of the shop's services, which
                 # the previous subject would only pull toward the previous page. A return question still leans on
@@ -430,11 +434,7 @@ class RuleRewriter:
             else:
                 query, detail = question, f"names a sibling of {decision.product!r}"
         personal = personal_pronoun(question)
-        if (
-            not query
-            and personal
-            and any(_RELATIVE.search(t.text) for t in decision.history.texts if t.source == "user")
-        ):
+        if not query and personal and any(_RELATIVE.search(r.user.content) for r in decision.history.view.rounds):
             # "How long will his eyes stay blurry?" after "… for my son": he is the customer's relative, whom no
             # page is about; a place or a product of the conversation put in his stead would mislead retrieval.
             query, detail = question, "he/she is the customer's relative"
@@ -445,7 +445,7 @@ class RuleRewriter:
             query, detail = resolve(question, plural), f"they: {plural.text!r}"
         if not query:
             query, detail = rule_rewrite(question, decision.history.candidates, personal)
-        if decision.kind == "dependent" and query != question and decision.contrast is None:
+        if decision.kind == "dependent" and (query != question or brings(question)) and decision.contrast is None:
             service = carried_service(question, decision.history)
             if service:
                 query, detail = f"{service} {query}", f"{detail}; carried {service!r}"
@@ -607,7 +607,7 @@ def carried_service(question: str, history: History) -> str:
     ideas = concepts(previous)
     # A concept the previous question had too is no subject of the follow-up's own: "多久能寄回来" after "保修寄修
     # 运费谁出" still asks how the warranty goes (the sending is part of it).
-    if concepts(question) - _TIME_CONCEPTS - ideas:
+    if own_concepts(question) - _TIME_CONCEPTS - ideas:
         return ""
     words = [w for c in CARRIED_SERVICES if c in ideas and (w := wording(previous, c))]
     return " ".join(dict.fromkeys(words))
@@ -627,6 +627,22 @@ def traded_in(question: str, history: History) -> str:
 
 
 _TIME_CONCEPTS = frozenset(["time_limit", "business_days"])
+# What a customer shows at a service counter: in "Should I take my receipt along?" the receipt is no invoice
+# question but part of the service the conversation is about.
+_BROUGHT = frozenset(["invoice", "proof", "order", "packaging", "in_box", "account"])
+
+
+def brings(question: str) -> bool:
+    return "bring" in concepts(question)
+
+
+def own_concepts(question: str) -> frozenset[str]:
+    """The question's concepts, without its asking what to bring along and what it brings (`_BROUGHT`): the
+    procedure of the service the conversation is about."""
+    ideas = concepts(question)
+    return ideas - _BROUGHT - {"bring"} if "bring" in ideas else ideas
+
+
 # What a question about the course of a service asks: what to bring, where to go, how long it takes.
 _PROCEDURE = re.compile(
     r"\b(?:bring|where|how long|how many days|what documents|what papers|procedure|process)\b"

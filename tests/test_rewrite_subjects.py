@@ -348,3 +348,32 @@ def test_they_after_a_question_that_called_the_product_it_is_that_question_s_plu
     assert "side baskets" in query and "Lumo" not in query, query
     # A plural asked for is what the answer listed, not what "they" stands for.
     assert rule("What do they cost?", turns[0], ("Which finishes does it come in?", "Red and grey.")).startswith("Lumo")
+
+
+def test_what_a_follow_up_asks_to_bring_is_part_of_the_service() -> None:
+    rules = RuleRewriter(RewriteSettings(mode="rule"))
+    history = view(("My Vento S7 scooter's brake squeaks. Is it still under warranty?", "Yes, for two years."))
+    # The receipt is what the warranty claim needs, not a question about invoices (another service).
+    brought = rules.rewrite_now("Should I bring my receipt with me?", history)
+    assert "warranty" in brought.query and brought.continues, brought
+    # Asked on its own, the receipt is the invoice service's.
+    assert rules.rewrite_now("Can I get a receipt with my company name?", history).continues == ()
+
+
+def test_he_or_she_is_the_relative_named_earlier_than_the_recent_rounds() -> None:
+    turns = [
+        ("My brother just bought a Kestrel E2 e-scooter. Does he need a licence?", "No."),
+        ("Can your store register it for him?", "Yes."),
+        ("How much is the Drift 3 helmet?", "189 yuan."),
+        ("Do you have it in black?", "Yes."),
+    ]
+    query = rule("Can he ride it in the snow?", *turns)
+    assert "Drift 3" not in query and "Kestrel" not in query, query
+
+
+def test_an_old_item_the_customer_also_has_is_no_follow_up_on_the_product() -> None:
+    turns = [("我想以旧换新，旧冰箱能抵多少", "按成色估价。"), ("雪峰 B5 够不够", "够。")]
+    query = rule("家里还有台旧空调，换新机能抵多少", *turns)
+    assert "雪峰" not in query, query
+    # A pronoun still points at the product.
+    assert "雪峰 B5" in rule("我的旧空调能换这个吗", *turns)
