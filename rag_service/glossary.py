@@ -181,7 +181,11 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     # Ordinary shop words a page in the other language writes its own way.
     "security_deposit": ("deposit*", "押金|保证金"),
     "late": ("late|overdue|past the due date|extra day*", "逾期|超期|晚还|迟还|延期归还|超时"),
-    "rush": ("rush*|expedit*|urgent*|speed up|hurry|asap", "加急|急单|急用|加快"),
+    # Not "express" alone: express delivery is shipping.
+    "rush": (
+        "rush*|expedit*|urgent*|speed up|hurry|asap|express service*|express processing|express lens*",
+        "加急|急单|急用|加快",
+    ),
     "registration": ("regist*|licen[cs]e plate*|number plate*|plate number*", "上牌|登记|备案|牌照|车牌"),
     "accessory": ("accessor*|spare part*|add-on*", "配件|附件"),
     # "能退税" is a tax refund, not a return (能退).

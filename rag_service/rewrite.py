@@ -265,6 +265,9 @@ class Gate:
                 return Decision("dependent", f"asks about shipping to {topic.place!r}", history, product=topic.place)
         found = find_marker(question)
         marker = found.text if found is not None and not antecedent_inside(question, found, names) else None
+        if pointed_service(question, history):
+            # "Would you arrange that for my son's bike?" after a question about a service: "that" is the service.
+            return Decision("dependent", "that: the previous question's service", history)
         if found is not None and not found.pronoun and old_item(question):
             # "家里还有台旧…能抵多少", "I also have an old …": the cue adds the customer's own old item, which the
             # question is about; the conversation's product glued on would lead to that product's page.
@@ -433,6 +436,8 @@ class RuleRewriter:
                 query, detail = resolve(question, Entity(family, True)), f"added family {family!r}"
             else:
                 query, detail = question, f"names a sibling of {decision.product!r}"
+        if not query and (service := pointed_service(question, decision.history)):
+            query, detail = f"{service} {question.strip()}", f"that: {service!r}"
         personal = personal_pronoun(question)
         if not query and personal and any(_RELATIVE.search(r.user.content) for r in decision.history.view.rounds):
             # "How long will his eyes stay blurry?" after "… for my son": he is the customer's relative, whom no
@@ -610,6 +615,29 @@ def carried_service(question: str, history: History) -> str:
     if own_concepts(question) - _TIME_CONCEPTS - ideas:
         return ""
     words = [w for c in CARRIED_SERVICES if c in ideas and (w := wording(previous, c))]
+    return " ".join(dict.fromkeys(words))
+
+
+# A bare "that"/"this" as a verb's object ("Would you arrange that for …?", "Could you do this as well?"): no noun of its
+# own after it, so it stands for what the previous question asked.
+_THAT_OBJECT = re.compile(
+    r"\b(?:get|do|handle|arrange|book|have|add|order|want|need|use)\s+(?:that|this)"
+    r"(?=\s*(?:[?.!,]|$)|\s+(?:for|too|as well|on|with|at|in|here|there)\b)",
+    re.IGNORECASE,
+)
+# The services a bare "that" can stand for: what the shop does for the customer, not a product's aspect.
+_POINTABLE = (*CARRIED_SERVICES, "rush", "registration", "maintenance", "cleaning", "install", "pickup", "customized")
+
+
+def pointed_service(question: str, history: History) -> str:
+    """The words by which the previous question (as rewritten) asked for a service, when the question takes a
+    bare "that" as its object: "Would you arrange that for my son's bike?" after "What does the express repair
+    add to the bill?"."""
+    if not history.rounds or _THAT_OBJECT.search(question) is None:
+        return ""
+    previous = history.asked[-1] if history.asked and history.asked[-1] else history.rounds[-1].user.content
+    ideas = concepts(previous)
+    words = [w for c in _POINTABLE if c in ideas and (w := wording(previous, c))]
     return " ".join(dict.fromkeys(words))
 
 

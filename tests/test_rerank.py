@@ -296,6 +296,7 @@ def test_a_trade_in_question_finds_the_trade_in_page_over_the_exchange_policy() 
         ("Can the pump run below freezing?", "环境温度低于 0℃ 时请勿使用。", "temperature"),
         ("What does a full service cost?", "全面保养 199 元。", "maintenance"),
         ("How much is the contact lens solution?", "护理液 360 ml 45 元。", "lens_solution"),
+        ("Is there an express service for repairs?", "维修可以加急，另收 50 元。", "rush"),
     ],
 )
 def test_ordinary_shop_words_have_a_concept_in_either_language(question: str, page: str, concept: str) -> None:

@@ -377,3 +377,16 @@ def test_an_old_item_the_customer_also_has_is_no_follow_up_on_the_product() -> N
     assert "雪峰" not in query, query
     # A pronoun still points at the product.
     assert "雪峰 B5" in rule("我的旧空调能换这个吗", *turns)
+
+
+def test_a_bare_that_as_the_object_after_a_service_question_is_that_service() -> None:
+    rules = RuleRewriter(RewriteSettings(mode="rule"))
+    history = view(("What does the express service for a scooter repair add to the bill?", "80 yuan."))
+    pointed = rules.rewrite_now("Could I have that for my e-bike too?", history)
+    assert "express service" in pointed.query and "repair" in pointed.query, pointed
+    assert pointed.continues, pointed
+    history = view(("My neighbour bought a moped. Does he have to register it with the police?", "Yes."))
+    assert "regist" in rules.rewrite_now("Will your branch handle that for him?", history).query
+    # "that" with a noun of its own, or after a question about a product's aspect, is left to the other rules.
+    plain = view(("How heavy is the Vento S7 scooter?", "12 kg."))
+    assert not rules.rewrite_now("Will you arrange that for my e-bike as well?", plain).query.startswith("weigh")
