@@ -18,9 +18,12 @@ from functools import lru_cache
 from rag_core.text import fail_fast
 
 # concept: (English phrases, Chinese phrases). English phrases match whole words (a trailing "*" matches
-# any ending); Chinese phrases match as substrings.
+# any ending; "!word" after a phrase: not when that word follows); Chinese phrases match as substrings.
 CONCEPTS: dict[str, tuple[str, str]] = {
-    "return": ("return*|send back|money back", "退货|退换|退回|无理由|退掉|退款|能退|可以退|可退"),
+    "return": (
+        "return*|send back|send it back|send them back|take it back|take them back|money back",
+        "退货|退换|退回|无理由|退掉|退款|能退|可以退|可退",
+    ),
     "refund": ("refund*|money back|reimburse*", "退款|退钱|到账|原路退回|退回"),
     "exchange": ("exchange*|replace*|swap", "换货|更换|调换|换新"),
     "warranty": ("warrant*|guarantee*|coverage|covered", "保修|质保|保固|保用|联保"),
@@ -74,7 +77,7 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     ),
     "address": ("address*|located|location*|where", "地址|位置|在哪"),
     "contact": (
-        "contact*|call*|phone*|hotline|email*|e-mail|customer service|support|agent*",
+        "contact*!lens|call*|phone*|hotline|email*|e-mail|customer service|support|agent*",
         "客服|电话|热线|联系|邮箱|人工",
     ),
     "order": ("order*", "订单|下单|单号"),
@@ -209,6 +212,8 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     # Goods whose page in the other language names them its own way (a camping stove and its gas).
     "stove": ("stove*|camp cooker*|camping burner*", "炉具|炉头|卡式炉|气炉"),
     "gas_canister": ("canister*|gas cartridge*|fuel can*", "气罐|燃气罐|气瓶"),
+    # A follow-up visit after a fitting or a treatment.
+    "check_up": ("check-up*|checkup*|follow-up visit*|follow-up appointment*|recheck*|re-check*", "复查|复诊|复检"),
     "eye_exam": (
         "eye exam*|eye test*|sight test*|vision test*|optometr*|refraction",
         "验光|视力检查|眼科检查|眼部检查",
@@ -224,15 +229,18 @@ _EN_SPLIT = re.compile(r"\s*\|\s*")
 
 def _en_pattern(phrases: str) -> re.Pattern[str]:
     parts = []
-    for p in _EN_SPLIT.split(phrases.strip()):
+    for phrase in _EN_SPLIT.split(phrases.strip()):
+        p, _, unless = phrase.partition("!")
         body = re.escape(p.rstrip("*")).replace(r"\ ", r"\s+").replace(r"\?", "?").replace(r"\*", r"\w*")
-        parts.append(rf"\b{body}\w*" if p.endswith("*") else rf"\b{body}\b")
+        part = rf"\b{body}\w*" if p.endswith("*") else rf"\b{body}\b"
+        # (After a whole word: "contacts lens" must not match as "contact" before "s lens".)
+        parts.append(part + (rf"\b(?!\s+{re.escape(unless)})" if unless else ""))
     return fail_fast(re.compile("|".join(parts), re.IGNORECASE))
 
 
 # Where a phrase's literal start ends: a space (any run of spaces matches) or anything a pattern could read
 # as other than itself.
-_LITERAL_HEAD = re.compile(r"[\s*?+.|()\[\]{}\\^$]")
+_LITERAL_HEAD = re.compile(r"[\s*?+.|()\[\]{}\\^$!]")
 
 
 def _en_literals(phrases: str) -> tuple[str, ...] | None:

@@ -297,6 +297,8 @@ def test_a_trade_in_question_finds_the_trade_in_page_over_the_exchange_policy() 
         ("What does a full service cost?", "全面保养 199 元。", "maintenance"),
         ("How much is the contact lens solution?", "护理液 360 ml 45 元。", "lens_solution"),
         ("Is there an express service for repairs?", "维修可以加急，另收 50 元。", "rush"),
+        ("How often should she come in for a check-up?", "配镜后每半年复查一次。", "check_up"),
+        ("The kettle leaks, can I send it back?", "7 天内可以无理由退货。", "return"),
     ],
 )
 def test_ordinary_shop_words_have_a_concept_in_either_language(question: str, page: str, concept: str) -> None:
@@ -334,3 +336,10 @@ def test_a_texts_concepts_are_those_whose_phrases_it_mentions() -> None:
         if {"shipping", "price"} <= expected:
             expected.add("shipping_fee")
         assert concepts(text) == expected, text
+
+
+def test_a_contact_lens_is_no_contact_with_the_shop() -> None:
+    assert "contact" not in concepts("Do you sell coloured contact lenses?")
+    assert "contact" not in concepts("How long do contacts lenses last?")
+    assert "contact" in concepts("How can I contact the Lakeside branch?")
+    assert "contact" in concepts("Which contacts can I reach on weekends?")
