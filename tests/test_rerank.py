@@ -298,7 +298,7 @@ def test_a_trade_in_question_finds_the_trade_in_page_over_the_exchange_policy() 
         ("How much is the contact lens solution?", "护理液 360 ml 45 元。", "lens_solution"),
         ("Is there an express service for repairs?", "维修可以加急，另收 50 元。", "rush"),
         ("How often should she come in for a check-up?", "配镜后每半年复查一次。", "check_up"),
-        ("The kettle leaks, can I send it back?", "7 天内可以无理由退货。", "return"),
+        ("The kettle leaks, may I send it back to you?", "7 天内可以无理由退货。", "return"),
     ],
 )
 def test_ordinary_shop_words_have_a_concept_in_either_language(question: str, page: str, concept: str) -> None:
