@@ -618,8 +618,8 @@ def carried_service(question: str, history: History) -> str:
     return " ".join(dict.fromkeys(words))
 
 
-# A bare "that"/"this" as a verb's object ("Would you arrange that for …?", "Could you do this as well?"): no noun of its
-# own after it, so it stands for what the previous question asked.
+# A bare "that"/"this" as a verb's object ("Would you arrange that for …?", "Could you do this as well?"): no noun
+# of its own after it, so it stands for what the previous question asked.
 _THAT_OBJECT = re.compile(
     r"\b(?:get|do|handle|arrange|book|have|add|order|want|need|use)\s+(?:that|this)"
     r"(?=\s*(?:[?.!,]|$)|\s+(?:for|too|as well|on|with|at|in|here|there)\b)",
