@@ -272,6 +272,10 @@ class Gate:
             # "家里还有台旧…能抵多少", "I also have an old …": the cue adds the customer's own old item, which the
             # question is about; the conversation's product glued on would lead to that product's page.
             marker = None
+        if trade_in_words(question, history):
+            # "I've also got an old battery, what would it fetch?" in a conversation about a trade-in: another
+            # old item for the same trade-in.
+            return Decision("dependent", "another old item for the trade-in", history)
         if found is None and has_determiner(question):
             definite = definite_reference(question, history.candidates)
             marker = definite[0] if definite else None
@@ -443,6 +447,8 @@ class RuleRewriter:
             # "How long will his eyes stay blurry?" after "… for my son": he is the customer's relative, whom no
             # page is about; a place or a product of the conversation put in his stead would mislead retrieval.
             query, detail = question, "he/she is the customer's relative"
+        if not query and (service := trade_in_words(question, decision.history)):
+            query, detail = f"{service} {question.strip()}", f"carried {service!r} for the customer's old item"
         if not query and decision.kind == "dependent" and (service := traded_in(question, decision.history)):
             query, detail = f"{service} {question.strip()}", f"carried {service!r}, not the customer's old item"
         rounds = decision.history.rounds
@@ -652,6 +658,22 @@ def traded_in(question: str, history: History) -> str:
     if not old_item(previous):
         return ""
     return wording(previous, "trade_in") or ""
+
+
+def trade_in_words(question: str, history: History) -> str:
+    """The words by which an earlier question of the conversation asked for a trade-in, when the question names
+    an old item of the customer's (`old_item`), points at nothing and asks for no service itself. Any question memory holds:
+    the questions in between may have named the new product the trade-in is for (a new subject to the rules)."""
+    marker = find_marker(question)
+    if not old_item(question) or (marker is not None and marker.pronoun):
+        return ""  # "我的旧空调能换这个吗": this is the product
+    ideas = concepts(question)
+    if ideas & set(CARRIED_SERVICES) or _services(ideas):
+        return ""
+    for r in reversed(history.view.rounds):
+        if words := wording(r.user.content, "trade_in"):
+            return words
+    return ""
 
 
 _TIME_CONCEPTS = frozenset(["time_limit", "business_days"])

@@ -390,3 +390,15 @@ def test_a_bare_that_as_the_object_after_a_service_question_is_that_service() ->
     # "that" with a noun of its own, or after a question about a product's aspect, is left to the other rules.
     plain = view(("How heavy is the Vento S7 scooter?", "12 kg."))
     assert not rules.rewrite_now("Will you arrange that for my e-bike as well?", plain).query.startswith("weigh")
+
+
+def test_another_old_item_in_a_trade_in_conversation_is_for_the_trade_in() -> None:
+    turns = [
+        ("我那台用了两年的旧洗碗机，以旧换新能折多少", "按成色估价。"),
+        ("最高多少", "最高 600 元。"),
+        ("雪峰 D7 够不够", "够。"),
+    ]
+    query = rule("我还有台旧空调，买新机的话能折多少", *turns)
+    assert query.startswith("以旧换新") and "雪峰" not in query, query
+    # An old item asked about for another service is that service's question.
+    assert not rule("我的旧空调坏了，保修能修吗", *turns).startswith("以旧换新")
