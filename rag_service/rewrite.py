@@ -662,8 +662,9 @@ def traded_in(question: str, history: History) -> str:
 
 def trade_in_words(question: str, history: History) -> str:
     """The words by which an earlier question of the conversation asked for a trade-in, when the question names
-    an old item of the customer's (`old_item`), points at nothing and asks for no service itself. Any question memory holds:
-    the questions in between may have named the new product the trade-in is for (a new subject to the rules)."""
+    an old item of the customer's (`old_item`), points at nothing and asks for no service itself. Any question
+    memory holds: the questions in between may have named the new product the trade-in is for (a new subject to
+    the rules)."""
     marker = find_marker(question)
     if not old_item(question) or (marker is not None and marker.pronoun):
         return ""  # "我的旧空调能换这个吗": this is the product

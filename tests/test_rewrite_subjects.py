@@ -394,7 +394,7 @@ def test_a_bare_that_as_the_object_after_a_service_question_is_that_service() ->
 
 def test_another_old_item_in_a_trade_in_conversation_is_for_the_trade_in() -> None:
     turns = [
-        ("我那台用了两年的旧洗碗机，以旧换新能折多少", "按成色估价。"),
+        ("家里那台旧洗碗机想参加以旧换新，大概折多少", "按成色估价。"),
         ("最高多少", "最高 600 元。"),
         ("雪峰 D7 够不够", "够。"),
     ]
