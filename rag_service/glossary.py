@@ -18,9 +18,12 @@ from functools import lru_cache
 from rag_core.text import fail_fast
 
 # concept: (English phrases, Chinese phrases). English phrases match whole words (a trailing "*" matches
-# any ending); Chinese phrases match as substrings.
+# any ending; "!word" after a phrase: not when that word follows); Chinese phrases match as substrings.
 CONCEPTS: dict[str, tuple[str, str]] = {
-    "return": ("return*|send back|money back", "退货|退换|退回|无理由|退掉|退款|能退|可以退|可退"),
+    "return": (
+        "return*|send back|send it back|send them back|take it back|take them back|money back",
+        "退货|退换|退回|无理由|退掉|退款|能退|可以退|可退",
+    ),
     "refund": ("refund*|money back|reimburse*", "退款|退钱|到账|原路退回|退回"),
     "exchange": ("exchange*|replace*|swap", "换货|更换|调换|换新"),
     "warranty": ("warrant*|guarantee*|coverage|covered", "保修|质保|保固|保用|联保"),
@@ -74,7 +77,7 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     ),
     "address": ("address*|located|location*|where", "地址|位置|在哪"),
     "contact": (
-        "contact*|call*|phone*|hotline|email*|e-mail|customer service|support|agent*",
+        "contact*!lens|call*|phone*|hotline|email*|e-mail|customer service|support|agent*",
         "客服|电话|热线|联系|邮箱|人工",
     ),
     "order": ("order*", "订单|下单|单号"),
@@ -131,7 +134,10 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "zone": ("zone*|region*|countr*", "区域|地区|国家"),
     # Home appliances: what their pages and customers talk about in either language.
     "noise": ("noise|noisy|quiet*|loud*|decibel*|db", "噪音|噪声|分贝|静音"),
-    "temperature": ("temperature*|degrees|celsius|°c", "温度|℃|°C|恒温|控温"),
+    "temperature": (
+        "temperature*|degrees|celsius|°c|freezing|below zero|sub-zero|frost*",
+        "温度|℃|°C|恒温|控温|零下|低温|结冰",
+    ),
     "room_size": (
         "room size|room area|floor area|square met*|how big a room|how large a room",
         "面积|房间|平方米|平米|㎡",
@@ -178,7 +184,11 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     # Ordinary shop words a page in the other language writes its own way.
     "security_deposit": ("deposit*", "押金|保证金"),
     "late": ("late|overdue|past the due date|extra day*", "逾期|超期|晚还|迟还|延期归还|超时"),
-    "rush": ("rush*|expedit*|urgent*|speed up|hurry|asap", "加急|急单|急用|加快"),
+    # Not "express" alone: express delivery is shipping.
+    "rush": (
+        "rush*|expedit*|urgent*|speed up|hurry|asap|express service*|express processing|express lens*",
+        "加急|急单|急用|加快",
+    ),
     "registration": ("regist*|licen[cs]e plate*|number plate*|plate number*", "上牌|登记|备案|牌照|车牌"),
     "accessory": ("accessor*|spare part*|add-on*", "配件|附件"),
     # "能退税" is a tax refund, not a return (能退).
@@ -187,7 +197,12 @@ CONCEPTS: dict[str, tuple[str, str]] = {
         "reschedul*|change the day|change the date|another date|different date|postpon*",
         "改期|改约|改日期|改时间|换个时间|推迟",
     ),
-    "maintenance": ("maintenance|servicing|tune-up*|tune up|overhaul*", "保养|维护|养护"),
+    # A workshop's service packages ("a full service") are maintenance; "service" alone is customer service.
+    "maintenance": (
+        "maintenance|servicing|tune-up*|tune up|overhaul*|basic service|full service|deep service|annual service"
+        "|service package*|service plan*",
+        "保养|维护|养护",
+    ),
     # Not "wash*": a washing machine is no cleaning service.
     "cleaning": ("clean|cleaning|cleaned|launder*|dry clean*", "清洗|清洁|水洗|干洗|机洗|手洗"),
     "sold_separately": (
@@ -197,11 +212,16 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     # Goods whose page in the other language names them its own way (a camping stove and its gas).
     "stove": ("stove*|camp cooker*|camping burner*", "炉具|炉头|卡式炉|气炉"),
     "gas_canister": ("canister*|gas cartridge*|fuel can*", "气罐|燃气罐|气瓶"),
+    # A follow-up visit after a fitting or a treatment.
+    "check_up": ("check-up*|checkup*|follow-up visit*|follow-up appointment*|recheck*|re-check*", "复查|复诊|复检"),
     "eye_exam": (
         "eye exam*|eye test*|sight test*|vision test*|optometr*|refraction",
         "验光|视力检查|眼科检查|眼部检查",
     ),
     "altitude": ("altitude*|elevation|plateau", "海拔|高原"),
+    # What a customer brings along to a service (a receipt, the item, an id): the page says what to show.
+    "bring": ("bring*|brought|take along|carry along", "带上|带好|带着|携带|出示|要带|带什么"),
+    "lens_solution": ("lens solution*|contact solution*|care solution*|multipurpose solution*", "护理液"),
 }
 
 _EN_SPLIT = re.compile(r"\s*\|\s*")
@@ -209,15 +229,18 @@ _EN_SPLIT = re.compile(r"\s*\|\s*")
 
 def _en_pattern(phrases: str) -> re.Pattern[str]:
     parts = []
-    for p in _EN_SPLIT.split(phrases.strip()):
+    for phrase in _EN_SPLIT.split(phrases.strip()):
+        p, _, unless = phrase.partition("!")
         body = re.escape(p.rstrip("*")).replace(r"\ ", r"\s+").replace(r"\?", "?").replace(r"\*", r"\w*")
-        parts.append(rf"\b{body}\w*" if p.endswith("*") else rf"\b{body}\b")
+        part = rf"\b{body}\w*" if p.endswith("*") else rf"\b{body}\b"
+        # (After a whole word: "contacts lens" must not match as "contact" before "s lens".)
+        parts.append(part + (rf"\b(?!\s+{re.escape(unless)})" if unless else ""))
     return fail_fast(re.compile("|".join(parts), re.IGNORECASE))
 
 
 # Where a phrase's literal start ends: a space (any run of spaces matches) or anything a pattern could read
 # as other than itself.
-_LITERAL_HEAD = re.compile(r"[\s*?+.|()\[\]{}\\^$]")
+_LITERAL_HEAD = re.compile(r"[\s*?+.|()\[\]{}\\^$!]")
 
 
 def _en_literals(phrases: str) -> tuple[str, ...] | None:

@@ -24,6 +24,7 @@ from rag_core.vectorstore import ScoredChunk, VectorIndex
 from rag_service.domain import Chunk
 from rag_service.facts import BASE_WORDS, product_fit, products
 from rag_service.filler import search_text
+from rag_service.glossary import GENERIC, concepts
 from rag_service.rerank import other_language, rerank
 
 
@@ -34,6 +35,8 @@ class Searched:
 
     chunks: tuple[Chunk, ...]
     scale: float
+    # Its own best chunk has a specific concept of the question's (`has_own_page`).
+    own_page: bool = False
 
 
 class FoundDocuments(Recent[tuple[str, str, int], Searched]):
@@ -104,8 +107,9 @@ class Retriever:
     ) -> list[Chunk]:
         """The search's result (its candidates leaned on `prior`); the candidates are remembered for the
         follow-ups that will lean on this search."""
-        self.found.put((tenant or "", query, n), Searched(tuple(c.without_text() for c in ranked), scale))
-        return lean(query, ranked, prior, scale)[:n]
+        own_page = has_own_page(query, ranked)
+        self.found.put((tenant or "", query, n), Searched(tuple(c.without_text() for c in ranked), scale, own_page))
+        return lean(query, ranked, prior, scale, own_page)[:n]
 
     async def prior(self, continues: Sequence[str], tenant: str | None) -> dict[str, float]:
         """Document id -> weight: the documents of the best chunks the previous question found (itself read
@@ -121,7 +125,7 @@ class Retriever:
         if searched is None:
             return await self.search(chain[0], tenant=tenant, continues=chain[1:])
         prior = _weights(await self._leaned(chain[1:], tenant)) if len(chain) > 1 else {}
-        return lean(chain[0], searched.chunks, prior, searched.scale)[:n]
+        return lean(chain[0], searched.chunks, prior, searched.scale, searched.own_page)[:n]
 
 
 def continued(
@@ -157,11 +161,25 @@ def _weights(found: Sequence[Chunk]) -> dict[str, float]:
 DOC_PRIOR = 0.08
 PRIOR_CHUNKS = 3
 PRIOR_DECAY = 0.5
+# Where a follow-up's own best chunk on a page not leaned on is kept at the latest (0-based, `lean`).
+OWN_BEST_RANK = 2
+# ... when its score is above the best chunk of the leaned-on pages by this much (a quarter of the full lean):
+# a question that moves on fits its own page clearly better; a follow-up that continues fits both about alike.
+OWN_BEST_MARGIN = DOC_PRIOR / 4
 # How many chunks of the continued page a follow-up's candidates take in beyond its own best (`continued`).
 CONTINUED_CHUNKS = 1
 
 
-def lean(query: str, chunks: Sequence[Chunk], prior: dict[str, float], scale: float = 1.0) -> list[Chunk]:
+def has_own_page(query: str, ranked: Sequence[Chunk]) -> bool:
+    """Does the query's own best chunk have one of its specific concepts (not a generic one: "多少钱", "要几天")?
+    A short follow-up's own words match a page by chance; a question that moves on names what its page is about."""
+    ideas = concepts(query) - GENERIC
+    return bool(ideas and ranked and concepts(ranked[0].text, ideas))
+
+
+def lean(
+    query: str, chunks: Sequence[Chunk], prior: dict[str, float], scale: float = 1.0, own_page: bool = False
+) -> list[Chunk]:
     """The chunks reordered with the documents of `prior` lifted by their weight times `DOC_PRIOR`. A page
     whose title names the query's product is lifted by the reranker already ("Zeta 14 Pro 教师买能便宜多少"
     may be answered on the teacher-discount page): the two do not add up."""
@@ -176,7 +194,17 @@ def lean(query: str, chunks: Sequence[Chunk], prior: dict[str, float], scale: fl
             return 0.0
         return scale * DOC_PRIOR * weight
 
-    return sorted((c.rescored(c.score + lift(c)) for c in chunks), key=lambda c: -c.score)
+    leaned = sorted((c.rescored(c.score + lift(c)) for c in chunks), key=lambda c: -c.score)
+    # The question's own best chunk (`own_page`), on a page the previous questions did not find, stays among
+    # the first `OWN_BEST_RANK` + 1: a question that moves on ("Is there a yearly plan …?" after questions
+    # about a service) has its page there, and the lean would fill the prompt with the previous pages' chunks.
+    own = chunks[0] if chunks and own_page else None
+    rival = next((c.score for c in chunks if c.doc_id in prior), None)
+    if own is not None and own.doc_id not in prior and (rival is None or own.score - rival >= OWN_BEST_MARGIN * scale):
+        at = next(i for i, c in enumerate(leaned) if c.id == own.id)
+        if at > OWN_BEST_RANK:
+            leaned.insert(OWN_BEST_RANK, leaned.pop(at))
+    return leaned
 
 
 # A chunk that has the figures the question names ("the 2.5 mm cable", "the 72-hour test", "a 450g

@@ -265,6 +265,17 @@ class Gate:
                 return Decision("dependent", f"asks about shipping to {topic.place!r}", history, product=topic.place)
         found = find_marker(question)
         marker = found.text if found is not None and not antecedent_inside(question, found, names) else None
+        if pointed_service(question, history):
+            # "Would you arrange that for my son's bike?" after a question about a service: "that" is the service.
+            return Decision("dependent", "that: the previous question's service", history)
+        if found is not None and not found.pronoun and old_item(question):
+            # "家里还有台旧…能抵多少", "I also have an old …": the cue adds the customer's own old item, which the
+            # question is about; the conversation's product glued on would lead to that product's page.
+            marker = None
+        if trade_in_words(question, history):
+            # "I've also got an old battery, what would it fetch?" in a conversation about a trade-in: another
+            # old item for the same trade-in.
+            return Decision("dependent", "another old item for the trade-in", history)
         if found is None and has_determiner(question):
             definite = definite_reference(question, history.candidates)
             marker = definite[0] if definite else None
@@ -292,7 +303,7 @@ class Gate:
             if sim is not None and sim < self.settings.topic_similarity:
                 return self._unlike(sim, history)
         if content_size(question) <= 1 and not is_fragment(question):
-            service = _services(concepts(question))
+            service = _services(own_concepts(question))
             if service and not any(service & _services(concepts(r.user.content)) for r in rounds):
                 # "售后热线周末有人接吗" after questions about an invoice: another of the shop's services, which
                 # the previous subject would only pull toward the previous page. A return question still leans on
@@ -429,15 +440,15 @@ class RuleRewriter:
                 query, detail = resolve(question, Entity(family, True)), f"added family {family!r}"
             else:
                 query, detail = question, f"names a sibling of {decision.product!r}"
+        if not query and (service := pointed_service(question, decision.history)):
+            query, detail = f"{service} {question.strip()}", f"that: {service!r}"
         personal = personal_pronoun(question)
-        if (
-            not query
-            and personal
-            and any(_RELATIVE.search(t.text) for t in decision.history.texts if t.source == "user")
-        ):
+        if not query and personal and any(_RELATIVE.search(r.user.content) for r in decision.history.view.rounds):
             # "How long will his eyes stay blurry?" after "… for my son": he is the customer's relative, whom no
             # page is about; a place or a product of the conversation put in his stead would mislead retrieval.
             query, detail = question, "he/she is the customer's relative"
+        if not query and (service := trade_in_words(question, decision.history)):
+            query, detail = f"{service} {question.strip()}", f"carried {service!r} for the customer's old item"
         if not query and decision.kind == "dependent" and (service := traded_in(question, decision.history)):
             query, detail = f"{service} {question.strip()}", f"carried {service!r}, not the customer's old item"
         rounds = decision.history.rounds
@@ -445,7 +456,7 @@ class RuleRewriter:
             query, detail = resolve(question, plural), f"they: {plural.text!r}"
         if not query:
             query, detail = rule_rewrite(question, decision.history.candidates, personal)
-        if decision.kind == "dependent" and query != question and decision.contrast is None:
+        if decision.kind == "dependent" and (query != question or brings(question)) and decision.contrast is None:
             service = carried_service(question, decision.history)
             if service:
                 query, detail = f"{service} {query}", f"{detail}; carried {service!r}"
@@ -607,9 +618,32 @@ def carried_service(question: str, history: History) -> str:
     ideas = concepts(previous)
     # A concept the previous question had too is no subject of the follow-up's own: "多久能寄回来" after "保修寄修
     # 运费谁出" still asks how the warranty goes (the sending is part of it).
-    if concepts(question) - _TIME_CONCEPTS - ideas:
+    if own_concepts(question) - _TIME_CONCEPTS - ideas:
         return ""
     words = [w for c in CARRIED_SERVICES if c in ideas and (w := wording(previous, c))]
+    return " ".join(dict.fromkeys(words))
+
+
+# A bare "that"/"this" as a verb's object ("Would you arrange that for …?", "Could you do this as well?"): no noun
+# of its own after it, so it stands for what the previous question asked.
+_THAT_OBJECT = re.compile(
+    r"\b(?:get|do|handle|arrange|book|have|add|order|want|need|use)\s+(?:that|this)"
+    r"(?=\s*(?:[?.!,]|$)|\s+(?:for|too|as well|on|with|at|in|here|there)\b)",
+    re.IGNORECASE,
+)
+# The services a bare "that" can stand for: what the shop does for the customer, not a product's aspect.
+_POINTABLE = (*CARRIED_SERVICES, "rush", "registration", "maintenance", "cleaning", "install", "pickup", "customized")
+
+
+def pointed_service(question: str, history: History) -> str:
+    """The words by which the previous question (as rewritten) asked for a service, when the question takes a
+    bare "that" as its object: "Would you arrange that for my son's bike?" after "What does the express repair
+    add to the bill?"."""
+    if not history.rounds or _THAT_OBJECT.search(question) is None:
+        return ""
+    previous = history.asked[-1] if history.asked and history.asked[-1] else history.rounds[-1].user.content
+    ideas = concepts(previous)
+    words = [w for c in _POINTABLE if c in ideas and (w := wording(previous, c))]
     return " ".join(dict.fromkeys(words))
 
 
@@ -626,7 +660,40 @@ def traded_in(question: str, history: History) -> str:
     return wording(previous, "trade_in") or ""
 
 
+def trade_in_words(question: str, history: History) -> str:
+    """The words by which an earlier question of the conversation asked for a trade-in, when the question names
+    an old item of the customer's (`old_item`), points at nothing and asks for no service itself. Any question
+    memory holds: the questions in between may have named the new product the trade-in is for (a new subject to
+    the rules)."""
+    marker = find_marker(question)
+    if not old_item(question) or (marker is not None and marker.pronoun):
+        return ""  # "我的旧空调能换这个吗": this is the product
+    ideas = concepts(question)
+    if ideas & set(CARRIED_SERVICES) or _services(ideas):
+        return ""
+    for r in reversed(history.view.rounds):
+        if words := wording(r.user.content, "trade_in"):
+            return words
+    return ""
+
+
 _TIME_CONCEPTS = frozenset(["time_limit", "business_days"])
+# What a customer shows at a service counter: in "Should I take my receipt along?" the receipt is no invoice
+# question but part of the service the conversation is about.
+_BROUGHT = frozenset(["invoice", "proof", "order", "packaging", "in_box", "account"])
+
+
+def brings(question: str) -> bool:
+    return "bring" in concepts(question)
+
+
+def own_concepts(question: str) -> frozenset[str]:
+    """The question's concepts, without its asking what to bring along and what it brings (`_BROUGHT`): the
+    procedure of the service the conversation is about."""
+    ideas = concepts(question)
+    return ideas - _BROUGHT - {"bring"} if "bring" in ideas else ideas
+
+
 # What a question about the course of a service asks: what to bring, where to go, how long it takes.
 _PROCEDURE = re.compile(
     r"\b(?:bring|where|how long|how many days|what documents|what papers|procedure|process)\b"

@@ -291,6 +291,14 @@ def test_a_trade_in_question_finds_the_trade_in_page_over_the_exchange_policy() 
         ("Which stove should I take camping?", "野营炉具价目表", "stove"),
         ("气罐能寄吗", "Gas canisters cannot be shipped by air.", "gas_canister"),
         ("验光要多少钱", "An eye exam takes 20 minutes.", "eye_exam"),
+        ("Which papers should I bring along to the counter?", "请带上购买凭证到门店。", "bring"),
+        ("送修要出示什么", "Bring the scooter and your receipt to any branch.", "bring"),
+        ("Can the pump run below freezing?", "环境温度低于 0℃ 时请勿使用。", "temperature"),
+        ("What does a full service cost?", "全面保养 199 元。", "maintenance"),
+        ("How much is the contact lens solution?", "护理液 360 ml 45 元。", "lens_solution"),
+        ("Is there an express service for repairs?", "维修可以加急，另收 50 元。", "rush"),
+        ("How often should she come in for a check-up?", "配镜后每半年复查一次。", "check_up"),
+        ("The kettle leaks, may I send it back to you?", "7 天内可以无理由退货。", "return"),
     ],
 )
 def test_ordinary_shop_words_have_a_concept_in_either_language(question: str, page: str, concept: str) -> None:
@@ -328,3 +336,10 @@ def test_a_texts_concepts_are_those_whose_phrases_it_mentions() -> None:
         if {"shipping", "price"} <= expected:
             expected.add("shipping_fee")
         assert concepts(text) == expected, text
+
+
+def test_a_contact_lens_is_no_contact_with_the_shop() -> None:
+    assert "contact" not in concepts("Do you sell coloured contact lenses?")
+    assert "contact" not in concepts("How long do contacts lenses last?")
+    assert "contact" in concepts("How can I contact the Lakeside branch?")
+    assert "contact" in concepts("Which contacts can I reach on weekends?")

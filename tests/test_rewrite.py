@@ -21,7 +21,7 @@ from rag_service.domain import Chunk, MemoryView, Message, Round
 from rag_service.evaluation import cli
 from rag_service.evaluation.cache import CachingEmbedder, EmbeddingCache
 from rag_service.evaluation.retrieval_eval import split_half
-from rag_service.retrieval import PRIOR_DECAY, Retriever, lean
+from rag_service.retrieval import OWN_BEST_RANK, PRIOR_DECAY, Retriever, has_own_page, lean
 from rag_service.rewrite import (
     Gate,
     History,
@@ -920,3 +920,24 @@ def test_a_words_sentence_start_is_what_a_search_of_the_text_before_it_says() ->
 def test_an_answers_capitalised_words_are_named_only_inside_a_sentence() -> None:
     found = {e.text: e.named for e in entities("Delivery takes two days.\nCourier Jetline brings it. Parcels wait")}
     assert (found["Delivery"], found["Courier Jetline"], found["Parcels"]) == (False, True, False)
+
+
+def test_lean_keeps_the_questions_own_best_page_among_the_first_three() -> None:
+    plan = _chunk("plan", 0.90)
+    previous = [_chunk("exam", 0.88 - i / 100) for i in range(5)]
+    leaned = lean("Is there a yearly plan for the whole family?", [plan, *previous], {"exam": 1.0}, own_page=True)
+    assert [c.doc_id for c in leaned].index("plan") == OWN_BEST_RANK
+    # Unless its own best chunk has nothing specific of the question's (a short follow-up's chance match).
+    assert [c.doc_id for c in lean("x", [plan, *previous], {"exam": 1.0})].index("plan") == len(previous)
+    # Its page leaned on too, it ranks as the lean puts it.
+    assert lean("x", [previous[0], *previous[1:]], {"exam": 1.0})[0].doc_id == "exam"
+    # A follow-up whose own best page fits it hardly better than the pages it continues is leaned as usual.
+    close = [_chunk("repair", 0.885), *[_chunk("jacket", 0.88 - i / 100) for i in range(5)]]
+    assert [c.doc_id for c in lean("x", close, {"jacket": 1.0}, own_page=True)].index("repair") == len(close) - 1
+
+
+def test_a_questions_own_page_has_a_specific_concept_of_the_question() -> None:
+    plan = Chunk("p", "plan", "plan.md", "Lakeside Care Plan", "Two eye tests a year for 499 yuan.", 0.9, 10)
+    assert has_own_page("Does any plan include eye tests?", [plan])
+    # A price alone is no evidence: any page has one.
+    assert not has_own_page("这款卖多少钱", [plan])

@@ -348,3 +348,57 @@ def test_they_after_a_question_that_called_the_product_it_is_that_question_s_plu
     assert "side baskets" in query and "Lumo" not in query, query
     # A plural asked for is what the answer listed, not what "they" stands for.
     assert rule("What do they cost?", turns[0], ("Which finishes does it come in?", "Red and grey.")).startswith("Lumo")
+
+
+def test_what_a_follow_up_asks_to_bring_is_part_of_the_service() -> None:
+    rules = RuleRewriter(RewriteSettings(mode="rule"))
+    history = view(("My Vento S7 scooter's brake squeaks. Is it still under warranty?", "Yes, for two years."))
+    # The receipt is what the warranty claim needs, not a question about invoices (another service).
+    brought = rules.rewrite_now("Should I bring my receipt with me?", history)
+    assert "warranty" in brought.query and brought.continues, brought
+    # Asked on its own, the receipt is the invoice service's.
+    assert rules.rewrite_now("Can I get a receipt with my company name?", history).continues == ()
+
+
+def test_he_or_she_is_the_relative_named_earlier_than_the_recent_rounds() -> None:
+    turns = [
+        ("My brother just bought a Kestrel E2 e-scooter. Does he need a licence?", "No."),
+        ("Can your store register it for him?", "Yes."),
+        ("How much is the Drift 3 helmet?", "189 yuan."),
+        ("Do you have it in black?", "Yes."),
+    ]
+    query = rule("Can he ride it in the snow?", *turns)
+    assert "Drift 3" not in query and "Kestrel" not in query, query
+
+
+def test_an_old_item_the_customer_also_has_is_no_follow_up_on_the_product() -> None:
+    turns = [("我想以旧换新，旧冰箱能抵多少", "按成色估价。"), ("雪峰 B5 够不够", "够。")]
+    query = rule("家里还有台旧空调，换新机能抵多少", *turns)
+    assert "雪峰" not in query, query
+    # A pronoun still points at the product.
+    assert "雪峰 B5" in rule("我的旧空调能换这个吗", *turns)
+
+
+def test_a_bare_that_as_the_object_after_a_service_question_is_that_service() -> None:
+    rules = RuleRewriter(RewriteSettings(mode="rule"))
+    history = view(("What does the express service for a scooter repair add to the bill?", "80 yuan."))
+    pointed = rules.rewrite_now("Could I have that for my e-bike too?", history)
+    assert "express service" in pointed.query and "repair" in pointed.query, pointed
+    assert pointed.continues, pointed
+    history = view(("My neighbour bought a moped. Does he have to register it with the police?", "Yes."))
+    assert "regist" in rules.rewrite_now("Will your branch handle that for him?", history).query
+    # "that" with a noun of its own, or after a question about a product's aspect, is left to the other rules.
+    plain = view(("How heavy is the Vento S7 scooter?", "12 kg."))
+    assert not rules.rewrite_now("Will you arrange that for my e-bike as well?", plain).query.startswith("weigh")
+
+
+def test_another_old_item_in_a_trade_in_conversation_is_for_the_trade_in() -> None:
+    turns = [
+        ("家里那台旧洗碗机想参加以旧换新，大概折多少", "按成色估价。"),
+        ("最高多少", "最高 600 元。"),
+        ("雪峰 D7 够不够", "够。"),
+    ]
+    query = rule("我还有台旧空调，买新机的话能折多少", *turns)
+    assert query.startswith("以旧换新") and "雪峰" not in query, query
+    # An old item asked about for another service is that service's question.
+    assert not rule("我的旧空调坏了，保修能修吗", *turns).startswith("以旧换新")
