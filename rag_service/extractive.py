@@ -713,6 +713,39 @@ def _quotes_sibling(subjects: tuple[str, ...], name: str) -> bool:
     return any(s == lowered or s.endswith(f" {lowered}") for s in subjects)
 
 
+def _named_headings(candidates: Sequence[Candidate], filed: set[str]) -> set[tuple[str, str]]:
+    """Headings that name a model only beside a sibling's: on a page with a section "Lumo Trail Max" (a model
+    heading by its variant word), "Lumo Trail Dusk" and the bare "Lumo Trail" are models of the same family
+    too, though neither a digit nor a variant word says so. A heading is one when it holds a filed model
+    heading's family words and adds only capitalised Latin words (a name, not a topic such as "Lumo Trail 保养"
+    or "Lumo Trail care")."""
+    families: dict[str, list[frozenset[str]]] = {}
+    for c in candidates:
+        section = c.section.strip()
+        if c.row is None and section in filed:
+            family = _name_tokens(section) - VARIANT_WORDS
+            if family:
+                families.setdefault(c.chunk.doc_id, []).append(family)
+    found: set[tuple[str, str]] = set()
+    for c in candidates:
+        section = c.section.strip()
+        doc = c.chunk.doc_id
+        if doc not in families or (doc, section) in found or section in filed or _sibling_name(c):
+            continue
+        if not section or section == c.chunk.title or len(section) > 40 or _QUESTION_LINE.search(section):
+            continue
+        tokens = _name_tokens(section)
+        for family in families[doc]:
+            rest = [w for w in _NAME_WORD.findall(section) if w.lower() not in family]
+            if family <= tokens and all(w.isascii() and w[0].isupper() and w.isalpha() for w in rest):
+                found.add((doc, section))
+                break
+    return found
+
+
+_NAME_WORD = re.compile(rf"[A-Za-z0-9]+(?:\.[0-9]+)?|{HAN_CLASS}+")
+
+
 class _Siblings:
     """Which of a page's sibling models (rows of one table, sections of one page) the question names, read
     by the words that tell them apart rather than by parsing a product name: "20L" picks "远足 20L 城市包"
@@ -738,6 +771,10 @@ class _Siblings:
                 by_doc.setdefault(c.chunk.doc_id, set()).add(name)
                 if c.row is not None or name == c.section.strip():
                     filed.add(name)
+        self.named_headings = _named_headings(candidates, filed)
+        for doc, heading in self.named_headings:
+            by_doc.setdefault(doc, set()).add(heading)
+            filed.add(heading)
         self.hits: dict[tuple[str, str], float] = {}
         self.best: dict[str, float] = {}
         # The words the page's sibling models are named by ("护童", "pro" of "护童 Pro"): they say which model,
@@ -781,16 +818,20 @@ class _Siblings:
             return 1.0
         return _ADDED if token in self.added else 0.0
 
+    def name(self, c: Candidate) -> str:
+        heading = c.section.strip()
+        return _sibling_name(c) or (heading if (c.chunk.doc_id, heading) in self.named_headings else "")
+
     def named_by_customer(self, c: Candidate) -> bool:
         """Do the customer's own words name the sibling the candidate is filed under (a whole word of its name,
         not the rewriter's additions nor the sibling the last answer settled on)?"""
-        return self.hits.get((c.chunk.doc_id, _sibling_name(c)), 0.0) >= 1
+        return self.hits.get((c.chunk.doc_id, self.name(c)), 0.0) >= 1
 
     def fit(self, c: Candidate) -> float:
         """> 1 for a sentence under the sibling the question names best, < 1 under one it does not name while
         it names another; 1 when the question tells none of the page's siblings apart."""
         best = self.best.get(c.chunk.doc_id, 0.0)
-        hit = self.hits.get((c.chunk.doc_id, _sibling_name(c)))
+        hit = self.hits.get((c.chunk.doc_id, self.name(c)))
         if not best or hit is None:
             return 1.0
         # A sibling that shares only the family's word with the question ("Clara" of "Clara 1.74" for "Clara 1.56") is
