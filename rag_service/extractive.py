@@ -592,7 +592,7 @@ def _family_wide(c: Candidate, q: Question) -> bool:
     word: it is said of the whole family (the page is no sibling's own page)."""
     if c.row is not None or products(c.text) or variant_marks(c.text):
         return False
-    if _heading_names_sibling(c, q):
+    if _heading_names_sibling(c, q) or _heading_names_base(c, q):
         return False  # "Price: ¥899" under its own model's heading is that model's, not the family's
     asked = {v for p in q.named for v in p.variants}
     return bool(asked) and asked <= variant_marks(c.chunk.text)
@@ -606,6 +606,17 @@ def _heading_names_sibling(c: Candidate, q: Question) -> bool:
         bool(named)
         and product_fit(list(q.named), q.base_model, list(named)) == 0
         and any(n.variants or n.core != a.core for n in named for a in q.named)
+    )
+
+
+def _heading_names_base(c: Candidate, q: Question) -> bool:
+    """The sentence's heading names the asked model's line without the variant asked ("Acme T5" for "Acme T5
+    Plus"), in a page with a section of its own for the variant: the plain model's section, not the family's."""
+    if not c.section or c.section == c.chunk.title or _FAMILY_AFTER.search(c.section):
+        return False
+    asked = [a for a in q.named if a.variants and not all(BASE_WORDS.fullmatch(v) for v in a.variants)]
+    return any(n.core == a.core and not n.variants for n in products(c.section) for a in asked) and any(
+        a.text.lower() in c.chunk.text.lower() for a in asked
     )
 
 

@@ -28,7 +28,7 @@ def test_a_sibling_named_by_a_plain_word_takes_its_own_line() -> None:
 
 
 def test_the_model_the_rewriter_carried_picks_its_heading_for_a_follow_up() -> None:
-    memory = _memory(("Kestrel Ridge Dusk 头灯多少钱", "[extractive answer, no LLM configured] 根据知识库：\n- 暂无"))
+    memory = _memory(("Kestrel Ridge Dusk 头灯有货吗", "[extractive answer, no LLM configured] 根据知识库：\n- 暂无"))
     out = answer("这款多重", PAGE, query="Kestrel Ridge Dusk 这款多重", memory=memory)
     assert "55 g" in out and "71 g" not in out and "48 g" not in out
 
