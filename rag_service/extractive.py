@@ -562,7 +562,7 @@ def _stems(words: Sequence[str] | set[str]) -> set[str]:
 def _context_products(c: Candidate, q: Question) -> list[Product]:
     """The products a sentence is about: those it names that touch the question's, else its section's,
     else its document's."""
-    named_here = products(c.row.name) if c.row is not None else products(c.text)
+    named_here = products(c.row.name) if c.row is not None else _line_products(c.text)
     own = [p for p in named_here if any(p.core & a.core for a in q.named)]
     if own:
         return own
@@ -576,6 +576,31 @@ def _context_products(c: Candidate, q: Question) -> list[Product]:
     return []
 
 
+# A figure that goes on as a decimal or with a unit is a measurement, not a model number.
+_UNIT_AFTER = re.compile(
+    r"(?:\.\d|\s?(?:kg|g|cm|mm|m|km|l|ml|w|v|mah|wh|h|hours?|minutes?|days?|weeks?|months?|years?|yuan|rmb"
+    r"|inch(?:es)?|元|块|%|°|℃|寸|岁|斤|公斤|克|升|小时|分钟|天|个月|年)(?![A-Za-z]))",
+    re.I,
+)
+_LOWER_AND_FIGURE = re.compile(r"[a-z]+ \d+")
+
+
+@lru_cache(maxsize=4096)
+def _line_products(text: str) -> tuple[Product, ...]:
+    """The products a quoted line names, less a lowercase word and a figure with a unit after it ("weighs 11" of
+    "It weighs 11.9 kg"): a measurement in the page's prose. (`products` itself keeps them: customers type
+    product lines lowercase, and the rewriter reads them so.)"""
+    return tuple(
+        p
+        for p in products(text)
+        if not (
+            _LOWER_AND_FIGURE.fullmatch(p.text)
+            and (at := text.find(p.text)) >= 0
+            and _UNIT_AFTER.match(text, at + len(p.text))
+        )
+    )
+
+
 def _on_asked_page(q: Question, c: Candidate) -> bool:
     """A sentence naming no model, in a chunk that names the asked model (or the picked variant): said of
     that model or of its whole family, not of another product."""
@@ -583,14 +608,14 @@ def _on_asked_page(q: Question, c: Candidate) -> bool:
         return False
     if q.picked_variants:
         return q.picked_variants <= variant_marks(c.chunk.text)
-    named = list(products(c.chunk.text))
+    named = list(_line_products(c.chunk.text))
     return bool(named) and (product_fit(list(q.named), q.base_model, named) or 0.0) >= 0.8
 
 
 def _family_wide(c: Candidate, q: Question) -> bool:
     """A sentence naming no model nor variant, on a page that names the asked variant by its variant
     word: it is said of the whole family (the page is no sibling's own page)."""
-    if c.row is not None or products(c.text) or variant_marks(c.text):
+    if c.row is not None or _line_products(c.text) or variant_marks(c.text):
         return False
     if _heading_names_sibling(c, q) or _heading_names_base(c, q):
         return False  # "Price: ¥899" under its own model's heading is that model's, not the family's
@@ -1630,7 +1655,7 @@ def _subject(c: Candidate, text: str) -> str:
     # "Acme Pro" names a model by its family and variant word as surely as a parsed product name does.
     variant = any(w.lower() in VARIANT_WORDS and w[0].isupper() for w in _WORD.findall(section))
     if products(section) or editions(section) or variant:
-        return "" if products(text) or editions(text) or variant_marks(text) - {"base"} else section
+        return "" if _line_products(text) or editions(text) or variant_marks(text) - {"base"} else section
     return ""
 
 

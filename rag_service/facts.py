@@ -688,7 +688,7 @@ def _add_name(out: list[Product], text: str, start: int, end: int, raw: str) -> 
         words.pop(0)
     while len(words) > 1 and words[0].isalpha() and words[0].islower() and words[1][:1].isupper():
         words.pop(0)  # "replace Aqua R7": a verb before the name
-    if not words or _measurement(words, raw, text, end):
+    if not words:
         return
     name = " ".join(words)
     lowered = {w.lower() for w in words}
@@ -706,24 +706,6 @@ def _add_name(out: list[Product], text: str, start: int, end: int, raw: str) -> 
     product = Product(name, _tokens(name))
     if product.core and all(p.text != name for p in out):
         out.append(product)
-
-
-# A figure that goes on as a decimal or with a unit is a measurement, not a model number ("weighs 11.9 kg").
-_UNIT_AFTER = re.compile(
-    r"(?:\.\d|\s?(?:kg|g|cm|mm|m|km|l|ml|w|v|mah|wh|h|hours?|minutes?|days?|weeks?|months?|years?|yuan|rmb"
-    r"|inch(?:es)?|元|块|%|°|℃|寸|岁|斤|公斤|克|升|小时|分钟|天|个月|年)(?![A-Za-z]))",
-    re.I,
-)
-
-
-def _measurement(words: list[str], raw: str, text: str, end: int) -> bool:
-    """A lowercase word and a bare figure with a unit or a decimal after it ("It weighs 11.9 kg", "I'm 183 cm"):
-    a measurement. Customers type product lines lowercase ("nova 16"), but a model number takes no unit."""
-    if len(words) != 2 or not (words[0].isalpha() and words[0].islower() and words[1].isdigit()):
-        return False
-    if raw.strip(" -").split() != words:
-        return False
-    return _UNIT_AFTER.match(text, end) is not None
 
 
 # Remembered, as `_is_value`: the same words of the same names come back in every new chunk.

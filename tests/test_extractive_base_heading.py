@@ -4,6 +4,7 @@ Plus's line, not the plain model's."""
 
 from __future__ import annotations
 
+from rag_service.extractive import _line_products
 from tests.extractive_kit import answer, chunk
 
 TITLE = "Brisk (疾风) K2 Folding Scooters - Product Details"
@@ -35,3 +36,11 @@ def test_the_plain_models_line_gives_way_to_the_asked_variants() -> None:
 def test_the_plain_model_asked_keeps_its_own_line() -> None:
     out = answer("Brisk K2 收好以后占多大地方", PAGE)
     assert "90 × 40 × 35" in out
+
+
+def test_a_measurement_in_a_pages_prose_names_no_model() -> None:
+    # "weighs 9" of "It weighs 9.4 kg", "least 2" of "at least 2 days": a word and a measured figure.
+    assert _line_products("It weighs 9.4 kg and folds flat.") == ()
+    assert _line_products("Book at least 2 days ahead.") == ()
+    assert [p.text for p in _line_products("The Brisk K2 weighs 9.4 kg.")] == ["Brisk K2"]
+    assert [p.text for p in _line_products("the corvo 12 is in stock")] == ["corvo 12"]
