@@ -562,7 +562,7 @@ def _stems(words: Sequence[str] | set[str]) -> set[str]:
 def _context_products(c: Candidate, q: Question) -> list[Product]:
     """The products a sentence is about: those it names that touch the question's, else its section's,
     else its document's."""
-    named_here = products(c.row.name) if c.row is not None else products(c.text)
+    named_here = products(c.row.name) if c.row is not None else _line_products(c.text)
     own = [p for p in named_here if any(p.core & a.core for a in q.named)]
     if own:
         return own
@@ -576,6 +576,31 @@ def _context_products(c: Candidate, q: Question) -> list[Product]:
     return []
 
 
+# A figure that goes on as a decimal or with a unit is a measurement, not a model number.
+_UNIT_AFTER = re.compile(
+    r"(?:\.\d|\s?(?:kg|g|cm|mm|m|km|l|ml|w|v|mah|wh|h|hours?|minutes?|days?|weeks?|months?|years?|yuan|rmb"
+    r"|inch(?:es)?|元|块|%|°|℃|寸|岁|斤|公斤|克|升|小时|分钟|天|个月|年)(?![A-Za-z]))",
+    re.I,
+)
+_LOWER_AND_FIGURE = re.compile(r"[a-z]+ \d+")
+
+
+@lru_cache(maxsize=4096)
+def _line_products(text: str) -> tuple[Product, ...]:
+    """The products a quoted line names, less a lowercase word and a figure with a unit after it ("weighs 11" of
+    "It weighs 11.9 kg"): a measurement in the page's prose. (`products` itself keeps them: customers type
+    product lines lowercase, and the rewriter reads them so.)"""
+    return tuple(
+        p
+        for p in products(text)
+        if not (
+            _LOWER_AND_FIGURE.fullmatch(p.text)
+            and (at := text.find(p.text)) >= 0
+            and _UNIT_AFTER.match(text, at + len(p.text))
+        )
+    )
+
+
 def _on_asked_page(q: Question, c: Candidate) -> bool:
     """A sentence naming no model, in a chunk that names the asked model (or the picked variant): said of
     that model or of its whole family, not of another product."""
@@ -583,16 +608,16 @@ def _on_asked_page(q: Question, c: Candidate) -> bool:
         return False
     if q.picked_variants:
         return q.picked_variants <= variant_marks(c.chunk.text)
-    named = list(products(c.chunk.text))
+    named = list(_line_products(c.chunk.text))
     return bool(named) and (product_fit(list(q.named), q.base_model, named) or 0.0) >= 0.8
 
 
 def _family_wide(c: Candidate, q: Question) -> bool:
     """A sentence naming no model nor variant, on a page that names the asked variant by its variant
     word: it is said of the whole family (the page is no sibling's own page)."""
-    if c.row is not None or products(c.text) or variant_marks(c.text):
+    if c.row is not None or _line_products(c.text) or variant_marks(c.text):
         return False
-    if _heading_names_sibling(c, q):
+    if _heading_names_sibling(c, q) or _heading_names_base(c, q):
         return False  # "Price: ¥899" under its own model's heading is that model's, not the family's
     asked = {v for p in q.named for v in p.variants}
     return bool(asked) and asked <= variant_marks(c.chunk.text)
@@ -606,6 +631,17 @@ def _heading_names_sibling(c: Candidate, q: Question) -> bool:
         bool(named)
         and product_fit(list(q.named), q.base_model, list(named)) == 0
         and any(n.variants or n.core != a.core for n in named for a in q.named)
+    )
+
+
+def _heading_names_base(c: Candidate, q: Question) -> bool:
+    """The sentence's heading names the asked model's line without the variant asked ("Acme T5" for "Acme T5
+    Plus"), in a page with a section of its own for the variant: the plain model's section, not the family's."""
+    if not c.section or c.section == c.chunk.title or _FAMILY_AFTER.search(c.section):
+        return False
+    asked = [a for a in q.named if a.variants and not all(BASE_WORDS.fullmatch(v) for v in a.variants)]
+    return any(n.core == a.core and not n.variants for n in products(c.section) for a in asked) and any(
+        a.text.lower() in c.chunk.text.lower() for a in asked
     )
 
 
@@ -713,6 +749,39 @@ def _quotes_sibling(subjects: tuple[str, ...], name: str) -> bool:
     return any(s == lowered or s.endswith(f" {lowered}") for s in subjects)
 
 
+def _named_headings(candidates: Sequence[Candidate], filed: set[str]) -> set[tuple[str, str]]:
+    """Headings that name a model only beside a sibling's: on a page with a section "Lumo Trail Max" (a model
+    heading by its variant word), "Lumo Trail Dusk" and the bare "Lumo Trail" are models of the same family
+    too, though neither a digit nor a variant word says so. A heading is one when it holds a filed model
+    heading's family words and adds only capitalised Latin words (a name, not a topic such as "Lumo Trail 保养"
+    or "Lumo Trail care")."""
+    families: dict[str, list[frozenset[str]]] = {}
+    for c in candidates:
+        section = c.section.strip()
+        if c.row is None and section in filed:
+            family = _name_tokens(section) - VARIANT_WORDS
+            if family:
+                families.setdefault(c.chunk.doc_id, []).append(family)
+    found: set[tuple[str, str]] = set()
+    for c in candidates:
+        section = c.section.strip()
+        doc = c.chunk.doc_id
+        if doc not in families or (doc, section) in found or section in filed or _sibling_name(c):
+            continue
+        if not section or section == c.chunk.title or len(section) > 40 or _QUESTION_LINE.search(section):
+            continue
+        tokens = _name_tokens(section)
+        for family in families[doc]:
+            rest = [w for w in _NAME_WORD.findall(section) if w.lower() not in family]
+            if family <= tokens and all(w.isascii() and w[0].isupper() and w.isalpha() for w in rest):
+                found.add((doc, section))
+                break
+    return found
+
+
+_NAME_WORD = re.compile(rf"[A-Za-z0-9]+(?:\.[0-9]+)?|{HAN_CLASS}+")
+
+
 class _Siblings:
     """Which of a page's sibling models (rows of one table, sections of one page) the question names, read
     by the words that tell them apart rather than by parsing a product name: "20L" picks "远足 20L 城市包"
@@ -738,6 +807,10 @@ class _Siblings:
                 by_doc.setdefault(c.chunk.doc_id, set()).add(name)
                 if c.row is not None or name == c.section.strip():
                     filed.add(name)
+        self.named_headings = _named_headings(candidates, filed)
+        for doc, heading in self.named_headings:
+            by_doc.setdefault(doc, set()).add(heading)
+            filed.add(heading)
         self.hits: dict[tuple[str, str], float] = {}
         self.best: dict[str, float] = {}
         # The words the page's sibling models are named by ("护童", "pro" of "护童 Pro"): they say which model,
@@ -781,16 +854,20 @@ class _Siblings:
             return 1.0
         return _ADDED if token in self.added else 0.0
 
+    def name(self, c: Candidate) -> str:
+        heading = c.section.strip()
+        return _sibling_name(c) or (heading if (c.chunk.doc_id, heading) in self.named_headings else "")
+
     def named_by_customer(self, c: Candidate) -> bool:
         """Do the customer's own words name the sibling the candidate is filed under (a whole word of its name,
         not the rewriter's additions nor the sibling the last answer settled on)?"""
-        return self.hits.get((c.chunk.doc_id, _sibling_name(c)), 0.0) >= 1
+        return self.hits.get((c.chunk.doc_id, self.name(c)), 0.0) >= 1
 
     def fit(self, c: Candidate) -> float:
         """> 1 for a sentence under the sibling the question names best, < 1 under one it does not name while
         it names another; 1 when the question tells none of the page's siblings apart."""
         best = self.best.get(c.chunk.doc_id, 0.0)
-        hit = self.hits.get((c.chunk.doc_id, _sibling_name(c)))
+        hit = self.hits.get((c.chunk.doc_id, self.name(c)))
         if not best or hit is None:
             return 1.0
         # A sibling that shares only the family's word with the question ("Clara" of "Clara 1.74" for "Clara 1.56") is
@@ -1578,7 +1655,7 @@ def _subject(c: Candidate, text: str) -> str:
     # "Acme Pro" names a model by its family and variant word as surely as a parsed product name does.
     variant = any(w.lower() in VARIANT_WORDS and w[0].isupper() for w in _WORD.findall(section))
     if products(section) or editions(section) or variant:
-        return "" if products(text) or editions(text) or variant_marks(text) - {"base"} else section
+        return "" if _line_products(text) or editions(text) or variant_marks(text) - {"base"} else section
     return ""
 
 
