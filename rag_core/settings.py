@@ -162,7 +162,7 @@ class RetrievalSettings(BaseModel):
     # is cheap); see docs/answer-eval.md for what each buys.
     rerank: bool = True
     rerank_pool: int = 200
-    other_language_chunks: int = 8
+    other_language_chunks: int = 12
     # Reciprocal-rank-fusion constant for hybrid retrieval.
     rrf_k: int = 60
     # Typical chunk length in tokens, for the BM25 length normalisation of sparse vectors.
