@@ -455,7 +455,7 @@ class RuleRewriter:
         if not query and rounds and (plural := plural_antecedent(question, rounds[-1].user.content)) is not None:
             query, detail = resolve(question, plural), f"they: {plural.text!r}"
         if not query:
-            query, detail = rule_rewrite(question, decision.history.candidates, personal)
+            query, detail = rule_rewrite(question, self.lendable(decision.history), personal)
         if decision.kind == "dependent" and (query != question or brings(question)) and decision.contrast is None:
             service = carried_service(question, decision.history)
             if service:
@@ -463,6 +463,22 @@ class RuleRewriter:
         if len(query) > self.settings.max_query_chars:
             query, detail = question, "rewrite would exceed max_query_chars"
         return RewriteResult(query, action, False, f"{why or decision.reason}; {detail}")
+
+    def lendable(self, history: History) -> list[Entity]:
+        """The history's entities a follow-up may take as its subject. When the previous question was asked as it
+        stood, a noun phrase of an older question that it does not mention is no subject any more: the customer
+        moved on ("Where is your nearest branch?" after a question about a trip), and the old phrase put in for "it"
+        or an ellipsis would pull the search back to that question's page. Names (products, models, brands,
+        order numbers) stay: a question on a policy in between does not end the conversation's product."""
+        candidates = history.candidates
+        rounds = history.view.rounds
+        if len(history.rounds) < 2 or not candidates:
+            return candidates
+        previous = self.previous_at(history.view, len(rounds) - 1, history.known)
+        last = rounds[-1].user.content
+        if previous is None or previous.action != "skipped" or _is_recall(last):
+            return candidates
+        return [e for e in candidates if e.named or mentions(last, e)]
 
     def continuity(self, view: MemoryView, decision: Decision) -> tuple[str, ...]:
         """The earlier questions (as rewritten) a dependent follow-up continues: the previous one, and the

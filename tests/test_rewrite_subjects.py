@@ -402,3 +402,26 @@ def test_another_old_item_in_a_trade_in_conversation_is_for_the_trade_in() -> No
     assert query.startswith("以旧换新") and "雪峰" not in query, query
     # An old item asked about for another service is that service's question.
     assert not rule("我的旧空调坏了，保修能修吗", *turns).startswith("以旧换新")
+
+
+def test_an_older_noun_phrase_is_no_subject_after_a_question_asked_as_it_stood() -> None:
+    # The customer moved on to a branch: the phrase of the question before ("moving flats next") is no subject.
+    turns = [
+        ("Separate question: I'm moving flats next month. Can you store my kayak for a while?", "Yes."),
+        ("Is there a branch near the airport?", "Yes, in Eastgate."),
+    ]
+    for question in ("And when does it open?", "What's the phone number?"):
+        query = rule(question, *turns)
+        assert "moving" not in query and "branch" in query, query
+    # An instalment follow-up takes the latest question's subject, not the membership asked about twice before.
+    turns = [
+        ("会员积分可以干什么", "可以抵现。"),
+        ("积分抵扣运费可以吗", "不能。"),
+        ("白条分期起步金额是多少", "满 800 元。"),
+    ]
+    for question in ("最多能分几期", "每期费率多少"):
+        query = rule(question, *turns)
+        assert "会员" not in query and "分期" in query, query
+    # A name stays the subject across a policy question asked in between.
+    turns = [("How much is the Tundra X5 tent?", "899 yuan."), ("What is your return policy?", "7 days.")]
+    assert "Tundra X5" in rule("Can I return it once I've pitched it?", *turns)
