@@ -466,7 +466,7 @@ class RuleRewriter:
 
     def lendable(self, history: History) -> list[Entity]:
         """The history's entities a follow-up may take as its subject. When the previous question was asked as it
-        stood and continued nothing (it left the conversation's pages), a noun phrase of an older question that it
+        stood and moved on (a switch, or a question continuing nothing), a noun phrase of an older question that it
         does not mention is no subject any more: the customer moved on ("Where is your nearest branch?" after a
         question about a trip), and the old phrase put in for "it" or an ellipsis would pull the search back to that
         question's page. Names (products, models, brands, order numbers) stay: a question on a policy in between
@@ -477,7 +477,8 @@ class RuleRewriter:
             return candidates
         previous = self.previous_at(history.view, len(rounds) - 1, history.known)
         last = rounds[-1].user.content
-        if previous is None or previous.action != "skipped" or previous.continues or _is_recall(last):
+        moved_on = previous is not None and (previous.topic_switch or not previous.continues)
+        if previous is None or previous.action != "skipped" or not moved_on or _is_recall(last):
             return candidates
         return [e for e in candidates if e.named or mentions(last, e)]
 
