@@ -880,6 +880,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     # is the right page is `product_fit`'s and retrieval's call, so they do not count as shared words.
     named_words = {t for p in q.named for t in terms(p.text)}
     numbers = asked_numbers(q.text, [p.text for p in q.named])
+    # A figure written with its unit as one word ("500ml", "5l"): a size that can name a row.
+    sized = {t for t in terms(q.text) if _SIZED.fullmatch(t)}
     siblings = _Siblings(q, candidates)
     asked_words = q.words - named_words - siblings.name_words
     # Numbers the customer (or the rewriter) used for a model the name parser does not see as one.
@@ -1056,7 +1058,10 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             # 度能配吗"): only the one holding it is lifted ("我 191，有我能穿的码吗": the 188–195 row).
             score *= max(1.0, span_fits[id(c)]) if primary is Ask.YESNO else span_fits[id(c)]
         if c.row is not None:
-            score *= c.row.number_fit(numbers)  # "the 5-litre one": the row holding the figure
+            row_fit = c.row.number_fit(numbers)  # "the 5-litre one": the row holding the figure
+            if sized and row_fit < 1 and sized & set(terms(c.row.name)):
+                row_fit = 1.5  # "a 500ml flask": the row named by the figure with its unit ("保温杯 500ml")
+            score *= row_fit
             if tier is not None and (own := c.row.threshold()) is not None:
                 # "I spent 4200 this year, which level am I?": the row of the highest threshold reached.
                 # A spend said turns ago only rules the other tiers out: the question may be on another topic.
@@ -1111,6 +1116,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
                 c.score *= _OTHERS_MISS
 
 
+_SIZED = re.compile(r"\d+(?:\.\d+)?[a-z]{1,3}")
 _STORE_FIT = 2.0
 _STORE_MISS = 0.35
 
