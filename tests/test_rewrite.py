@@ -941,3 +941,20 @@ def test_a_questions_own_page_has_a_specific_concept_of_the_question() -> None:
     assert has_own_page("Does any plan include eye tests?", [plan])
     # A price alone is no evidence: any page has one.
     assert not has_own_page("这款卖多少钱", [plan])
+
+
+@pytest.mark.parametrize(
+    ("question", "marker"),
+    [
+        # What doing something costs or takes: a dummy "it", no reference to the thing discussed.
+        ("How much does it cost to post a parcel to Norway?", None),
+        ("How long would it take to get a refund?", None),
+        ("It takes three days to restock, right?", None),
+        # ... while an object "it" after the infinitive, or a bare "does it cost", still points back.
+        ("How long will it take to mend it?", "it"),
+        ("How much does it cost?", "it"),
+        ("Does it take AA batteries?", "it"),
+    ],
+)
+def test_a_dummy_it_of_what_something_costs_or_takes_is_no_reference(question: str, marker: str | None) -> None:
+    assert reference_marker(question) == marker
