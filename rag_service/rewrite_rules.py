@@ -140,7 +140,7 @@ _EXPLETIVE_IT = re.compile(
     r"|\bit(?:'s|’s|\s+is|\s+was|\s+gets|\s+got)\s+(?:very\s+|too\s+|really\s+)?"
     r"(?:below\s+(?:zero|freezing)|freezing|raining|snowing|humid|windy)\b"
     r"|\bit\s+(?:rains|snows|rained|snowed|freezes)\b"
-    # What doing something costs or takes: "how much does it cost to ship …", "how long will it take to fix".
+    # What doing something costs or takes: "does it cost extra to post …", "will it take long to mend".
     r"|\b(?:does|do|did|will|would|could|can|might|should)\s+it\s+(?:cost|take)\s+(?:\w+\s+){0,3}?to\s+(?=[a-z])"
     r"|\bit\s+(?:costs|takes|cost|took)\s+(?:\w+\s+){0,3}?to\s+(?=[a-z])"
     rf"|{_IDENTIFIED_IT}",

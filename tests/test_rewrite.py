@@ -951,7 +951,7 @@ def test_a_questions_own_page_has_a_specific_concept_of_the_question() -> None:
         ("How long would it take to get a refund?", None),
         ("It takes three days to restock, right?", None),
         # ... while an object "it" after the infinitive, or a bare "does it cost", still points back.
-        ("How long will it take to mend it?", "it"),
+        ("Will it take long to mend it?", "it"),
         ("How much does it cost?", "it"),
         ("Does it take AA batteries?", "it"),
     ],
