@@ -638,7 +638,12 @@ def carried_service(question: str, history: History) -> str:
     # 运费谁出" still asks how the warranty goes (the sending is part of it).
     if own_concepts(question) - _TIME_CONCEPTS - ideas:
         return ""
-    words = [w for c in CARRIED_SERVICES if c in ideas and (w := wording(previous, c))]
+    return _asked_services(previous, ideas, CARRIED_SERVICES)
+
+
+def _asked_services(previous: str, ideas: frozenset[str], among: Sequence[str]) -> str:
+    """The words by which `previous` (whose concepts are `ideas`) asked for the services of `among`, in order."""
+    words = [w for c in among if c in ideas and (w := wording(previous, c))]
     return " ".join(dict.fromkeys(words))
 
 
@@ -650,7 +655,7 @@ _THAT_OBJECT = re.compile(
     re.IGNORECASE,
 )
 # The services a bare "that" can stand for: what the shop does for the customer, not a product's aspect.
-_POINTABLE = (*CARRIED_SERVICES, "rush", "registration", "maintenance", "cleaning", "install", "pickup", "customized")
+_POINTABLE = (*CARRIED_SERVICES, "rush", "registration", "maintenance", "cleaning", "pickup", "customized")
 
 
 def pointed_service(question: str, history: History) -> str:
@@ -660,9 +665,7 @@ def pointed_service(question: str, history: History) -> str:
     if not history.rounds or _THAT_OBJECT.search(question) is None:
         return ""
     previous = history.asked[-1] if history.asked and history.asked[-1] else history.rounds[-1].user.content
-    ideas = concepts(previous)
-    words = [w for c in _POINTABLE if c in ideas and (w := wording(previous, c))]
-    return " ".join(dict.fromkeys(words))
+    return _asked_services(previous, concepts(previous), _POINTABLE)
 
 
 def traded_in(question: str, history: History) -> str:
