@@ -197,6 +197,11 @@ class Decision:
     # question's pages like a dependent one's (its own words still win where they fit another page clearly).
     # So does a switch on similarity alone: unlike every recent question, but nothing announced or newly named.
     carries: bool = False
+    # The conversation lends the question only its product (or the place it ships to): the question says the
+    # rest in its own words and refers to nothing ("How long is the battery covered?"), so the rules' reading
+    # (that name put in) is the whole rewrite; a model asked would write the same at the cost of a call, so
+    # `LLMRewriter` does not ask.
+    lent: bool = False
 
 
 class Gate:
@@ -260,9 +265,14 @@ class Gate:
                 and not points_back(question, history.candidates, rounds[-1].user.content)
                 and plural_antecedent(question, rounds[-1].user.content) is None
             ):
-                return Decision("dependent", f"asks about {topic.product!r}", history, product=topic.product)
+                # Without a reference marker of its own ("it", 这种, "that one") the name is all the question lacks.
+                lent = find_marker(question) is None
+                return Decision("dependent", f"asks about {topic.product!r}", history, product=topic.product, lent=lent)
             if topic.place is not None and asks_about_shipping(question):
-                return Decision("dependent", f"asks about shipping to {topic.place!r}", history, product=topic.place)
+                lent = find_marker(question) is None
+                return Decision(
+                    "dependent", f"asks about shipping to {topic.place!r}", history, product=topic.place, lent=lent
+                )
         found = find_marker(question)
         marker = found.text if found is not None and not antecedent_inside(question, found, names) else None
         if pointed_service(question, history):
@@ -759,6 +769,8 @@ class LLMRewriter:
         continues = self.continuity(view, d, tenant) if d.kind == "dependent" or d.carries else ()
         if d.kind in ("first", "switch") or (d.kind == "standalone" and self.settings.skip_standalone):
             return RewriteResult(without_preamble(question), "skipped", d.kind == "switch", d.reason, continues)
+        if d.lent:
+            return dataclasses.replace(self.rules.resolve(question, d, "rule"), continues=continues)
         messages = rewrite_messages(self.settings.prompt, question, view.summary, self.rules.gate.recent(view))
         try:
             reply = await asyncio.wait_for(

@@ -538,6 +538,20 @@ async def test_llm_is_not_called_for_standalone_questions(fake_llm: FakeLLM) -> 
     await rewriter.client.close()
 
 
+async def test_llm_is_not_asked_to_put_in_only_the_conversations_product(fake_llm: FakeLLM) -> None:
+    # A question with words of its own and no reference: the rules put the product in, as a model would.
+    fake_llm.set_responder(scripted([("Last question:", "Query: Brava K7 espresso machine descaling price")]))
+    rewriter = make_llm_rewriter(llm_settings(fake_llm.base_url))
+    history = view(("How much is the Brava K7 espresso machine?", "The Brava K7 is 1,290 dollars."))
+    lent = await rewriter.rewrite("How much does a descaling service cost?", history)
+    assert lent.action == "rule" and lent.query.startswith("Brava K7"), lent
+    assert fake_llm.requests == []
+    # "it" still needs reading against the conversation: that is the model's job.
+    referred = await rewriter.rewrite("How much does descaling it cost?", history)
+    assert referred.action == "called" and len(fake_llm.requests) == 1
+    await rewriter.client.close()
+
+
 def rule_query(question: str, history: MemoryView) -> str:
     rules = RuleRewriter(RewriteSettings(mode="rule"))
     return rules.resolve(question, rules.gate.decide(question, history), "rule").query
