@@ -1455,11 +1455,14 @@ def _extreme(q: Question, ranked: list[Candidate], direction: int) -> list[Candi
     best = ranked[0]
     ask = q.asks[0]
     floor = _SUPERLATIVE_FLOOR * best.score
+    # "Which of the three lasts longest?" names no model: the model the rewriter carried is one of those compared,
+    # and each sibling's own line ("镜架保修 2 年" under each model's heading) competes whatever its score.
+    wording = _FIGURES.sub("#", best.text) if best.row is None and not products(q.text) else None
     rivals = [
         (figure, c)
         for c in ranked
         if c.chunk.doc_id == best.chunk.doc_id
-        and c.score >= floor
+        and (c.score >= floor or (wording is not None and c.row is None and _FIGURES.sub("#", c.text) == wording))
         and (c.row.header if c.row else None) == (best.row.header if best.row else None)
         and shows(c.text, ask)
         and (figure := _figure(c, q, ask)) is not None
@@ -1471,6 +1474,7 @@ def _extreme(q: Question, ranked: list[Candidate], direction: int) -> list[Candi
 
 
 _SUPERLATIVE_FLOOR = 0.75
+_FIGURES = re.compile(r"\d+(?:[.,]\d+)*")
 
 
 def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:

@@ -76,7 +76,9 @@ _ASK_PATTERNS: list[tuple[Ask, re.Pattern[str]]] = [
         Ask.DURATION,
         re.compile(
             r"多久|多长时间|多长|几天|几个月|几年|几小时|保修期|有效期|期限|时效|多快|多少天|几个工作日"
-            r"|\bhow long\b|\bhow many (?:days|hours|weeks|months|years)\b|\bhow soon\b|\bhow quickly\b",
+            r"|\bhow long\b|\bhow many (?:days|hours|weeks|months|years)\b|\bhow soon\b|\bhow quickly\b"
+            # "which one has the longest warranty?": a warranty compared is compared by its length.
+            r"|\b(?:longest|shortest)\b(?:[\w -]{0,20})\b(?:warranty|warranties|guarantee)\b",
             re.I,
         ),
     ),
