@@ -1664,9 +1664,18 @@ def _subject(c: Candidate, text: str) -> str:
         return "" if places(text) else section
     # "Acme Pro" names a model by its family and variant word as surely as a parsed product name does.
     variant = any(w.lower() in VARIANT_WORDS and w[0].isupper() for w in _WORD.findall(section))
-    if products(section) or editions(section) or variant:
+    if products(section) or editions(section) or variant or _named_by_heading(section):
         return "" if _line_products(text) or editions(text) or variant_marks(text) - {"base"} else section
     return ""
+
+
+def _named_by_heading(section: str) -> bool:
+    """A heading that reads like a model's name ("晶透 1.74 超薄": a figure that is no value), not a topic that
+    states a time, a price or a period ("15 天质量问题换货", "下午 13:00–18:00")."""
+    return _model_heading(section) and not any(has_value(section, a) for a in _HEADING_VALUES)
+
+
+_HEADING_VALUES = (Ask.DURATION, Ask.TIME, Ask.DATE, Ask.PRICE, Ask.PERCENT)
 
 
 def _cite(c: Candidate, lang: str, text: str) -> str:
