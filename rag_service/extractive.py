@@ -955,6 +955,13 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     type_idea = _ASK_IDEA.get(primary)
     type_only = 0.5 if type_idea is not None and q.ideas == {type_idea} else 1.0
     said = _said_of(q, asked_words, idf, primary, candidates)
+    # "Is there anyone who speaks English if I call?": whether a channel has something (a language, a time) is
+    # answered by the line that says so, number or not; a number that says nothing of it does not answer.
+    contact_topic = (
+        (q.ideas - q.added_ideas) - _CONTACT_LABEL_IDEAS - GENERIC - {"contact"}
+        if primary is Ask.CONTACT and Ask.YESNO in q.asks
+        else frozenset()
+    )
     takes = primary is Ask.DURATION and _TAKES.search(q.text) is not None
     own_statement = False
     for c in candidates:
@@ -985,7 +992,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             # that only shares a concept every page has ("价格表" for "多少钱") says nothing of the topic.
             score *= 1 + 1.2 * coverage(q.ideas, concepts(c.chunk.title))
         if primary is not Ask.GENERAL:
-            fits = shows(c.text, primary)
+            fits = shows(c.text, primary) or bool(contact_topic and contact_topic & c.ideas)
             # "49 yuan per day" is a rental or service rate, not what the thing costs: it carries no price
             # unless the question asks for a rate, nor does a heading over such rates ask for one.
             rate = primary is Ask.PRICE and not asks_rate and _PER_PERIOD.search(f"{c.section} {c.text}") is not None
@@ -1074,11 +1081,17 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         if any(kind not in sentence_attrs for kind in q.attrs if kind in TIER_KINDS):
             score *= 0.5  # says nothing of the tier or size asked about
         score *= _label_fit(q, c, asked_words)
-        if primary is Ask.CONTACT and (channel := _CHANNEL_ASKED.get(_asked_channel(q.text))):
+        if (
+            primary is Ask.CONTACT
+            and (channel := _CHANNEL_ASKED.get(_asked_channel(q.text)))
+            and not contact_topic & c.ideas
+        ):
             # "your service number" wants the line with a phone number, not the e-mail line beside it.
             score *= 1.5 if channel.search(c.text) else 0.2
         if primary is Ask.CONTACT:
             score *= _line_purpose_fit(q, c)
+            if contact_topic and not contact_topic & c.ideas:
+                score *= _OTHER_PURPOSE
         head, under = _subject_words(c) if own_words else (set(), set())
         if head & own_words:
             score *= _SUBJECT_BONUS  # "滤网（2 片装）：49 元" for "滤网什么价", not a spec line naming it in passing
