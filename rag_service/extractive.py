@@ -993,6 +993,9 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             score *= 1 + 1.2 * coverage(q.ideas, concepts(c.chunk.title))
         if primary is not Ask.GENERAL:
             fits = shows(c.text, primary) or bool(contact_topic and contact_topic & c.ideas)
+            if fits and primary is Ask.LOCATION:
+                # "上海的维修中心在哪": a sentence that names the asked place ("设有维修中心") says it exists, not where.
+                fits = any(not _names_asked_place(v, q.text) for v in values(c.text, Ask.LOCATION))
             # "49 yuan per day" is a rental or service rate, not what the thing costs: it carries no price
             # unless the question asks for a rate, nor does a heading over such rates ask for one.
             rate = primary is Ask.PRICE and not asks_rate and _PER_PERIOD.search(f"{c.section} {c.text}") is not None
@@ -1129,6 +1132,12 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
                 c.score *= _OTHERS_MISS
 
 
+def _names_asked_place(value: str, question: str) -> bool:
+    """Is a location value only the name of the kind of place the question asks for ("…设有维修中心" for "维修中心在哪"):
+    its closing word, two characters before the building word, in the question?"""
+    return not re.search(r"\d", value) and len(value) >= 4 and value[-4:] in question
+
+
 _SIZED = re.compile(r"\d+(?:\.\d+)?[a-z]{1,3}")
 _STORE_FIT = 2.0
 _STORE_MISS = 0.35
@@ -1220,6 +1229,11 @@ def _says(word: str, c: Candidate, text: str, lang: str, stems: set[str]) -> flo
     return 0.5 if all(ch in text for ch in word) else 0.0
 
 
+# Steps after the first need not repeat what the question names: they are read by their section. A contact or
+# an address line is told by its channel and place ("customer service", "维修中心" name every one of them).
+_SAID_BY_PLACE = (Ask.HOWTO, Ask.CONTACT, Ask.LOCATION)
+
+
 def _said_of(
     q: Question,
     asked_words: set[str] | frozenset[str],
@@ -1233,7 +1247,7 @@ def _said_of(
     A sentence that cannot say the words (another language) is left as it is."""
     # Steps after the first need not repeat what the question names: they are read by their section. A
     # contact line is told by its channel and place ("customer service" names every one of them).
-    wanted = _content_terms(q, asked_words, idf, primary) if primary not in (Ask.HOWTO, Ask.CONTACT) else {}
+    wanted = _content_terms(q, asked_words, idf, primary) if primary not in _SAID_BY_PLACE else {}
     if not wanted:
         return {}
     english = any(w.isascii() for w in wanted)
