@@ -955,7 +955,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     type_idea = _ASK_IDEA.get(primary)
     type_only = 0.5 if type_idea is not None and q.ideas == {type_idea} else 1.0
     said = _said_of(q, asked_words, idf, primary, candidates)
-    # "Is there anyone who speaks English if I call?": whether a channel has something (a language, a time) is
+    # "does your helpline have Japanese-speaking staff?": whether a channel has something (a language, a time) is
     # answered by the line that says so, number or not; a number that says nothing of it does not answer.
     contact_topic = (
         (q.ideas - q.added_ideas) - _CONTACT_LABEL_IDEAS - GENERIC - {"contact"}
@@ -994,7 +994,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         if primary is not Ask.GENERAL:
             fits = shows(c.text, primary) or bool(contact_topic and contact_topic & c.ideas)
             if fits and primary is Ask.LOCATION:
-                # "上海的维修中心在哪": a sentence that names the asked place ("设有维修中心") says it exists, not where.
+                # "北京的检测站在哪儿": a sentence that names the asked place ("店内设有检测站") says it exists, not where.
                 fits = any(not _names_asked_place(v, q.text) for v in values(c.text, Ask.LOCATION))
             # "49 yuan per day" is a rental or service rate, not what the thing costs: it carries no price
             # unless the question asks for a rate, nor does a heading over such rates ask for one.
@@ -1133,7 +1133,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
 
 
 def _names_asked_place(value: str, question: str) -> bool:
-    """Is a location value only the name of the kind of place the question asks for ("…设有维修中心" for "维修中心在哪"):
+    """Is a location value only the name of the kind of place the question asks for ("…设有检测站" for "检测站在哪儿"):
     its closing word, two characters before the building word, in the question?"""
     return not re.search(r"\d", value) and len(value) >= 4 and value[-4:] in question
 

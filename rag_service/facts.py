@@ -44,8 +44,8 @@ _ASK_PATTERNS: list[tuple[Ask, re.Pattern[str]]] = [
         Ask.PAYER,
         re.compile(
             r"谁(?:出|付|掏|承担|负责|买单)|由谁(?:出|付|承担|负责)|\bwho (?:pays|covers|bears|foots|is paying)\b"
-            # "do I pay the postage?", "运费要我出吗": whether the customer bears the carriage.
-            # Not "do I pay for delivery?": whether delivery is free is a price question.
+            # "must we pay the return postage?", "运费要我出吗": whether the customer bears the carriage.
+            # Not "must we pay for delivery?": whether delivery is free is a price question.
             r"|\b(?:do|will|would|must|should) (?:i|we) (?:have to |need to )?pay (?:for )?(?:the |any )?"
             r"(?:(?:return )?postage|return (?:shipping|delivery|courier)|carriage)\b"
             r"|(?:运费|邮费|快递费)(?:要|得|需要)?(?:我|我们|自己)(?:出|付|承担)|(?:我|我们|自己)(?:来)?(?:出|付|承担)(?:运费|邮费|快递费)",

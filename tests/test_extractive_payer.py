@@ -1,4 +1,4 @@
-"""Whether the customer bears the carriage ("do I pay the postage?") asks who pays, on an invented kite shop's
+"""Whether the customer bears the carriage ("must we pay the return postage?") asks who pays, on an invented kite shop's
 returns and shipping pages: the line saying who bears it, not the shipping fees beside it."""
 
 from __future__ import annotations
@@ -22,15 +22,15 @@ SHIPPING = chunk(
 
 
 def test_bearing_the_carriage_is_a_payer_question() -> None:
-    assert question_asks("Do I pay the postage?")[0] is Ask.PAYER
+    assert question_asks("Must we pay the return postage?")[0] is Ask.PAYER
     assert question_asks("do we have to pay for return shipping?")[0] is Ask.PAYER
     assert question_asks("寄回去运费要我出吗")[0] is Ask.PAYER
     # A way to pay, or whether delivery costs anything, is no payer question.
     assert Ask.PAYER not in question_asks("Do I pay with a card?")
-    assert Ask.PAYER not in question_asks("Do I pay for delivery?")
+    assert Ask.PAYER not in question_asks("Must we pay for delivery?")
 
 
 def test_the_line_saying_who_bears_it_answers() -> None:
-    out = answer("Do I pay the postage?", [SHIPPING, RETURNS])
+    out = answer("Must we pay the return postage?", [SHIPPING, RETURNS])
     assert "自理" in out or "承担" in out
     assert "8 元" not in out and "14 元" not in out

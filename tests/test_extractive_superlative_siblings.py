@@ -28,7 +28,9 @@ def test_a_compared_warranty_asks_for_a_length() -> None:
 
 def test_the_longest_is_read_among_all_siblings_not_the_carried_one() -> None:
     out = answer(
-        "Which of the three has the longest warranty?", PAGE, query="Ouxing K2: which has the longest warranty?"
+        "Out of these, which carries the longest warranty?",
+        PAGE,
+        query="Ouxing K2: which one carries the longest warranty?",
     )
     assert "K2 Pro" in out and "4 年" in out
     assert "2 年" not in out
