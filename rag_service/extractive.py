@@ -900,6 +900,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     subject_found = bool(own_words) and any(_subject_words(c)[0] & own_words for c in candidates)
     primary = q.asks[0] if q.asks else Ask.GENERAL
     store = _store_in_focus(q, candidates)
+    window = primary is Ask.DURATION and _WINDOW_ASKED.search(q.text) is not None
     for c in candidates:
         # A FAQ's question heading frames its answer but is worded like the customer's question: its words
         # would make every answer under it look like the answer.
@@ -1110,6 +1111,9 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         elif asks_part and not _PART.search(c.text):
             # "what would a replacement blade set me back?": the part's line, not the model's own price or specs.
             score *= _PART_MISS
+        if window and shows(c.text, Ask.DURATION):
+            # "多久之内要买": the time within which it must be done ("签收后 30 天内购买"), not a length ("延保 1 年").
+            score *= _WINDOW_HIT if _WINDOW_STATED.search(c.text) else _WINDOW_MISS
         if _BOILERPLATE.search(c.text):
             score *= 0.05
         elif c.row is None and c.text.endswith(_INTRO_ENDS):
@@ -1136,6 +1140,19 @@ def _names_asked_place(value: str, question: str) -> bool:
     """Is a location value only the name of the kind of place the question asks for ("…设有检测站" for "检测站在哪儿"):
     its closing word, two characters before the building word, in the question?"""
     return not re.search(r"\d", value) and len(value) >= 4 and value[-4:] in question
+
+
+# A time limit asked as a window ("多久之内", "几天内", "how long after delivery can I still …") and stated as one
+# ("30 天内", "within 30 days").
+_WINDOW_ASKED = re.compile(
+    r"(?:多久|多长时间|几天|几个月|多少天)(?:之内|以内|内)|\bhow long (?:after|from)\b|\bwithin how (?:long|many)\b",
+    re.I,
+)
+_WINDOW_STATED = re.compile(
+    r"\d\s?(?:个)?(?:工作日|自然日|天|日|小时|周|个月|年)(?:之内|以内|内)|\bwithin \d|\bwithin (?:one|two|three|seven|thirty)\b",
+    re.I,
+)
+_WINDOW_HIT, _WINDOW_MISS = 1.5, 0.7
 
 
 _SIZED = re.compile(r"\d+(?:\.\d+)?[a-z]{1,3}")
