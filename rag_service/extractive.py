@@ -1112,7 +1112,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             # "what would a replacement blade set me back?": the part's line, not the model's own price or specs.
             score *= _PART_MISS
         if window and shows(c.text, Ask.DURATION):
-            # "多久之内要买": the time within which it must be done ("签收后 30 天内购买"), not a length ("延保 1 年").
+            # "几天以内得办好": the time within which it must be done ("签收后 30 天内购买"), not a length ("延保 1 年").
             score *= _WINDOW_HIT if _WINDOW_STATED.search(c.text) else _WINDOW_MISS
         if _BOILERPLATE.search(c.text):
             score *= 0.05
@@ -1142,7 +1142,7 @@ def _names_asked_place(value: str, question: str) -> bool:
     return not re.search(r"\d", value) and len(value) >= 4 and value[-4:] in question
 
 
-# A time limit asked as a window ("多久之内", "几天内", "how long after delivery can I still …") and stated as one
+# A time limit asked as a window ("几天以内", "多长时间内", "how long from the purchase may I …") and stated as one
 # ("30 天内", "within 30 days").
 _WINDOW_ASKED = re.compile(
     r"(?:多久|多长时间|几天|几个月|多少天)(?:之内|以内|内)|\bhow long (?:after|from)\b|\bwithin how (?:long|many)\b",

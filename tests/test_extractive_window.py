@@ -1,4 +1,4 @@
-"""A time limit asked as a window ("多久之内要买", "how long after delivery can I still …") is answered by the line
+"""A time limit asked as a window ("多长时间之内要买", "how long from the purchase may I …") is answered by the line
 stating one ("签收后 20 天内"), not by a length beside it ("延保 2 年"), on an invented kettle shop's care-plan page."""
 
 from __future__ import annotations
@@ -14,5 +14,5 @@ PLAN = chunk(
 
 
 def test_the_window_not_the_plan_length() -> None:
-    out = answer("多久之内要买", [PLAN], query="电水壶延保 多久之内要买")
+    out = answer("多长时间之内要买", [PLAN], query="电水壶延保 多长时间之内要买")
     assert "20 天内" in out.splitlines()[1]
