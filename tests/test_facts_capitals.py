@@ -21,6 +21,6 @@ def test_capitals_name_their_province() -> None:
 
 
 def test_the_province_row_answers_for_its_capital() -> None:
-    out = answer("寄到拉萨运费多少", [SHIPPING])
+    out = answer("发货到拉萨的话邮费怎么算", [SHIPPING])
     assert "38 元" in out
     assert "6 元" not in out
