@@ -900,6 +900,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     subject_found = bool(own_words) and any(_subject_words(c)[0] & own_words for c in candidates)
     primary = q.asks[0] if q.asks else Ask.GENERAL
     store = _store_in_focus(q, candidates)
+    window = primary is Ask.DURATION and _WINDOW_ASKED.search(q.text) is not None
     for c in candidates:
         # A FAQ's question heading frames its answer but is worded like the customer's question: its words
         # would make every answer under it look like the answer.
@@ -955,6 +956,13 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     type_idea = _ASK_IDEA.get(primary)
     type_only = 0.5 if type_idea is not None and q.ideas == {type_idea} else 1.0
     said = _said_of(q, asked_words, idf, primary, candidates)
+    # "does your helpline have Japanese-speaking staff?": whether a channel has something (a language, a time) is
+    # answered by the line that says so, number or not; a number that says nothing of it does not answer.
+    contact_topic = (
+        (q.ideas - q.added_ideas) - _CONTACT_LABEL_IDEAS - GENERIC - {"contact"}
+        if primary is Ask.CONTACT and Ask.YESNO in q.asks
+        else frozenset()
+    )
     takes = primary is Ask.DURATION and _TAKES.search(q.text) is not None
     own_statement = False
     for c in candidates:
@@ -985,7 +993,10 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             # that only shares a concept every page has ("价格表" for "多少钱") says nothing of the topic.
             score *= 1 + 1.2 * coverage(q.ideas, concepts(c.chunk.title))
         if primary is not Ask.GENERAL:
-            fits = shows(c.text, primary)
+            fits = shows(c.text, primary) or bool(contact_topic and contact_topic & c.ideas)
+            if fits and primary is Ask.LOCATION:
+                # "北京的检测站在哪儿": a sentence that names the asked place ("店内设有检测站") says it exists, not where.
+                fits = any(not _names_asked_place(v, q.text) for v in values(c.text, Ask.LOCATION))
             # "49 yuan per day" is a rental or service rate, not what the thing costs: it carries no price
             # unless the question asks for a rate, nor does a heading over such rates ask for one.
             rate = primary is Ask.PRICE and not asks_rate and _PER_PERIOD.search(f"{c.section} {c.text}") is not None
@@ -1074,11 +1085,17 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         if any(kind not in sentence_attrs for kind in q.attrs if kind in TIER_KINDS):
             score *= 0.5  # says nothing of the tier or size asked about
         score *= _label_fit(q, c, asked_words)
-        if primary is Ask.CONTACT and (channel := _CHANNEL_ASKED.get(_asked_channel(q.text))):
+        if (
+            primary is Ask.CONTACT
+            and (channel := _CHANNEL_ASKED.get(_asked_channel(q.text)))
+            and not contact_topic & c.ideas
+        ):
             # "your service number" wants the line with a phone number, not the e-mail line beside it.
             score *= 1.5 if channel.search(c.text) else 0.2
         if primary is Ask.CONTACT:
             score *= _line_purpose_fit(q, c)
+            if contact_topic and not contact_topic & c.ideas:
+                score *= _OTHER_PURPOSE
         head, under = _subject_words(c) if own_words else (set(), set())
         if head & own_words:
             score *= _SUBJECT_BONUS  # "滤网（2 片装）：49 元" for "滤网什么价", not a spec line naming it in passing
@@ -1094,6 +1111,9 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         elif asks_part and not _PART.search(c.text):
             # "what would a replacement blade set me back?": the part's line, not the model's own price or specs.
             score *= _PART_MISS
+        if window and shows(c.text, Ask.DURATION):
+            # "几天以内得办好": the time within which it must be done ("签收后 30 天内购买"), not a length ("延保 1 年").
+            score *= _WINDOW_HIT if _WINDOW_STATED.search(c.text) else _WINDOW_MISS
         if _BOILERPLATE.search(c.text):
             score *= 0.05
         elif c.row is None and c.text.endswith(_INTRO_ENDS):
@@ -1114,6 +1134,25 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         for c in candidates:
             if _OTHERS.match(c.text) and not products(c.text):
                 c.score *= _OTHERS_MISS
+
+
+def _names_asked_place(value: str, question: str) -> bool:
+    """Is a location value only the name of the kind of place the question asks for ("…设有检测站" for "检测站在哪儿"):
+    its closing word, two characters before the building word, in the question?"""
+    return not re.search(r"\d", value) and len(value) >= 4 and value[-4:] in question
+
+
+# A time limit asked as a window ("几天以内", "多长时间内", "how long from the purchase may I …") and stated as one
+# ("30 天内", "within 30 days").
+_WINDOW_ASKED = re.compile(
+    r"(?:多久|多长时间|几天|几个月|多少天)(?:之内|以内|内)|\bhow long (?:after|from)\b|\bwithin how (?:long|many)\b",
+    re.I,
+)
+_WINDOW_STATED = re.compile(
+    r"\d\s?(?:个)?(?:工作日|自然日|天|日|小时|周|个月|年)(?:之内|以内|内)|\bwithin \d|\bwithin (?:one|two|three|seven|thirty)\b",
+    re.I,
+)
+_WINDOW_HIT, _WINDOW_MISS = 1.5, 0.7
 
 
 _SIZED = re.compile(r"\d+(?:\.\d+)?[a-z]{1,3}")
@@ -1207,6 +1246,11 @@ def _says(word: str, c: Candidate, text: str, lang: str, stems: set[str]) -> flo
     return 0.5 if all(ch in text for ch in word) else 0.0
 
 
+# Steps after the first need not repeat what the question names: they are read by their section. A contact or
+# an address line is told by its channel and place ("customer service", "维修中心" name every one of them).
+_SAID_BY_PLACE = (Ask.HOWTO, Ask.CONTACT, Ask.LOCATION)
+
+
 def _said_of(
     q: Question,
     asked_words: set[str] | frozenset[str],
@@ -1220,7 +1264,7 @@ def _said_of(
     A sentence that cannot say the words (another language) is left as it is."""
     # Steps after the first need not repeat what the question names: they are read by their section. A
     # contact line is told by its channel and place ("customer service" names every one of them).
-    wanted = _content_terms(q, asked_words, idf, primary) if primary not in (Ask.HOWTO, Ask.CONTACT) else {}
+    wanted = _content_terms(q, asked_words, idf, primary) if primary not in _SAID_BY_PLACE else {}
     if not wanted:
         return {}
     english = any(w.isascii() for w in wanted)
@@ -1455,11 +1499,14 @@ def _extreme(q: Question, ranked: list[Candidate], direction: int) -> list[Candi
     best = ranked[0]
     ask = q.asks[0]
     floor = _SUPERLATIVE_FLOOR * best.score
+    # "Which of the three lasts longest?" names no model: the model the rewriter carried is one of those compared,
+    # and each sibling's own line ("镜架保修 2 年" under each model's heading) competes whatever its score.
+    wording = _FIGURES.sub("#", best.text) if best.row is None and not products(q.text) else None
     rivals = [
         (figure, c)
         for c in ranked
         if c.chunk.doc_id == best.chunk.doc_id
-        and c.score >= floor
+        and (c.score >= floor or (wording is not None and c.row is None and _FIGURES.sub("#", c.text) == wording))
         and (c.row.header if c.row else None) == (best.row.header if best.row else None)
         and shows(c.text, ask)
         and (figure := _figure(c, q, ask)) is not None
@@ -1471,6 +1518,7 @@ def _extreme(q: Question, ranked: list[Candidate], direction: int) -> list[Candi
 
 
 _SUPERLATIVE_FLOOR = 0.75
+_FIGURES = re.compile(r"\d+(?:[.,]\d+)*")
 
 
 def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
@@ -1660,9 +1708,18 @@ def _subject(c: Candidate, text: str) -> str:
         return "" if places(text) else section
     # "Acme Pro" names a model by its family and variant word as surely as a parsed product name does.
     variant = any(w.lower() in VARIANT_WORDS and w[0].isupper() for w in _WORD.findall(section))
-    if products(section) or editions(section) or variant:
+    if products(section) or editions(section) or variant or _named_by_heading(section):
         return "" if _line_products(text) or editions(text) or variant_marks(text) - {"base"} else section
     return ""
+
+
+def _named_by_heading(section: str) -> bool:
+    """A heading that reads like a model's name ("晶透 1.74 超薄": a figure that is no value), not a topic that
+    states a time, a price or a period ("15 天质量问题换货", "下午 13:00–18:00")."""
+    return _model_heading(section) and not any(has_value(section, a) for a in _HEADING_VALUES)
+
+
+_HEADING_VALUES = (Ask.DURATION, Ask.TIME, Ask.DATE, Ask.PRICE, Ask.PERCENT)
 
 
 def _cite(c: Candidate, lang: str, text: str) -> str:

@@ -43,7 +43,13 @@ _ASK_PATTERNS: list[tuple[Ask, re.Pattern[str]]] = [
         # "运费谁出", "who pays for the return shipping?": who bears a cost.
         Ask.PAYER,
         re.compile(
-            r"谁(?:出|付|掏|承担|负责|买单)|由谁(?:出|付|承担|负责)|\bwho (?:pays|covers|bears|foots|is paying)\b", re.I
+            r"谁(?:出|付|掏|承担|负责|买单)|由谁(?:出|付|承担|负责)|\bwho (?:pays|covers|bears|foots|is paying)\b"
+            # "must we pay the return postage?", "运费要我出吗": whether the customer bears the carriage.
+            # Not "must we pay for delivery?": whether delivery is free is a price question.
+            r"|\b(?:do|will|would|must|should) (?:i|we) (?:have to |need to )?pay (?:for )?(?:the |any )?"
+            r"(?:(?:return )?postage|return (?:shipping|delivery|courier)|carriage)\b"
+            r"|(?:运费|邮费|快递费)(?:要|得|需要)?(?:我|我们|自己)(?:出|付|承担)|(?:我|我们|自己)(?:来)?(?:出|付|承担)(?:运费|邮费|快递费)",
+            re.I,
         ),
     ),
     (
@@ -76,7 +82,9 @@ _ASK_PATTERNS: list[tuple[Ask, re.Pattern[str]]] = [
         Ask.DURATION,
         re.compile(
             r"多久|多长时间|多长|几天|几个月|几年|几小时|保修期|有效期|期限|时效|多快|多少天|几个工作日"
-            r"|\bhow long\b|\bhow many (?:days|hours|weeks|months|years)\b|\bhow soon\b|\bhow quickly\b",
+            r"|\bhow long\b|\bhow many (?:days|hours|weeks|months|years)\b|\bhow soon\b|\bhow quickly\b"
+            # "which one has the longest warranty?": a warranty compared is compared by its length.
+            r"|\b(?:longest|shortest)\b(?:[\w -]{0,20})\b(?:warranty|warranties|guarantee)\b",
             re.I,
         ),
     ),
@@ -289,6 +297,11 @@ _PLACES: dict[str, str] = {
     "nb": "宁波|ningbo", "qd": "青岛|qingdao", "dl": "大连|dalian", "xm": "厦门|xiamen", "cs": "长沙|changsha",
     "zz": "郑州|zhengzhou", "jn": "济南|\\bjinan\\b", "sy": "沈阳|shenyang", "hf": "合肥|hefei", "fz": "福州|fuzhou",
     "km": "昆明|kunming", "wx": "无锡|\\bwuxi\\b", "dg": "东莞|dongguan", "fs": "佛山|foshan", "heb": "哈尔滨|harbin",
+    # The other provincial capitals: a customer names their city, the remote provinces' rows (Tibet, Xinjiang,
+    # Qinghai, Inner Mongolia ...) name the province.
+    "lsa": "拉萨|lhasa", "wlq": "乌鲁木齐|urumqi", "xnn": "西宁|xining", "hhh": "呼和浩特|hohhot", "ycn": "银川|yinchuan",
+    "lzh": "兰州|lanzhou", "nnn": "南宁|nanning", "hko": "海口|haikou", "gyg": "贵阳|guiyang", "ncg": "南昌|nanchang",
+    "tyn": "太原|taiyuan", "sjz": "石家庄|shijiazhuang", "ccn": "长春|changchun",
 }  # fmt: skip
 # China's provinces and regions: shipping fees, delivery times and store services are written per province
 # ("甘肃、宁夏：每单 22 元", "京津冀地区满 69 包邮"). The four municipalities are the cities above.
@@ -317,6 +330,8 @@ PROVINCE_OF = {
     "gz": "gd_", "sz": "gd_", "cd": "sc_", "hz": "zj_", "wh": "hub_", "nj": "js_", "xa": "sn_", "su": "js_",
     "nb": "zj_", "qd": "sd_", "dl": "ln_", "xm": "fj_", "cs": "hun_", "zz": "hn_", "jn": "sd_", "sy": "ln_",
     "hf": "ah_", "fz": "fj_", "km": "yn_", "wx": "js_", "dg": "gd_", "fs": "gd_", "heb": "hl_",
+    "lsa": "xz_", "wlq": "xj_", "xnn": "qh_", "hhh": "nm_", "ycn": "nx_", "lzh": "gs_", "nnn": "gx_", "hko": "hi_",
+    "gyg": "gz_", "ncg": "jx_", "tyn": "sx_", "sjz": "hb_", "ccn": "jl_",
 }  # fmt: skip
 # Places listed as exceptions ("其他地区（甘肃、宁夏除外）") are not where the sentence applies.
 _EXCEPTED = re.compile(r"[（(][^）)]*(?:除外|以外|\bexcept\b|\bexcluding\b|\bother than\b)[^）)]*[）)]", re.I)

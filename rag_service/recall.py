@@ -551,7 +551,12 @@ def _recall(question: str, memory: MemoryView, lang: str, kind: tuple[str, re.Pa
         if kind is not None:
             # A line about a sub-topic the question does not raise (a repair price for "15 英寸价格") answers
             # another question; what the line says counts, not the title of the page it cites.
-            overlap -= 0.75 * min(2, len(_aspects(_content(_body(said.text))) - wanted_aspects))
+            body = _aspects(_content(_body(said.text))) - wanted_aspects
+            overlap -= 0.75 * min(2, len(body))
+            if said.side == "assistant" and not body:
+                # A line of a page about a sub-topic ("补胎：23 元" quoted from the repair price list) is that
+                # sub-topic's, though the line says so only in the page it cites: less so.
+                overlap -= 0.25 * min(2, len(_aspects(_content(said.text[len(_body(said.text)) :])) - wanted_aspects))
         if threshold and any(v.threshold for v in found):
             overlap += 1.5
         if found and topical and kind is not None and kind[0] != "product":
