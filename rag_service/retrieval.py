@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from rag_core.embedding import Embedder, embed_query_off_loop
-from rag_core.lexical import query_vector
+from rag_core.embedding import Embedder, Vector, embed_query_off_loop
+from rag_core.lexical import SparseVec, query_vector
 from rag_core.recent import Recent
 from rag_core.settings import RetrievalSettings
 from rag_core.text import language
@@ -24,7 +24,7 @@ from rag_core.vectorstore import ScoredChunk, VectorIndex
 from rag_service.domain import Chunk
 from rag_service.facts import BASE_WORDS, product_fit, products
 from rag_service.filler import search_text
-from rag_service.glossary import GENERIC, concepts
+from rag_service.glossary import GENERIC, concepts, phrases
 from rag_service.rerank import other_language, rerank
 
 
@@ -95,12 +95,29 @@ class Retriever:
             )
             others.extend((h.id, h.score) for h in extra if h.id not in seen)
         hits = picked + others[: cfg.other_language_chunks]
+        if cfg.mode == "dense" and cfg.concept_chunks:
+            hits += await self.across(query, dense, other, tenant, {i for i, _ in hits})
         if prior:
             hits += continued(pool[n:], docs, prior, {i for i, _ in hits})
         payloads = await self.index.payloads([i for i, _ in hits], tenant)
         chunks = [_to_chunk(ScoredChunk(i, score, payloads[i])) for i, score in hits if i in payloads]
         scale = 1.0 if cfg.mode == "dense" else _rrf_scale(chunks)
         return self._remember(tenant, query, n, numbered(query, rerank(query, chunks, scale), scale), scale, prior)
+
+    async def across(
+        self, query: str, dense: Vector, other: str, tenant: str | None, taken: set[str]
+    ) -> list[tuple[str, float]]:
+        """The chunks of language `other` that have the query's specific concepts in their own words (the
+        glossary's phrases of them in that language, `concept_words`), the best `concept_chunks` of them by
+        dense score, less those `taken` already. The embedder ranks text in the question's language first:
+        "how much is the lens solution?" may find its Chinese price table's row below a dozen Chinese chunks
+        about lenses and prices, and the reranker can only lift what the candidates hold."""
+        words = concept_words(query, other)
+        if words is None:
+            return []
+        cfg = self.settings
+        found = await self.index.matching(dense, words, cfg.concept_chunks, cfg.concept_pool, lang=other, tenant=tenant)
+        return [(i, score) for i, score in found if i not in taken]
 
     def _remember(
         self, tenant: str | None, query: str, n: int, ranked: list[Chunk], scale: float, prior: dict[str, float]
@@ -126,6 +143,17 @@ class Retriever:
             return await self.search(chain[0], tenant=tenant, continues=chain[1:])
         prior = _weights(await self._leaned(chain[1:], tenant)) if len(chain) > 1 else {}
         return lean(chain[0], searched.chunks, prior, searched.scale, searched.own_page)[:n]
+
+
+@lru_cache(maxsize=1024)
+def concept_words(query: str, lang: str) -> SparseVec | None:
+    """A word-index query for the query's specific concepts (not a generic one: a price, a time) as a page in
+    `lang` writes them (`glossary.phrases`); None when it has none."""
+    ideas = concepts(query) - GENERIC
+    if not ideas:
+        return None
+    words = query_vector(phrases(ideas, lang))
+    return words if words.indices else None
 
 
 def continued(
