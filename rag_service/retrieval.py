@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from rag_core.embedding import Embedder, Vector, embed_query_off_loop
-from rag_core.lexical import SparseVec, query_vector
+from rag_core.lexical import SparseVec, grouped_vector, query_vector
 from rag_core.recent import Recent
 from rag_core.settings import RetrievalSettings
 from rag_core.text import language
@@ -150,9 +150,7 @@ def concept_words(query: str, lang: str) -> SparseVec | None:
     """A word-index query for the query's specific concepts (not a generic one: a price, a time) as a page in
     `lang` writes them (`glossary.phrases`); None when it has none."""
     ideas = concepts(query) - GENERIC
-    if not ideas:
-        return None
-    words = query_vector(phrases(ideas, lang))
+    words = grouped_vector([phrases(frozenset([idea]), lang) for idea in sorted(ideas)])
     return words if words.indices else None
 
 
