@@ -95,29 +95,41 @@ class Retriever:
             )
             others.extend((h.id, h.score) for h in extra if h.id not in seen)
         hits = picked + others[: cfg.other_language_chunks]
-        if cfg.mode == "dense" and cfg.concept_chunks:
-            hits += await self.across(query, dense, other, tenant, {i for i, _ in hits})
         if prior:
             hits += continued(pool[n:], docs, prior, {i for i, _ in hits})
         payloads = await self.index.payloads([i for i, _ in hits], tenant)
         chunks = [_to_chunk(ScoredChunk(i, score, payloads[i])) for i, score in hits if i in payloads]
+        if cfg.mode == "dense" and cfg.concept_chunks:
+            chunks += await self.across(query, dense, other, tenant, chunks)
         scale = 1.0 if cfg.mode == "dense" else _rrf_scale(chunks)
         return self._remember(tenant, query, n, numbered(query, rerank(query, chunks, scale), scale), scale, prior)
 
     async def across(
-        self, query: str, dense: Vector, other: str, tenant: str | None, taken: set[str]
-    ) -> list[tuple[str, float]]:
-        """The chunks of language `other` that have the query's specific concepts in their own words (the
-        glossary's phrases of them in that language, `concept_words`), the best `concept_chunks` of them by
-        dense score, less those `taken` already. The embedder ranks text in the question's language first:
-        "how much is the lens solution?" may find its Chinese price table's row below a dozen Chinese chunks
-        about lenses and prices, and the reranker can only lift what the candidates hold."""
-        words = concept_words(query, other)
+        self, query: str, dense: Vector, other: str, tenant: str | None, chunks: Sequence[Chunk]
+    ) -> list[Chunk]:
+        """Chunks of language `other` with the query's specific concepts that none of the candidates `chunks`
+        in that language has: the best `concept_pool` matches of those concepts' phrases in that language
+        (`concept_words`), at most `concept_chunks` of them (the best by dense score). The embedder ranks
+        text in the question's language first: "how much is the lens solution?" may find its Chinese price
+        table's row below a dozen Chinese chunks about lenses and prices, and the reranker can only lift what
+        the candidates hold. A concept some candidate in that language has already is left to the reranker."""
+        ideas = concepts(query) - GENERIC
+        if not ideas:
+            return []
+        for c in chunks:
+            if c.lang == other:
+                ideas -= concepts(f"{c.title}\n{c.section}\n{c.text}", ideas)
+                if not ideas:
+                    return []
+        words = concept_words(ideas, other)
         if words is None:
             return []
         cfg = self.settings
         found = await self.index.matching(dense, words, cfg.concept_chunks, cfg.concept_pool, lang=other, tenant=tenant)
-        return [(i, score) for i, score in found if i not in taken]
+        taken = {c.id for c in chunks}
+        new = [(i, score) for i, score in found if i not in taken]
+        payloads = await self.index.payloads([i for i, _ in new], tenant) if new else {}
+        return [_to_chunk(ScoredChunk(i, score, payloads[i])) for i, score in new if i in payloads]
 
     def _remember(
         self, tenant: str | None, query: str, n: int, ranked: list[Chunk], scale: float, prior: dict[str, float]
@@ -146,10 +158,9 @@ class Retriever:
 
 
 @lru_cache(maxsize=1024)
-def concept_words(query: str, lang: str) -> SparseVec | None:
-    """A word-index query for the query's specific concepts (not a generic one: a price, a time) as a page in
-    `lang` writes them (`glossary.phrases`); None when it has none."""
-    ideas = concepts(query) - GENERIC
+def concept_words(ideas: frozenset[str], lang: str) -> SparseVec | None:
+    """A word-index query for the concepts as a page in `lang` writes them (`glossary.phrases`), each concept
+    weighing alike; None when they have no phrase in that language."""
     words = grouped_vector([phrases(frozenset([idea]), lang) for idea in sorted(ideas)])
     return words if words.indices else None
 
