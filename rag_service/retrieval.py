@@ -107,20 +107,20 @@ class Retriever:
     async def across(
         self, query: str, dense: Vector, other: str, tenant: str | None, chunks: Sequence[Chunk]
     ) -> list[Chunk]:
-        """Chunks of language `other` with the query's specific concepts that none of the candidates `chunks`
-        in that language has: the best `concept_pool` matches of those concepts' phrases in that language
-        (`concept_words`), at most `concept_chunks` of them (the best by dense score). The embedder ranks
-        text in the question's language first: "how much is the lens solution?" may find its Chinese price
-        table's row below a dozen Chinese chunks about lenses and prices, and the reranker can only lift what
-        the candidates hold. A concept some candidate in that language has already is left to the reranker."""
+        """Chunks of language `other` with the query's specific concepts, when no candidate in that language
+        (`chunks`) has them all: the best `concept_pool` matches of those concepts' phrases in that language
+        (`concept_words`), at most `concept_chunks` of them (the best by dense score), less the candidates.
+        The embedder ranks text in the question's language first: "how much is the lens solution?" may find
+        its Chinese price table's row below a dozen Chinese chunks about lenses and prices, and the reranker
+        can only lift what the candidates hold. When a candidate in that language says all the question asks
+        about already, the reranker has its page to lift ("is it still under warranty?": more chunks of the
+        warranty page would only push the product's own warranty line out of the prompt)."""
         ideas = concepts(query) - GENERIC
         if not ideas:
             return []
         for c in chunks:
-            if c.lang == other:
-                ideas -= concepts(f"{c.title}\n{c.section}\n{c.text}", ideas)
-                if not ideas:
-                    return []
+            if c.lang == other and concepts(f"{c.title}\n{c.section}\n{c.text}", ideas) == ideas:
+                return []
         words = concept_words(ideas, other)
         if words is None:
             return []
