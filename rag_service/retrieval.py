@@ -116,10 +116,13 @@ class Retriever:
         about already, the reranker has its page to lift ("is it still under warranty?": more chunks of the
         warranty page would only push the product's own warranty line out of the prompt)."""
         ideas = concepts(query) - GENERIC
-        if not ideas:
+        theirs = [c for c in chunks if c.lang == other]
+        # None in that language: the collection has none (the pool is all of it, or that language's own dense
+        # search found none: `search`), as in a shop with pages in one language only.
+        if not ideas or not theirs:
             return []
-        for c in chunks:
-            if c.lang == other and concepts(f"{c.title}\n{c.section}\n{c.text}", ideas) == ideas:
+        for c in theirs:
+            if concepts(f"{c.title}\n{c.section}\n{c.text}", ideas) == ideas:
                 return []
         words = concept_words(ideas, other)
         if words is None:

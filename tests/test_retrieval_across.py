@@ -102,6 +102,10 @@ async def test_no_search_when_a_candidate_in_the_other_language_has_all_the_ques
     assert calls == []
     await retriever(shop_index).search("When does the West Lake store open on Sundays?")
     assert len(calls) == 1
+    # A shop whose pages are all in one language: no candidate in the other, and nothing to search for.
+    await shop_index.upsert([point(p.payload["title"], p.payload["text"], "en", 0.9) for p in SHOP[:2]], "english")
+    found = await retriever(shop_index).search("Do you sell spare parts for the swallow kite?", tenant="english")
+    assert len(found) == 2 and len(calls) == 1
 
 
 def test_concept_words_are_the_concepts_phrases_in_the_pages_language() -> None:
