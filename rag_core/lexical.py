@@ -11,6 +11,7 @@ import logging
 import re
 import zlib
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -63,6 +64,18 @@ def document_vector(text: str, avg_len: int, k1: float, b: float) -> SparseVec:
 def query_vector(text: str) -> SparseVec:
     idx = sorted({_index(t) for t in terms(text)})
     return SparseVec(idx, [1.0] * len(idx))
+
+
+def grouped_vector(groups: Sequence[str]) -> SparseVec:
+    """A query of several texts that weigh alike (a question's concepts, each written several ways): each
+    text's terms share a weight of 1, so a text of many words or spellings counts no more than a text of one."""
+    weights: dict[int, float] = {}
+    for text in groups:
+        found = {_index(t) for t in terms(text)}
+        for i in found:
+            weights[i] = max(weights.get(i, 0.0), 1.0 / len(found))
+    idx = sorted(weights)
+    return SparseVec(idx, [weights[i] for i in idx])
 
 
 def warm_up() -> None:

@@ -163,6 +163,14 @@ class RetrievalSettings(BaseModel):
     rerank: bool = True
     rerank_pool: int = 200
     other_language_chunks: int = 12
+    # ... and, when the question has specific glossary concepts and no candidate in the other language has
+    # them all, that language's `concept_pool` best BM25 matches of those concepts' phrases (at most
+    # `concept_chunks` of them, the best by dense score; `Retriever.across`): a page's chunk that says what the
+    # question asks in the other language may rank below that language's `other_language_chunks` on the dense
+    # score alone (0: none). The two best matches did best on the answer sets (docs/retrieval-eval.md); four,
+    # or the dense score's best among more, pushed lines of the right pages out of the prompt.
+    concept_chunks: int = 2
+    concept_pool: int = 2
     # Reciprocal-rank-fusion constant for hybrid retrieval.
     rrf_k: int = 60
     # Typical chunk length in tokens, for the BM25 length normalisation of sparse vectors.

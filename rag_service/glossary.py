@@ -432,6 +432,35 @@ def wording(text: str, concept: str) -> str | None:
     return m.group() if m is not None else None
 
 
+# The endings a word of an English phrase ending in "*" is looked for with, as whole words (`phrases`):
+# a word index matches whole words only ("warrant*" stands for "warranty", "warranties").
+_EN_ENDINGS = ("", "s", "es", "ed", "ing", "y", "ies", "er", "ers", "ation", "ations")
+_EN_WORD = re.compile(r"[a-z0-9]+(?:[.\-][a-z0-9]+)*")
+
+
+@lru_cache(maxsize=4096)
+def phrases(ideas: frozenset[str], lang: str) -> str:
+    """The concepts' own phrases in `lang` ("zh" or "en"), as plain text for a word index: what a page in
+    that language writes for them. English phrases lose their pattern marks ("contact*!lens" -> "contact",
+    "colou?r*" -> "colour"), and a word ending in "*" comes with its common endings."""
+    out: list[str] = []
+    for key in sorted(ideas):
+        en, zh = CONCEPTS.get(key, ("", ""))
+        if lang == "zh":
+            out.extend(z for z in zh.split("|") if z)
+            continue
+        for phrase in _EN_SPLIT.split(en.strip()):
+            p = phrase.partition("!")[0].lower()
+            # "colou?r": both spellings.
+            for spelling in dict.fromkeys((re.sub(r".\?", "", p), p.replace("?", ""))):
+                words = _EN_WORD.findall(spelling.rstrip("*"))
+                if words and spelling.endswith("*"):
+                    last = words.pop()
+                    words.extend(last + ending for ending in _EN_ENDINGS)
+                out.extend(words)
+    return " ".join(dict.fromkeys(out))
+
+
 # Concepts that name a sub-topic of a page: a sentence about one of them answers a question about it, not
 # a question that never mentions it ("多少钱" about a phone is not its repair price).
 ASPECTS = frozenset(

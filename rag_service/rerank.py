@@ -8,7 +8,8 @@ products apart ("iPhone 16" and "iPhone 16 Pro" pages score alike). Cheap signal
   is pushed down, the model itself lifted;
 - a place named by the question (a country or city, in either language) in the chunk;
 - the other language is always in the pool: its best chunks are fetched even when the dense search
-  filled the pool with chunks in the question's language.
+  filled the pool with chunks in the question's language, and its chunks that have the question's concepts in
+  their own words when none of those does (`Retriever.across`).
 Weights are in cosine units (the dense scores here sit in 0.75-0.95 and the cross-language gap is
 ~0.05-0.08); they were chosen on the project's development questions and checked on a held-back set.
 """

@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from rag_core.embedding import Embedder, embed_query_off_loop
-from rag_core.lexical import query_vector
+from rag_core.embedding import Embedder, Vector, embed_query_off_loop
+from rag_core.lexical import SparseVec, grouped_vector, query_vector
 from rag_core.recent import Recent
 from rag_core.settings import RetrievalSettings
 from rag_core.text import language
@@ -24,7 +24,7 @@ from rag_core.vectorstore import ScoredChunk, VectorIndex
 from rag_service.domain import Chunk
 from rag_service.facts import BASE_WORDS, product_fit, products
 from rag_service.filler import search_text
-from rag_service.glossary import GENERIC, concepts
+from rag_service.glossary import GENERIC, concepts, phrases
 from rag_service.rerank import other_language, rerank
 
 
@@ -99,8 +99,40 @@ class Retriever:
             hits += continued(pool[n:], docs, prior, {i for i, _ in hits})
         payloads = await self.index.payloads([i for i, _ in hits], tenant)
         chunks = [_to_chunk(ScoredChunk(i, score, payloads[i])) for i, score in hits if i in payloads]
+        if cfg.mode == "dense" and cfg.concept_chunks:
+            chunks += await self.across(query, dense, other, tenant, chunks)
         scale = 1.0 if cfg.mode == "dense" else _rrf_scale(chunks)
         return self._remember(tenant, query, n, numbered(query, rerank(query, chunks, scale), scale), scale, prior)
+
+    async def across(
+        self, query: str, dense: Vector, other: str, tenant: str | None, chunks: Sequence[Chunk]
+    ) -> list[Chunk]:
+        """Chunks of language `other` with the query's specific concepts, when no candidate in that language
+        (`chunks`) has them all: the best `concept_pool` matches of those concepts' phrases in that language
+        (`concept_words`), at most `concept_chunks` of them (the best by dense score), less the candidates.
+        The embedder ranks text in the question's language first: "how much is the lens solution?" may find
+        its Chinese price table's row below a dozen Chinese chunks about lenses and prices, and the reranker
+        can only lift what the candidates hold. When a candidate in that language says all the question asks
+        about already, the reranker has its page to lift ("is it still under warranty?": more chunks of the
+        warranty page would only push the product's own warranty line out of the prompt)."""
+        ideas = concepts(query) - GENERIC
+        theirs = [c for c in chunks if c.lang == other]
+        # None in that language: the collection has none (the pool is all of it, or that language's own dense
+        # search found none: `search`), as in a shop with pages in one language only.
+        if not ideas or not theirs:
+            return []
+        for c in theirs:
+            if concepts(f"{c.title}\n{c.section}\n{c.text}", ideas) == ideas:
+                return []
+        words = concept_words(ideas, other)
+        if words is None:
+            return []
+        cfg = self.settings
+        found = await self.index.matching(dense, words, cfg.concept_chunks, cfg.concept_pool, lang=other, tenant=tenant)
+        taken = {c.id for c in chunks}
+        new = [(i, score) for i, score in found if i not in taken]
+        payloads = await self.index.payloads([i for i, _ in new], tenant) if new else {}
+        return [_to_chunk(ScoredChunk(i, score, payloads[i])) for i, score in new if i in payloads]
 
     def _remember(
         self, tenant: str | None, query: str, n: int, ranked: list[Chunk], scale: float, prior: dict[str, float]
@@ -126,6 +158,14 @@ class Retriever:
             return await self.search(chain[0], tenant=tenant, continues=chain[1:])
         prior = _weights(await self._leaned(chain[1:], tenant)) if len(chain) > 1 else {}
         return lean(chain[0], searched.chunks, prior, searched.scale, searched.own_page)[:n]
+
+
+@lru_cache(maxsize=1024)
+def concept_words(ideas: frozenset[str], lang: str) -> SparseVec | None:
+    """A word-index query for the concepts as a page in `lang` writes them (`glossary.phrases`), each concept
+    weighing alike; None when they have no phrase in that language."""
+    words = grouped_vector([phrases(frozenset([idea]), lang) for idea in sorted(ideas)])
+    return words if words.indices else None
 
 
 def continued(

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rag_core.lexical import SparseVec
+from rag_core.lexical import SparseVec, document_vector, query_vector
 from rag_core.settings import QdrantSettings
 from rag_core.vectorstore import ChunkPoint
 from rag_core.vectorstore.edge import EdgeIndex, _key
@@ -109,5 +109,39 @@ async def test_local_modes_pool_ranks_as_its_own_search_does(tmp_path: Path) -> 
         # payloads are read where local mode keeps them, and the deleted ones are not found
         wanted = [points[i].id for i in (3, 9, 4)]
         assert await index.payloads(wanted) == {points[3].id: points[3].payload, points[4].id: points[4].payload}
+    finally:
+        await index.close()
+
+
+@pytest.mark.parametrize("engine", ["edge", "local"])
+async def test_matching_finds_the_chunks_of_one_language_that_have_the_words_and_ranks_them_by_dense_score(
+    tmp_path: Path, engine: str
+) -> None:
+    """`matching`: the best BM25 matches of the words among one language's chunks, with their dense scores
+    (the pool's scale), the nearest first."""
+    settings = QdrantSettings(path=str(tmp_path), collection="chunks", engine="edge")
+    index: EdgeIndex | QdrantIndex = (
+        EdgeIndex(settings, 4, "test-embedder") if engine == "edge" else QdrantIndex.open(settings, 4, "test-embedder")
+    )
+
+    def chunk(vector: list[float], text: str, lang: str) -> ChunkPoint:
+        p = point(vector, text)
+        p.payload["lang"] = lang
+        return ChunkPoint(p.id, p.dense, document_vector(text, 120, 1.2, 0.75), p.payload)
+
+    near = chunk([1.0, 0.2, 0.0, 0.0], "帐篷防潮垫单独购买，售价 59 元。", "zh")
+    far = chunk([0.2, 1.0, 0.0, 0.0], "防潮垫可以机洗。", "zh")
+    unrelated = chunk([1.0, 0.0, 0.0, 0.0], "营业时间每天 9 点到 21 点。", "zh")  # nearest, but none of the words
+    english = chunk([1.0, 0.1, 0.0, 0.0], "防潮垫 ground sheet, sold separately.", "en")  # the words, another language
+    query = np.asarray([1.0, 0.0, 0.0, 0.0], dtype=np.float32)
+    try:
+        await index.upsert([near, far, unrelated, english])
+        found = await index.matching(query, query_vector("防潮垫"), 3, 3, lang="zh")
+        assert [i for i, _ in found] == [near.id, far.id]
+        by_dense = {h.id: h.score for h in await index.search(query, None, 10, 60)}
+        assert [score for _, score in found] == pytest.approx([by_dense[near.id], by_dense[far.id]], rel=1e-5)
+        assert [i for i, _ in await index.matching(query, query_vector("防潮垫"), 1, 3, lang="zh")] == [near.id]
+        assert await index.matching(query, query_vector("防潮垫"), 3, 3, lang="zh", tenant="other") == []
+        assert await index.matching(query, SparseVec([], []), 3, 3, lang="zh") == []
     finally:
         await index.close()

@@ -118,6 +118,21 @@ class VectorIndex(Protocol):
         hits = await self.search(dense, sparse, limit, rrf_k, tenant=tenant, payload=["lang"])
         return [(h.id, h.score, str(h.payload.get("lang", ""))) for h in hits]
 
+    async def matching(
+        self,
+        dense: npt.NDArray[np.float32],
+        sparse: SparseVec,
+        limit: int,
+        within: int,
+        *,
+        lang: str,
+        tenant: str | None = None,
+    ) -> list[tuple[str, float]]:
+        """(id, dense score) of the `limit` chunks nearest to `dense` among the `within` best BM25 matches of
+        `sparse` in `tenant`'s chunks of language `lang`: chunks that have some of the given words (a
+        question's concepts in the other language), ranked by the dense score the pool ranks by."""
+        ...
+
     async def payloads(self, ids: Sequence[str], tenant: str | None = None) -> dict[str, dict[str, Any]]: ...
 
     async def stats(self, tenant: str | None = None) -> dict[str, int]: ...

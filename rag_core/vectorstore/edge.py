@@ -257,6 +257,42 @@ class EdgeIndex(VectorIndex):
         hits = self._search(dense, sparse, limit, rrf_k, tenant, None, ["lang"])
         return [(h.id, h.score, str(h.payload.get("lang", ""))) for h in hits]
 
+    async def matching(
+        self,
+        dense: npt.NDArray[np.float32],
+        sparse: SparseVec,
+        limit: int,
+        within: int,
+        *,
+        lang: str,
+        tenant: str | None = None,
+    ) -> list[tuple[str, float]]:
+        if self._absent(tenant) or not sparse.indices:
+            return []
+        return await self._run(self._matching, dense, sparse, limit, within, lang, tenant)
+
+    def _matching(
+        self,
+        dense: npt.NDArray[np.float32],
+        sparse: SparseVec,
+        limit: int,
+        within: int,
+        lang: str,
+        tenant: str | None,
+    ) -> list[tuple[str, float]]:
+        shard = self._readable(tenant)
+        if shard is None:
+            return []
+        language = qe.Filter(must=[qe.FieldCondition(key="lang", match=qe.MatchValue(lang))])
+        words = qe.Query.Nearest(qe.SparseVector(sparse.indices, sparse.values), using=SPARSE)
+        request = qe.QueryRequest(
+            limit=limit,
+            prefetches=[qe.Prefetch(limit=within, query=words, filter=language)],
+            query=qe.Query.Nearest(dense.tolist(), using=DENSE),
+            with_payload=False,
+        )
+        return [(str(h.id), float(h.score)) for h in shard.query(request)]
+
     def _from_memory(
         self,
         dense: npt.NDArray[np.float32],

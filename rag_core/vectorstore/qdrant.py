@@ -248,6 +248,31 @@ class QdrantIndex(VectorIndex):
             return [(i, score, str(known.get("lang", ""))) for i, score, known in found]
         return await super().pool(dense, sparse, limit, rrf_k, tenant=tenant)
 
+    async def matching(
+        self,
+        dense: npt.NDArray[np.float32],
+        sparse: SparseVec,
+        limit: int,
+        within: int,
+        *,
+        lang: str,
+        tenant: str | None = None,
+    ) -> list[tuple[str, float]]:
+        name = await self._readable(tenant)
+        if name is None or not sparse.indices:
+            return []
+        language = models.Filter(must=[models.FieldCondition(key="lang", match=models.MatchValue(value=lang))])
+        words = models.SparseVector(indices=sparse.indices, values=sparse.values)
+        response = await self.client.query_points(
+            name,
+            prefetch=models.Prefetch(query=words, using=SPARSE, limit=within, filter=language),
+            query=dense.tolist(),
+            using=DENSE,
+            limit=limit,
+            with_payload=False,
+        )
+        return [(str(h.id), float(h.score)) for h in response.points]
+
     async def _from_memory(
         self,
         name: str,
