@@ -198,7 +198,7 @@ class Decision:
     # So does a switch on similarity alone: unlike every recent question, but nothing announced or newly named.
     carries: bool = False
     # The conversation lends the question only its product (or the place it ships to): the question says the
-    # rest in its own words and refers to nothing ("How long is the battery covered?"), so the rules' reading
+    # rest in its own words and refers to nothing ("Is a carry case included?"), so the rules' reading
     # (that name put in) is the whole rewrite; a model asked would write the same at the cost of a call, so
     # `LLMRewriter` does not ask.
     lent: bool = False
