@@ -20,7 +20,7 @@ import dataclasses
 import math
 import re
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -45,13 +45,14 @@ from rag_service.facts import (
     store_name,
     values,
 )
-from rag_service.glossary import ASPECTS, CATEGORIES, GENERIC, concepts, coverage, weight
+from rag_service.glossary import ASPECTS, CATEGORIES, GENERIC, concepts, coverage, variant_terms, weight
 from rag_service.privacy import order_numbers
 from rag_service.recall import recall_answer
 from rag_service.table_rows import (
     Row,
     asked_numbers,
     headers_of,
+    holding_bound,
     reached_tier,
     span_fit,
     stated_figures,
@@ -228,6 +229,9 @@ class Question:
     added_ideas: frozenset[str] = frozenset()
     added_words: frozenset[str] = frozenset()
     editions: frozenset[str] = frozenset()
+    # The Chinese variant words the English question's common words name ("the indoor one": 室内): they pick
+    # a sibling on a Chinese page by the part of its name that tells it apart.
+    variant_terms: frozenset[str] = frozenset()
     # Variant words a follow-up names alone ("and the Pro one?") that the product carried over lacks: the
     # sibling that has them, whatever its model number.
     picked_variants: frozenset[str] = frozenset()
@@ -340,6 +344,8 @@ class Question:
             base_model=BASE_WORDS.search(question) is not None,
             attrs=_with_place_pointed_at(attributes(question) or attributes(query), question, earlier),
             editions=named_editions,
+            variant_terms=variant_terms(question)
+            or (variant_terms(query) if query and not _names_own_subject(question) else frozenset()),
             words=frozenset(words),
             ideas=ideas,
             added_ideas=added_ideas,
@@ -715,10 +721,15 @@ def _name_tokens(name: str) -> frozenset[str]:
     return frozenset(_NAME_TOKEN.findall(name.lower()))
 
 
+_TIER_HEADING = re.compile(r"^\S{1,6}(?:会员|等级)$|^\w+ (?:tier|level|membership|member)$", re.I)
+
+
 @lru_cache(maxsize=4096)
 def _model_heading(section: str) -> bool:
     if not section or len(section) > 40 or _QUESTION_LINE.search(section):
         return False
+    if _TIER_HEADING.search(section):
+        return True  # "银卡会员", "Gold tier": one of a page's levels, read as its siblings are
     # "晴川 Pro": a family word and a variant word name a model as surely as a model number does ("How to fold it"
     # uses the word as a verb: a name writes it capitalised).
     variant = any(w.lower() in VARIANT_WORDS and w[0].isupper() for w in _WORD.findall(section))
@@ -782,6 +793,35 @@ def _named_headings(candidates: Sequence[Candidate], filed: set[str]) -> set[tup
 _NAME_WORD = re.compile(rf"[A-Za-z0-9]+(?:\.[0-9]+)?|{HAN_CLASS}+")
 
 
+def _shared_run(a: str, b: str) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def _distinct_parts(tokens: Iterable[str]) -> dict[str, str]:
+    """Each Chinese name word without the longest head and tail it shares with another sibling's word: "银" of
+    "银卡会员" beside "金卡会员", "室内" of "室内成猫粮" beside "成猫粮" (only words that share some)."""
+    words = sorted(set(tokens))
+    out: dict[str, str] = {}
+    for w in words:
+        head = tail = 0
+        for o in words:
+            if o == w:
+                continue
+            n = _shared_run(w, o)
+            m = _shared_run(w[::-1], o[::-1])
+            if n + m >= len(w):
+                continue  # one is the other with more ("成猫粮" in "室内成猫粮"): the shorter tells nothing apart
+            head, tail = max(head, n), max(tail, m)
+        if head or tail:
+            part = w[head : len(w) - tail]
+            if part:
+                out[w] = part
+    return out
+
+
 class _Siblings:
     """Which of a page's sibling models (rows of one table, sections of one page) the question names, read
     by the words that tell them apart rather than by parsing a product name: "20L" picks "远足 20L 城市包"
@@ -794,6 +834,7 @@ class _Siblings:
         # count less.
         # Without the tails of contractions: the "m" of "I'm" is no size M nor model M.
         own_text = _CONTRACTION.sub(" ", " ".join([q.text, *q.editions]).lower())
+        self.terms = q.variant_terms
         self.own = _name_tokens(own_text)
         self.own_text = own_text
         self.added = (q.words | {t for p in q.named for t in _name_tokens(p.text)}) - self.own
@@ -828,10 +869,12 @@ class _Siblings:
             # "能坐 3 人的那款" where one sibling is named by "3": the customer picks it by what it is or has, and the
             # model the rewriter carried is the one they move away from (its words name no sibling then).
             self.added = frozenset()
+        self.distinct: dict[str, str] = {}
         for doc, names in by_doc.items():
             if len(names) < 2:
                 continue
             tokens = frozenset().union(*(_name_tokens(n) for n in names))
+            self.distinct.update(_distinct_parts(t for t in tokens if not t.isascii()))
             self.name_words |= tokens
             foreign = bool(lines) and not any(line & tokens for line in lines)
             common = frozenset.intersection(*(_name_tokens(n) for n in names))
@@ -846,10 +889,15 @@ class _Siblings:
 
     def _hit(self, token: str) -> float:
         if not token.isascii():
-            if concepts(token):
+            # What tells the sibling apart ("银" of "银卡会员" beside "金卡会员", "室内" of "室内成猫粮" beside "成猫粮").
+            part = self.distinct.get(token, "")
+            if concepts(token) and (not part or concepts(part)):
                 return 0.0  # a membership level or a category: the glossary's concepts weigh those
             stem = _EDITION_END.sub("", token) if len(token) > 2 else token
-            return 1.0 if stem in self.own_text else 0.0
+            if stem in self.own_text:
+                return 1.0
+            # An English question's variant word for that part ("the indoor one" for "室内…").
+            return 1.0 if part and any(v in part for v in self.terms) else 0.0
         if token in self.own:
             return 1.0
         return _ADDED if token in self.added else 0.0
@@ -873,6 +921,26 @@ class _Siblings:
         # A sibling that shares only the family's word with the question ("Clara" of "Clara 1.74" for "Clara 1.56") is
         # not named while another is named by a whole word more.
         return _SIBLING_HIT if hit >= best else _SIBLING_MISS if hit == 0 or hit <= best - 1 else 1.0
+
+
+def _keep_tightest(
+    span_fits: dict[int, float], figures: frozenset[str], asked: frozenset[str] | set[str], candidates: list[Candidate]
+) -> None:
+    """A size chosen by a figure ("a 7 kg cat", "chest 50 cm") is the one whose span holds it most tightly: of a
+    page's sentences whose spans hold it as well as the best do, "up to 9 kg" beats "up to 16 kg" (and "from
+    25" beats "from 10"); the looser ones are lifted no more than a span that misses."""
+    bounds = {id(c): b for c in candidates if (b := holding_bound(figures, c.text, frozenset(asked))) is not None}
+    best: dict[str, tuple[float, float, float]] = {}
+    for c in candidates:
+        b = bounds.get(id(c))
+        if b is not None:
+            top = best.get(c.chunk.doc_id)
+            if top is None or (b[0], -b[1], b[2]) > (top[0], -top[1], top[2]):
+                best[c.chunk.doc_id] = b
+    for c in candidates:
+        b, top = bounds.get(id(c)), best.get(c.chunk.doc_id)
+        if b is not None and top is not None and b[0] == top[0] and (b[1] > top[1] or b[2] < top[2]):
+            span_fits[id(c)] = 0.5
 
 
 def score_candidates(q: Question, candidates: list[Candidate]) -> None:
@@ -943,6 +1011,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         # "保一年呢" after "台灯八百多买的，保两年几块": the figure the rewriter carried still picks the band.
         figures = stated_figures(q.recent[1], asked_numbers(q.recent[1], names))
     span_fits = {id(c): span_fit(figures, c.text, asked_words) for c in candidates} if figures else {}
+    if figures and primary is not Ask.YESNO:
+        _keep_tightest(span_fits, figures, asked_words, candidates)
     # "安装要收钱吗", "do I pay the postage?": a sentence saying it is free, or who pays, answers it as an amount does.
     cost_yesno = Ask.YESNO in q.asks and _COST_ASKED.search(q.text) is not None
     spanned = {c.chunk.doc_id for c in candidates if span_fits.get(id(c), 1.0) > 1}
