@@ -1,0 +1,89 @@
+"""Siblings picked by a common word on an invented garden-and-aquarium shop: an English question's variant
+word over a Chinese page's rows ("the outdoor one" is the row "… 户外 …"), a membership level named by its
+own heading, and a size chosen by a figure the customer states (the span that holds it most tightly)."""
+
+from __future__ import annotations
+
+from rag_service.extractive import _distinct_parts
+from rag_service.glossary import variant_terms
+from rag_service.table_rows import holding_bound
+from tests.extractive_kit import answer, chunk
+
+LAMPS = chunk(
+    "lamps",
+    "青禾 植物补光灯 商品详情",
+    "\n".join(
+        [
+            "青禾 植物补光灯 商品详情",
+            "| 型号 | 适用 | 功率 | 售价 |",
+            "|---|---|---|---|",
+            "| 青禾 补光灯 30cm | 窗台盆栽 | 12 W | 88 元 |",
+            "| 青禾 户外补光灯 30cm | 阳台和露台，防水 | 18 W | 136 元 |",
+            "| 青禾 老年款补光灯 30cm | 按键大、定时简单 | 12 W | 99 元 |",
+        ]
+    ),
+)
+
+CLUB = chunk(
+    "club",
+    "绿芽俱乐部 会员等级",
+    "\n".join(
+        [
+            "绿芽俱乐部 会员等级",
+            "铜芽会员",
+            "- 条件：注册即可",
+            "- 绿植打 98 折",
+            "银芽会员",
+            "- 条件：一年实付满 800 元",
+            "- 绿植打 95 折",
+            "金芽会员",
+            "- 条件：一年实付满 3000 元",
+            "- 绿植打 9 折",
+        ]
+    ),
+)
+
+TANKS = chunk(
+    "tanks",
+    "Lumen Fish Tanks",
+    "\n".join(
+        [
+            "Lumen Fish Tanks",
+            "Lumen Tank 20",
+            "The compact tank, for up to 6 small fish. It costs 158 yuan.",
+            "Lumen Tank 45",
+            "The middle tank, for up to 14 small fish. It costs 299 yuan.",
+            "Lumen Tank 80",
+            "The large tank, for up to 30 small fish. It costs 520 yuan.",
+        ]
+    ),
+)
+
+
+def test_english_variant_words_name_chinese_ones() -> None:
+    assert variant_terms("the outdoor one for an elderly user") == frozenset({"户外", "室外", "老年"})
+    assert variant_terms("户外款") == frozenset()
+
+
+def test_distinct_parts_drop_what_siblings_share() -> None:
+    parts = _distinct_parts(["铜芽会员", "银芽会员", "金芽会员"])
+    assert parts == {"铜芽会员": "铜", "银芽会员": "银", "金芽会员": "金"}
+    assert _distinct_parts(["户外补光灯", "补光灯"]) == {"户外补光灯": "户外"}
+
+
+def test_an_english_variant_word_picks_the_chinese_row() -> None:
+    text = answer("How much is the outdoor lamp from Qinghe?", [LAMPS])
+    assert "136" in text and "88 元" not in text
+
+
+def test_a_level_named_by_its_heading_gets_that_levels_lines() -> None:
+    text = answer("我是银芽会员，买绿植打几折", [CLUB])
+    assert "95 折" in text and "98 折" not in text
+
+
+def test_the_size_whose_span_holds_the_figure_most_tightly() -> None:
+    assert holding_bound(frozenset({"10"}), "It is for up to 14 small fish.", frozenset({"fish"})) == (2.0, 14.0, 0.0)
+    assert holding_bound(frozenset({"10"}), "It is for up to 6 small fish.", frozenset({"fish"})) is None
+    text = answer("I keep 10 small fish. Which Lumen tank size should I buy?", [TANKS])
+    assert "Tank 45" in text or "middle" in text
+    assert "large tank" not in text
