@@ -134,6 +134,7 @@ def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
         # A sentence that ends in a colon ("每周开放以下时段：") introduces the short lines below it: they
         # are its items, not headings, and it is quoted with them.
         intro: Candidate | None = None
+        previous_body = False
         for i, line in enumerate(lines):
             got = reader.feed(line, lines[i + 1] if i + 1 < len(lines) else None)
             if got is True:
@@ -155,11 +156,14 @@ def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
                 out.append(Candidate(line, chunk, rank, section, len(out)))
                 continue
             intro = None
-            if (is_heading(line) and not _flat_row(line)) or _asks_question(
+            after_body = previous_body
+            previous_body = False
+            if (is_heading(line) and not _flat_row(line) and not (after_body and _item_line(line))) or _asks_question(
                 line, lines[i + 1] if i + 1 < len(lines) else None
             ):
                 section = line.strip("*_ ") or line  # "**Q: ...?**" is read as the question it sets in bold
                 continue
+            previous_body = True
             body = LIST_MARK.sub("", line).strip(" #*")
             reply = ""
             for s in split_sentences(body):
@@ -184,6 +188,24 @@ def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
 # A table that a PDF's text layer flattened keeps a row a line, its cells run together with spaces ("1,000 to
 # 2,999 yuan 129 yuan 299 yuan"): short and unpunctuated as a heading is, but a heading states no amounts.
 _AMOUNT = re.compile(r"[¥￥]\s?\d|\d\s?(?:yuan|rmb|元|块|%)(?![A-Za-z])", re.I)
+
+
+def _item_line(line: str) -> bool:
+    """A short unpunctuated line with a figure or a comma, after the lines of a section ("积分 1.2 倍", "每年 2 次免费寄存" under
+    a level's heading, as a web page's list comes out without its markers): an item of that section, not a
+    heading of its own. Not a model's name ("鲜粒 5kg", "Tank 20")."""
+    # A comma joins clauses, which a heading has not ("专属客服，优先排期").
+    return (
+        bool(re.search(r"\d|，", line))
+        and not _MODEL_TOKEN.search(line)
+        and not products(line)
+        and not _model_name(line)
+    )
+
+
+def _model_name(line: str) -> bool:
+    # "Lumen Tank 20": capitalised words and a figure name a model.
+    return bool(re.fullmatch(r"(?:[A-Z][\w-]*\s)+\d[\w.]*", line.strip()))
 
 
 def _flat_row(line: str) -> bool:
@@ -896,8 +918,15 @@ class _Siblings:
             stem = _EDITION_END.sub("", token) if len(token) > 2 else token
             if stem in self.own_text:
                 return 1.0
+            if not part:
+                return 0.0
+            # The part with the character after it ("金卡" of "金卡会员"), or itself when two characters long ("室内").
+            at = token.find(part)
+            said = token[at : at + len(part) + 1] if at + len(part) < len(token) else token[max(0, at - 1) :]
+            if (len(part) > 1 and part in self.own_text) or (len(said) > 1 and said in self.own_text):
+                return 1.0
             # An English question's variant word for that part ("the indoor one" for "室内…").
-            return 1.0 if part and any(v in part for v in self.terms) else 0.0
+            return 1.0 if any(v in part for v in self.terms) else 0.0
         if token in self.own:
             return 1.0
         return _ADDED if token in self.added else 0.0
