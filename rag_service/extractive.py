@@ -190,13 +190,17 @@ def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
 _AMOUNT = re.compile(r"[¥￥]\s?\d|\d\s?(?:yuan|rmb|元|块|%)(?![A-Za-z])", re.I)
 
 
+# A figure with its measure ("95 折", "1.2 倍", "2 次", "80 元"), not a bare one ("晶透 1.67 防蓝光" is a model's heading).
+_ITEM_FIGURE = re.compile(r"\d\s?(?:%|元|块|折|倍|次|晚|天|个|件|张|份|只|人|小时|分钟|年|月)|，")
+
+
 def _item_line(line: str) -> bool:
-    """A short unpunctuated line with a figure or a comma, after the lines of a section ("积分 1.2 倍", "每年 2 次免费寄存" under
+    """A short unpunctuated line with a figure and its measure, or a comma, after the lines of a section ("积分 1.2 倍", "每年 2 次免费寄存" under
     a level's heading, as a web page's list comes out without its markers): an item of that section, not a
     heading of its own. Not a model's name ("鲜粒 5kg", "Tank 20")."""
     # A comma joins clauses, which a heading has not ("专属客服，优先排期").
     return (
-        bool(re.search(r"\d|，", line))
+        bool(_ITEM_FIGURE.search(line))
         and not _MODEL_TOKEN.search(line)
         and not products(line)
         and not _model_name(line)
@@ -913,8 +917,9 @@ class _Siblings:
         if not token.isascii():
             # What tells the sibling apart ("银" of "银卡会员" beside "金卡会员", "室内" of "室内成猫粮" beside "成猫粮").
             part = self.distinct.get(token, "")
-            if concepts(token) and (not part or concepts(part)):
-                return 0.0  # a membership level or a category: the glossary's concepts weigh those
+            ideas = concepts(token)
+            if ideas & _TIERS or (ideas and (not part or concepts(part))):
+                return 0.0  # a membership level or a category the glossary knows: its concepts weigh those
             stem = _EDITION_END.sub("", token) if len(token) > 2 else token
             if stem in self.own_text:
                 return 1.0
@@ -953,23 +958,39 @@ class _Siblings:
 
 
 def _keep_tightest(
-    span_fits: dict[int, float], figures: frozenset[str], asked: frozenset[str] | set[str], candidates: list[Candidate]
+    q: Question,
+    span_fits: dict[int, float],
+    figures: frozenset[str],
+    asked: frozenset[str] | set[str],
+    candidates: list[Candidate],
 ) -> None:
     """A size chosen by a figure ("a 7 kg cat", "chest 50 cm") is the one whose span holds it most tightly: of a
     page's sentences whose spans hold it as well as the best do, "up to 9 kg" beats "up to 16 kg" (and "from
     25" beats "from 10"); the looser ones are lifted no more than a span that misses."""
-    bounds = {id(c): b for c in candidates if (b := holding_bound(figures, c.text, frozenset(asked))) is not None}
+    # Among the lines of the product asked about ("Air Box" sizes, not a backpack's on the same page).
+    scope = [c for c in candidates if not q.named or any(p.tokens <= _name_tokens(_filed_text(c)) for p in q.named)]
+    bounds = {id(c): b for c in scope if (b := holding_bound(figures, c.text, frozenset(asked))) is not None}
     best: dict[str, tuple[float, float, float]] = {}
-    for c in candidates:
+    for c in scope:
         b = bounds.get(id(c))
         if b is not None:
             top = best.get(c.chunk.doc_id)
             if top is None or (b[0], -b[1], b[2]) > (top[0], -top[1], top[2]):
                 best[c.chunk.doc_id] = b
-    for c in candidates:
+    for c in scope:
         b, top = bounds.get(id(c)), best.get(c.chunk.doc_id)
         if b is not None and top is not None and b[0] == top[0] and (b[1] > top[1] or b[2] < top[2]):
             span_fits[id(c)] = 0.5
+        elif b is None and top is not None and top[0] > 1.5 and span_fits.get(id(c), 1.0) == 1.0:
+            # A line of the same product that states no span ("outside size 60 x 40 cm") does not choose the size.
+            span_fits[id(c)] = _NO_SPAN
+
+
+_NO_SPAN = 0.6
+
+
+def _filed_text(c: Candidate) -> str:
+    return f"{c.section} {c.row.name if c.row is not None else ''} {c.text}"
 
 
 def score_candidates(q: Question, candidates: list[Candidate]) -> None:
@@ -1041,7 +1062,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         figures = stated_figures(q.recent[1], asked_numbers(q.recent[1], names))
     span_fits = {id(c): span_fit(figures, c.text, asked_words) for c in candidates} if figures else {}
     if figures and primary is not Ask.YESNO:
-        _keep_tightest(span_fits, figures, asked_words, candidates)
+        _keep_tightest(q, span_fits, figures, asked_words, candidates)
     # "安装要收钱吗", "do I pay the postage?": a sentence saying it is free, or who pays, answers it as an amount does.
     cost_yesno = Ask.YESNO in q.asks and _COST_ASKED.search(q.text) is not None
     spanned = {c.chunk.doc_id for c in candidates if span_fits.get(id(c), 1.0) > 1}
