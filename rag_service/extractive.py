@@ -194,6 +194,10 @@ _AMOUNT = re.compile(r"[¥￥]\s?\d|\d\s?(?:yuan|rmb|元|块|%)(?![A-Za-z])", re
 _ITEM_FIGURE = re.compile(r"\d\s?(?:%|元|块|折|倍|次|晚|天|个|件|张|份|只|人|小时|分钟|年|月)|，")
 
 
+# "一、7 天无理由退货", "第二条 …": a heading by its numbering.
+_NUMBERED_HEADING = re.compile(r"^\s*(?:[一二三四五六七八九十]+、|第[一二三四五六七八九十\d]+[章节条部分])")
+
+
 def _item_line(line: str) -> bool:
     """A short unpunctuated line with a figure and its measure, or a comma, after the lines of a section ("积分 1.2 倍", "每年 2 次免费寄存" under
     a level's heading, as a web page's list comes out without its markers): an item of that section, not a
@@ -201,6 +205,7 @@ def _item_line(line: str) -> bool:
     # A comma joins clauses, which a heading has not ("专属客服，优先排期").
     return (
         bool(_ITEM_FIGURE.search(line))
+        and not _NUMBERED_HEADING.match(line)
         and not _MODEL_TOKEN.search(line)
         and not products(line)
         and not _model_name(line)
@@ -848,6 +853,9 @@ def _distinct_parts(tokens: Iterable[str]) -> dict[str, str]:
     return out
 
 
+_SPACED_UNIT = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s+(kg|g|ml|l|cm|mm|gb|tb|mah)\b")
+
+
 class _Siblings:
     """Which of a page's sibling models (rows of one table, sections of one page) the question names, read
     by the words that tell them apart rather than by parsing a product name: "20L" picks "远足 20L 城市包"
@@ -860,6 +868,8 @@ class _Siblings:
         # count less.
         # Without the tails of contractions: the "m" of "I'm" is no size M nor model M.
         own_text = _CONTRACTION.sub(" ", " ".join([q.text, *q.editions]).lower())
+        # "the 10 kg bag" names the row "… 10kg" as a whole word, not by a "kg" every row's name has.
+        own_text = _SPACED_UNIT.sub(r"\1\2", own_text)
         self.terms = q.variant_terms
         self.own = _name_tokens(own_text)
         self.own_text = own_text
