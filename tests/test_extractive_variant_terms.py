@@ -87,3 +87,50 @@ def test_the_size_whose_span_holds_the_figure_most_tightly() -> None:
     text = answer("I keep 10 small fish. Which Lumen tank size should I buy?", [TANKS])
     assert "Tank 45" in text or "middle" in text
     assert "large tank" not in text
+
+
+# A web page's list comes out without its markers: short lines under each level's heading.
+SEED_CLUB = chunk(
+    "seeds",
+    "种子会 等级说明",
+    "\n".join(
+        [
+            "种子会 等级说明",
+            "青苗会员",
+            "条件：注册即可",
+            "种子打 98 折",
+            "花期会员",
+            "条件：一年实付满 2000 元",
+            "种子打 9 折",
+            "每年 3 次免费换盆",
+            "专属顾问，预约优先",
+            "生日券 60 元",
+        ]
+    ),
+)
+
+SOIL = chunk(
+    "soil",
+    "沃土 营养土 商品详情",
+    "\n".join(
+        [
+            "沃土 营养土 商品详情",
+            "| 型号 | 适用 | 售价 |",
+            "|---|---|---|",
+            "| 沃土 通用土 2.5L | 绿萝、吊兰 | 19 元 |",
+            "| 沃土 通用土 10L | 绿萝、吊兰 | 59 元 |",
+            "| 沃土 多肉土 2.5L | 多肉、仙人掌 | 25 元 |",
+            "| 沃土 多肉土 10L | 多肉、仙人掌 | 79 元 |",
+        ]
+    ),
+)
+
+
+def test_short_lines_after_a_levels_lines_are_its_items() -> None:
+    text = answer("花期会员的生日券多少钱", [SEED_CLUB])
+    assert "60 元" in text
+
+
+def test_a_figure_and_its_unit_name_the_row() -> None:
+    text = answer("How much is the 10 L bag of the succulent soil?", [SOIL], query="沃土 多肉土 10 L 多少钱")
+    assert "79 元" in text and "25 元" not in text
