@@ -271,6 +271,8 @@ class Question:
     # What the previous answer's quoted lines were about ("型号 晨星 16 寸" of a row it quoted), for a follow-up
     # that names no model of its own: "这款怎么卖" after an answer that settled on one of a page's siblings.
     answered_subjects: tuple[str, ...] = ()
+    # A follow-up that names what it moves on to ("配件呢"): the sibling quoted before holds only where it names none.
+    moved_on: bool = False
     # The amount the customer says they spent, in this question or one just before: the tier it reaches.
     spend: float | None = None
     spend_carried: bool = False
@@ -369,9 +371,14 @@ class Question:
             # may have left the row the last answer quoted.
             # An elliptic question ("Weight?", "几斤？") names nothing and points at nothing either: only what
             # is on the table can be what it asks about.
+            # A follow-up that moves on to another thing ("配件呢" after the silver level's discount on bikes) keeps
+            # the sibling settled on, unless it names one of that page's siblings itself.
             answered_subjects=quoted_subjects(answered)
-            if answered and (_ANAPHOR.search(question) or _elliptic(question)) and not _names_own_subject(question)
+            if answered
+            and (_ANAPHOR.search(question) or _elliptic(question) or _FOLLOW_UP.search(question))
+            and not _names_own_subject(question)
             else (),
+            moved_on=bool(_FOLLOW_UP.search(question)) and not (_ANAPHOR.search(question) or _elliptic(question)),
             base_model=BASE_WORDS.search(question) is not None,
             attrs=_with_place_pointed_at(attributes(question) or attributes(query), question, earlier),
             editions=named_editions,
@@ -914,9 +921,14 @@ class _Siblings:
             self.name_words |= tokens
             foreign = bool(lines) and not any(line & tokens for line in lines)
             common = frozenset.intersection(*(_name_tokens(n) for n in names))
+            own = {
+                name: sum(self._hit(t) for t in _name_tokens(name) - common if not (foreign and t in VARIANT_WORDS))
+                for name in names
+            }
+            settled = not q.moved_on or not any(own.values())
             for name in names:
-                hit = sum(self._hit(t) for t in _name_tokens(name) - common if not (foreign and t in VARIANT_WORDS))
-                if name in filed and _quotes_sibling(q.answered_subjects, name):
+                hit = own[name]
+                if settled and name in filed and _quotes_sibling(q.answered_subjects, name):
                     # The sibling the previous answer quoted, for a follow-up that names none ("那这款怎么卖"): the
                     # one the conversation settled on, weighed as the rewriter's additions are.
                     hit += _ADDED
