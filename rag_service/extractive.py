@@ -759,7 +759,10 @@ def _name_tokens(name: str) -> frozenset[str]:
     return frozenset(_NAME_TOKEN.findall(name.lower()))
 
 
-_TIER_HEADING = re.compile(r"^\S{1,6}(?:会员|等级)$|^\w+ (?:tier|level|membership|member)$", re.I)
+# "银卡会员", "Gold tier": one level of several; not "会员等级" nor "Membership level", which name the topic.
+_TIER_HEADING = re.compile(
+    r"^(?!会员|等级)\S{1,6}(?:会员|等级)$|^(?!member|membership\b)\w+ (?:tier|level|membership|member)$", re.I
+)
 
 
 @lru_cache(maxsize=4096)
