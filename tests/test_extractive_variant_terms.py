@@ -132,5 +132,5 @@ def test_short_lines_after_a_levels_lines_are_its_items() -> None:
 
 
 def test_a_figure_and_its_unit_name_the_row() -> None:
-    text = answer("How much is the 10 L bag of the succulent soil?", [SOIL], query="沃土 多肉土 10 L 多少钱")
+    text = answer("Succulent soil, 10 L size: price?", [SOIL], query="沃土 多肉土 10 L 价格")
     assert "79 元" in text and "25 元" not in text
