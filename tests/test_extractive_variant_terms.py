@@ -7,7 +7,7 @@ from __future__ import annotations
 from rag_service.extractive import _distinct_parts
 from rag_service.glossary import variant_terms
 from rag_service.table_rows import holding_bound
-from tests.extractive_kit import answer, chunk
+from tests.extractive_kit import answer, chunk, conversation
 
 LAMPS = chunk(
     "lamps",
@@ -134,3 +134,32 @@ def test_short_lines_after_a_levels_lines_are_its_items() -> None:
 def test_a_figure_and_its_unit_name_the_row() -> None:
     text = answer("Succulent soil, 10 L size: price?", [SOIL], query="沃土 多肉土 10 L 价格")
     assert "79 元" in text and "25 元" not in text
+
+
+LEAF_CLUB = chunk(
+    "leaf",
+    "叶友会 会员",
+    "\n".join(
+        [
+            "叶友会 会员",
+            "嫩叶会员",
+            "- 绿植 98 折",
+            "- 花盆和工具 95 折",
+            "绿叶会员",
+            "- 绿植 96 折",
+            "- 花盆和工具 9 折",
+        ]
+    ),
+)
+
+
+def test_a_follow_up_moving_on_keeps_the_level_settled_on() -> None:
+    before = "[extractive answer, no LLM configured] 根据知识库：\n- 绿叶会员：绿植 96 折（叶友会 会员）"
+    text = answer("花盆呢", [LEAF_CLUB], query="花盆 打几折", memory=conversation(("我是绿叶会员，绿植打几折", before)))
+    assert "9 折" in text and "95 折" not in text
+
+
+def test_a_topic_heading_is_no_level() -> None:
+    from rag_service.extractive import _model_heading
+
+    assert _model_heading("绿叶会员") and not _model_heading("会员等级")
