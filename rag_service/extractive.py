@@ -1279,6 +1279,52 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         for c in candidates:
             if _OTHERS.match(c.text) and not products(c.text):
                 c.score *= _OTHERS_MISS
+    _by_size(q, candidates)
+
+
+# "大包的呢", "the big bottle", "小袋": the largest (or smallest) pack among the lines that answer, by its size.
+_BIG = re.compile(
+    r"大(?:包|袋|瓶|盒|桶|罐|箱|份|装)|\b(?:big|bigger|biggest|large|larger|largest)\s(?:bag|bottle|box|pack|tin|can|tub)s?\b",
+    re.I,
+)
+_SMALL = re.compile(
+    r"小(?:包|袋|瓶|盒|桶|罐|箱|份|装)|\b(?:small|smaller|smallest|little)\s(?:bag|bottle|box|pack|tin|can|tub)s?\b",
+    re.I,
+)
+_PACK_SIZE = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s?(kg|千克|公斤|g|克|ml|毫升|l|升)(?![a-z])", re.I)
+_IN_BASE = {"kg": ("mass", 1000.0), "千克": ("mass", 1000.0), "公斤": ("mass", 1000.0), "g": ("mass", 1.0),
+            "克": ("mass", 1.0), "ml": ("volume", 1.0), "毫升": ("volume", 1.0), "l": ("volume", 1000.0),
+            "升": ("volume", 1000.0)}  # fmt: skip
+_SIZE_FIT, _SIZE_MISS, _SIZE_AMONG = 1.5, 0.6, 6
+
+
+def _pack_size(text: str) -> tuple[str, float] | None:
+    """The one pack size a line states ("5kg 装：472 元", "规格 360 ml"); None for none or several."""
+    found = {(_IN_BASE[u.lower()][0], float(n) * _IN_BASE[u.lower()][1]) for n, u in _PACK_SIZE.findall(text)}
+    return next(iter(found)) if len(found) == 1 else None
+
+
+def _by_size(q: Question, candidates: list[Candidate]) -> None:
+    """For a question that picks a pack by being the big or the small one, among the best lines of a page that
+    state one pack size each in the same measure: the largest (smallest) lifted, the others lowered."""
+    big, small = _BIG.search(q.text), _SMALL.search(q.text)
+    if bool(big) == bool(small):
+        return
+    top = sorted((c for c in candidates if c.score > 0), key=lambda c: -c.score)[:_SIZE_AMONG]
+    groups: dict[tuple[str, str, str], list[tuple[float, Candidate]]] = {}
+    for c in top:
+        size = _pack_size(c.text)
+        # Packs of one product: rows whose names start alike ("水沁 护理液", "水沁 护理液 便携装"), lines of one section.
+        name = _NAME_TOKEN.findall((c.row.name if c.row is not None else c.section).lower())
+        if size is not None:
+            groups.setdefault((c.chunk.doc_id, size[0], name[0] if name else ""), []).append((size[1], c))
+    for sized in groups.values():
+        values = {v for v, _ in sized}
+        if len(values) < 2:
+            continue
+        wanted = max(values) if big else min(values)
+        for v, c in sized:
+            c.score *= _SIZE_FIT if v == wanted else _SIZE_MISS
 
 
 def _names_asked_place(value: str, question: str) -> bool:
