@@ -1315,7 +1315,7 @@ def _by_size(q: Question, candidates: list[Candidate]) -> None:
     for c in top:
         size = _pack_size(c.text)
         # Packs of one product: rows whose names start alike ("水沁 护理液", "水沁 护理液 便携装"), lines of one section.
-        name = _NAME_TOKEN.findall((c.row.name if c.row is not None else c.section).lower())
+        name = _NAME_TOKEN.findall(c.row.name.lower())[:1] if c.row is not None else [c.section]
         if size is not None:
             groups.setdefault((c.chunk.doc_id, size[0], name[0] if name else ""), []).append((size[1], c))
     for sized in groups.values():

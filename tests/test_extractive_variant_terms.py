@@ -163,3 +163,25 @@ def test_a_topic_heading_is_no_level() -> None:
     from rag_service.extractive import _model_heading
 
     assert _model_heading("绿叶会员") and not _model_heading("会员等级")
+
+
+FERTILISER = chunk(
+    "feed",
+    "Sprout Plant Food",
+    "\n".join(
+        [
+            "| Category | Item | Size | Price |",
+            "|---|---|---|---|",
+            "| Plant food | Sprout liquid feed | 250 ml | 18 yuan |",
+            "| Plant food | Sprout liquid feed | 1000 ml | 49 yuan |",
+            "| Tools | Mister spray | 500 ml | 25 yuan |",
+        ]
+    ),
+)
+
+
+def test_the_big_pack_is_the_largest_size_of_the_product() -> None:
+    text = answer("Sprout liquid feed: price of the large bottle?", [FERTILISER])
+    assert "49 yuan" in text and "18 yuan" not in text and "25 yuan" not in text
+    text = answer("Sprout liquid feed: price of the small bottle?", [FERTILISER])
+    assert "18 yuan" in text and "49 yuan" not in text
