@@ -20,7 +20,7 @@ import dataclasses
 import math
 import re
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -841,10 +841,11 @@ def _shared_run(a: str, b: str) -> int:
     return n
 
 
-def _distinct_parts(tokens: Iterable[str]) -> dict[str, str]:
+@lru_cache(maxsize=1024)
+def _distinct_parts(tokens: frozenset[str]) -> dict[str, str]:
     """Each Chinese name word without the longest head and tail it shares with another sibling's word: "银" of
     "银卡会员" beside "金卡会员", "室内" of "室内成猫粮" beside "成猫粮" (only words that share some)."""
-    words = sorted(set(tokens))
+    words = sorted(tokens)
     out: dict[str, str] = {}
     for w in words:
         head = tail = 0
@@ -920,7 +921,7 @@ class _Siblings:
             if len(names) < 2:
                 continue
             tokens = frozenset().union(*(_name_tokens(n) for n in names))
-            self.distinct.update(_distinct_parts(t for t in tokens if not t.isascii()))
+            self.distinct.update(_distinct_parts(frozenset(t for t in tokens if not t.isascii())))
             self.name_words |= tokens
             foreign = bool(lines) and not any(line & tokens for line in lines)
             common = frozenset.intersection(*(_name_tokens(n) for n in names))
@@ -994,7 +995,12 @@ def _keep_tightest(
     25" beats "from 10"); the looser ones are lifted no more than a span that misses."""
     # Among the lines of the product asked about ("Air Box" sizes, not a backpack's on the same page).
     scope = [c for c in candidates if not q.named or any(p.tokens <= _name_tokens(_filed_text(c)) for p in q.named)]
-    bounds = {id(c): b for c in scope if (b := holding_bound(figures, c.text, frozenset(asked))) is not None}
+    held = frozenset(asked)
+    bounds = {
+        id(c): b
+        for c in scope
+        if span_fits.get(id(c), 1.0) > 1 and (b := holding_bound(figures, c.text, held)) is not None
+    }
     best: dict[str, tuple[float, float, float]] = {}
     for c in scope:
         b = bounds.get(id(c))

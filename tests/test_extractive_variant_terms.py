@@ -66,9 +66,9 @@ def test_english_variant_words_name_chinese_ones() -> None:
 
 
 def test_distinct_parts_drop_what_siblings_share() -> None:
-    parts = _distinct_parts(["铜芽会员", "银芽会员", "金芽会员"])
+    parts = _distinct_parts(frozenset(["铜芽会员", "银芽会员", "金芽会员"]))
     assert parts == {"铜芽会员": "铜", "银芽会员": "银", "金芽会员": "金"}
-    assert _distinct_parts(["户外补光灯", "补光灯"]) == {"户外补光灯": "户外"}
+    assert _distinct_parts(frozenset(["户外补光灯", "补光灯"])) == {"户外补光灯": "户外"}
 
 
 def test_an_english_variant_word_picks_the_chinese_row() -> None:
