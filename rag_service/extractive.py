@@ -1906,21 +1906,8 @@ def _subject(c: Candidate, text: str) -> str:
     # "Acme Pro" names a model by its family and variant word as surely as a parsed product name does.
     variant = any(w.lower() in VARIANT_WORDS and w[0].isupper() for w in _WORD.findall(section))
     if products(section) or editions(section) or variant or _named_by_heading(section):
-        named = _line_products(text)
-        if named and _names_less(named, section, c.chunk.title):
-            return section  # "The medium Air Box is …" under "Acme Air Box M": which one the line does not say
-        return "" if named or editions(text) or variant_marks(text) - {"base"} else section
+        return "" if _line_products(text) or editions(text) or variant_marks(text) - {"base"} else section
     return ""
-
-
-def _names_less(named: tuple[Product, ...], section: str, title: str) -> bool:
-    """Does every product the line names leave out a word of its heading's product that the page title does not
-    give either (the sibling's variant: "Air Box" under "Suixing Air Box M" on "Suixing Carriers")?"""
-    given = _name_tokens(title)
-    for heading in products(section):
-        if all(p.tokens < heading.tokens and (heading.tokens - p.tokens) - given for p in named):
-            return True
-    return False
 
 
 def _named_by_heading(section: str) -> bool:
