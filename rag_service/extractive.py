@@ -45,13 +45,14 @@ from rag_service.facts import (
     store_name,
     values,
 )
-from rag_service.glossary import ASPECTS, CATEGORIES, GENERIC, concepts, coverage, weight
+from rag_service.glossary import ASPECTS, CATEGORIES, GENERIC, concepts, coverage, variant_terms, weight
 from rag_service.privacy import order_numbers
 from rag_service.recall import recall_answer
 from rag_service.table_rows import (
     Row,
     asked_numbers,
     headers_of,
+    holding_bound,
     reached_tier,
     span_fit,
     stated_figures,
@@ -133,6 +134,7 @@ def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
         # A sentence that ends in a colon ("每周开放以下时段：") introduces the short lines below it: they
         # are its items, not headings, and it is quoted with them.
         intro: Candidate | None = None
+        previous_body = False
         for i, line in enumerate(lines):
             got = reader.feed(line, lines[i + 1] if i + 1 < len(lines) else None)
             if got is True:
@@ -154,11 +156,14 @@ def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
                 out.append(Candidate(line, chunk, rank, section, len(out)))
                 continue
             intro = None
-            if (is_heading(line) and not _flat_row(line)) or _asks_question(
+            after_body = previous_body
+            previous_body = False
+            if (is_heading(line) and not _flat_row(line) and not (after_body and _item_line(line))) or _asks_question(
                 line, lines[i + 1] if i + 1 < len(lines) else None
             ):
                 section = line.strip("*_ ") or line  # "**Q: ...?**" is read as the question it sets in bold
                 continue
+            previous_body = True
             body = LIST_MARK.sub("", line).strip(" #*")
             reply = ""
             for s in split_sentences(body):
@@ -183,6 +188,33 @@ def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
 # A table that a PDF's text layer flattened keeps a row a line, its cells run together with spaces ("1,000 to
 # 2,999 yuan 129 yuan 299 yuan"): short and unpunctuated as a heading is, but a heading states no amounts.
 _AMOUNT = re.compile(r"[¥￥]\s?\d|\d\s?(?:yuan|rmb|元|块|%)(?![A-Za-z])", re.I)
+
+
+# A figure with its measure ("95 折", "1.2 倍", "2 次", "80 元"), not a bare one ("晶透 1.67 防蓝光" is a model's heading).
+_ITEM_FIGURE = re.compile(r"\d\s?(?:%|元|块|折|倍|次|晚|天|个|件|张|份|只|人|小时|分钟|年|月)|，")
+
+
+# "一、7 天无理由退货", "第二条 …": a heading by its numbering.
+_NUMBERED_HEADING = re.compile(r"^\s*(?:[一二三四五六七八九十]+、|第[一二三四五六七八九十\d]+[章节条部分])")
+
+
+def _item_line(line: str) -> bool:
+    """A short unpunctuated line with a figure and its measure, or a comma, after the lines of a section ("积分 1.2 倍", "每年 2 次免费寄存" under
+    a level's heading, as a web page's list comes out without its markers): an item of that section, not a
+    heading of its own. Not a model's name ("鲜粒 5kg", "Tank 20")."""
+    # A comma joins clauses, which a heading has not ("专属客服，优先排期").
+    return (
+        bool(_ITEM_FIGURE.search(line))
+        and not _NUMBERED_HEADING.match(line)
+        and not _MODEL_TOKEN.search(line)
+        and not products(line)
+        and not _model_name(line)
+    )
+
+
+def _model_name(line: str) -> bool:
+    # "Lumen Tank 20": capitalised words and a figure name a model.
+    return bool(re.fullmatch(r"(?:[A-Z][\w-]*\s)+\d[\w.]*", line.strip()))
 
 
 def _flat_row(line: str) -> bool:
@@ -228,6 +260,9 @@ class Question:
     added_ideas: frozenset[str] = frozenset()
     added_words: frozenset[str] = frozenset()
     editions: frozenset[str] = frozenset()
+    # The Chinese variant words the English question's common words name ("the indoor one": 室内): they pick
+    # a sibling on a Chinese page by the part of its name that tells it apart.
+    variant_terms: frozenset[str] = frozenset()
     # Variant words a follow-up names alone ("and the Pro one?") that the product carried over lacks: the
     # sibling that has them, whatever its model number.
     picked_variants: frozenset[str] = frozenset()
@@ -236,6 +271,8 @@ class Question:
     # What the previous answer's quoted lines were about ("型号 晨星 16 寸" of a row it quoted), for a follow-up
     # that names no model of its own: "这款怎么卖" after an answer that settled on one of a page's siblings.
     answered_subjects: tuple[str, ...] = ()
+    # A follow-up that names what it moves on to ("配件呢"): the sibling quoted before holds only where it names none.
+    moved_on: bool = False
     # The amount the customer says they spent, in this question or one just before: the tier it reaches.
     spend: float | None = None
     spend_carried: bool = False
@@ -334,12 +371,19 @@ class Question:
             # may have left the row the last answer quoted.
             # An elliptic question ("Weight?", "几斤？") names nothing and points at nothing either: only what
             # is on the table can be what it asks about.
+            # A follow-up that moves on to another thing ("配件呢" after the silver level's discount on bikes) keeps
+            # the sibling settled on, unless it names one of that page's siblings itself.
             answered_subjects=quoted_subjects(answered)
-            if answered and (_ANAPHOR.search(question) or _elliptic(question)) and not _names_own_subject(question)
+            if answered
+            and (_ANAPHOR.search(question) or _elliptic(question) or _FOLLOW_UP.search(question))
+            and not _names_own_subject(question)
             else (),
+            moved_on=bool(_FOLLOW_UP.search(question)) and not (_ANAPHOR.search(question) or _elliptic(question)),
             base_model=BASE_WORDS.search(question) is not None,
             attrs=_with_place_pointed_at(attributes(question) or attributes(query), question, earlier),
             editions=named_editions,
+            variant_terms=variant_terms(question)
+            or (variant_terms(query) if query and not _names_own_subject(question) else frozenset()),
             words=frozenset(words),
             ideas=ideas,
             added_ideas=added_ideas,
@@ -715,10 +759,18 @@ def _name_tokens(name: str) -> frozenset[str]:
     return frozenset(_NAME_TOKEN.findall(name.lower()))
 
 
+# "银卡会员", "Gold tier": one level of several; not "会员等级" nor "Membership level", which name the topic.
+_TIER_HEADING = re.compile(
+    r"^(?!会员|等级)\S{1,6}(?:会员|等级)$|^(?!member|membership\b)\w+ (?:tier|level|membership|member)$", re.I
+)
+
+
 @lru_cache(maxsize=4096)
 def _model_heading(section: str) -> bool:
     if not section or len(section) > 40 or _QUESTION_LINE.search(section):
         return False
+    if _TIER_HEADING.search(section):
+        return True  # "银卡会员", "Gold tier": one of a page's levels, read as its siblings are
     # "晴川 Pro": a family word and a variant word name a model as surely as a model number does ("How to fold it"
     # uses the word as a verb: a name writes it capitalised).
     variant = any(w.lower() in VARIANT_WORDS and w[0].isupper() for w in _WORD.findall(section))
@@ -782,6 +834,39 @@ def _named_headings(candidates: Sequence[Candidate], filed: set[str]) -> set[tup
 _NAME_WORD = re.compile(rf"[A-Za-z0-9]+(?:\.[0-9]+)?|{HAN_CLASS}+")
 
 
+def _shared_run(a: str, b: str) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+@lru_cache(maxsize=1024)
+def _distinct_parts(tokens: frozenset[str]) -> dict[str, str]:
+    """Each Chinese name word without the longest head and tail it shares with another sibling's word: "银" of
+    "银卡会员" beside "金卡会员", "室内" of "室内成猫粮" beside "成猫粮" (only words that share some)."""
+    words = sorted(tokens)
+    out: dict[str, str] = {}
+    for w in words:
+        head = tail = 0
+        for o in words:
+            if o == w:
+                continue
+            n = _shared_run(w, o)
+            m = _shared_run(w[::-1], o[::-1])
+            if n + m >= len(w):
+                continue  # one is the other with more ("成猫粮" in "室内成猫粮"): the shorter tells nothing apart
+            head, tail = max(head, n), max(tail, m)
+        if head or tail:
+            part = w[head : len(w) - tail]
+            if part:
+                out[w] = part
+    return out
+
+
+_SPACED_UNIT = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s+(kg|g|ml|l|cm|mm|gb|tb|mah)\b")
+
+
 class _Siblings:
     """Which of a page's sibling models (rows of one table, sections of one page) the question names, read
     by the words that tell them apart rather than by parsing a product name: "20L" picks "远足 20L 城市包"
@@ -794,6 +879,9 @@ class _Siblings:
         # count less.
         # Without the tails of contractions: the "m" of "I'm" is no size M nor model M.
         own_text = _CONTRACTION.sub(" ", " ".join([q.text, *q.editions]).lower())
+        # "the 10 kg bag" names the row "… 10kg" as a whole word, not by a "kg" every row's name has.
+        own_text = _SPACED_UNIT.sub(r"\1\2", own_text)
+        self.terms = q.variant_terms
         self.own = _name_tokens(own_text)
         self.own_text = own_text
         self.added = (q.words | {t for p in q.named for t in _name_tokens(p.text)}) - self.own
@@ -828,16 +916,23 @@ class _Siblings:
             # "能坐 3 人的那款" where one sibling is named by "3": the customer picks it by what it is or has, and the
             # model the rewriter carried is the one they move away from (its words name no sibling then).
             self.added = frozenset()
+        self.distinct: dict[str, str] = {}
         for doc, names in by_doc.items():
             if len(names) < 2:
                 continue
             tokens = frozenset().union(*(_name_tokens(n) for n in names))
+            self.distinct.update(_distinct_parts(frozenset(t for t in tokens if not t.isascii())))
             self.name_words |= tokens
             foreign = bool(lines) and not any(line & tokens for line in lines)
             common = frozenset.intersection(*(_name_tokens(n) for n in names))
+            own = {
+                name: sum(self._hit(t) for t in _name_tokens(name) - common if not (foreign and t in VARIANT_WORDS))
+                for name in names
+            }
+            settled = not q.moved_on or not any(own.values())
             for name in names:
-                hit = sum(self._hit(t) for t in _name_tokens(name) - common if not (foreign and t in VARIANT_WORDS))
-                if name in filed and _quotes_sibling(q.answered_subjects, name):
+                hit = own[name]
+                if settled and name in filed and _quotes_sibling(q.answered_subjects, name):
                     # The sibling the previous answer quoted, for a follow-up that names none ("那这款怎么卖"): the
                     # one the conversation settled on, weighed as the rewriter's additions are.
                     hit += _ADDED
@@ -846,10 +941,23 @@ class _Siblings:
 
     def _hit(self, token: str) -> float:
         if not token.isascii():
-            if concepts(token):
-                return 0.0  # a membership level or a category: the glossary's concepts weigh those
+            # What tells the sibling apart ("银" of "银卡会员" beside "金卡会员", "室内" of "室内成猫粮" beside "成猫粮").
+            part = self.distinct.get(token, "")
+            ideas = concepts(token)
+            if ideas & _TIERS or (ideas and (not part or concepts(part))):
+                return 0.0  # a membership level or a category the glossary knows: its concepts weigh those
             stem = _EDITION_END.sub("", token) if len(token) > 2 else token
-            return 1.0 if stem in self.own_text else 0.0
+            if stem in self.own_text:
+                return 1.0
+            if not part:
+                return 0.0
+            # The part with the character after it ("金卡" of "金卡会员"), or itself when two characters long ("室内").
+            at = token.find(part)
+            said = token[at : at + len(part) + 1] if at + len(part) < len(token) else token[max(0, at - 1) :]
+            if (len(part) > 1 and part in self.own_text) or (len(said) > 1 and said in self.own_text):
+                return 1.0
+            # An English question's variant word for that part ("the indoor one" for "室内…").
+            return 1.0 if any(v in part for v in self.terms) else 0.0
         if token in self.own:
             return 1.0
         return _ADDED if token in self.added else 0.0
@@ -873,6 +981,47 @@ class _Siblings:
         # A sibling that shares only the family's word with the question ("Clara" of "Clara 1.74" for "Clara 1.56") is
         # not named while another is named by a whole word more.
         return _SIBLING_HIT if hit >= best else _SIBLING_MISS if hit == 0 or hit <= best - 1 else 1.0
+
+
+def _keep_tightest(
+    q: Question,
+    span_fits: dict[int, float],
+    figures: frozenset[str],
+    asked: frozenset[str] | set[str],
+    candidates: list[Candidate],
+) -> None:
+    """A size chosen by a figure ("a 7 kg cat", "chest 50 cm") is the one whose span holds it most tightly: of a
+    page's sentences whose spans hold it as well as the best do, "up to 9 kg" beats "up to 16 kg" (and "from
+    25" beats "from 10"); the looser ones are lifted no more than a span that misses."""
+    # Among the lines of the product asked about ("Air Box" sizes, not a backpack's on the same page).
+    scope = [c for c in candidates if not q.named or any(p.tokens <= _name_tokens(_filed_text(c)) for p in q.named)]
+    held = frozenset(asked)
+    bounds = {
+        id(c): b
+        for c in scope
+        if span_fits.get(id(c), 1.0) > 1 and (b := holding_bound(figures, c.text, held)) is not None
+    }
+    best: dict[str, tuple[float, float, float]] = {}
+    for c in scope:
+        b = bounds.get(id(c))
+        if b is not None:
+            top = best.get(c.chunk.doc_id)
+            if top is None or (b[0], -b[1], b[2]) > (top[0], -top[1], top[2]):
+                best[c.chunk.doc_id] = b
+    for c in scope:
+        b, top = bounds.get(id(c)), best.get(c.chunk.doc_id)
+        if b is not None and top is not None and b[0] == top[0] and (b[1] > top[1] or b[2] < top[2]):
+            span_fits[id(c)] = 0.5
+        elif b is None and top is not None and top[0] > 1.5 and span_fits.get(id(c), 1.0) == 1.0:
+            # A line of the same product that states no span ("outside size 60 x 40 cm") does not choose the size.
+            span_fits[id(c)] = _NO_SPAN
+
+
+_NO_SPAN = 0.6
+
+
+def _filed_text(c: Candidate) -> str:
+    return f"{c.section} {c.row.name if c.row is not None else ''} {c.text}"
 
 
 def score_candidates(q: Question, candidates: list[Candidate]) -> None:
@@ -943,6 +1092,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         # "保一年呢" after "台灯八百多买的，保两年几块": the figure the rewriter carried still picks the band.
         figures = stated_figures(q.recent[1], asked_numbers(q.recent[1], names))
     span_fits = {id(c): span_fit(figures, c.text, asked_words) for c in candidates} if figures else {}
+    if figures and primary is not Ask.YESNO:
+        _keep_tightest(q, span_fits, figures, asked_words, candidates)
     # "安装要收钱吗", "do I pay the postage?": a sentence saying it is free, or who pays, answers it as an amount does.
     cost_yesno = Ask.YESNO in q.asks and _COST_ASKED.search(q.text) is not None
     spanned = {c.chunk.doc_id for c in candidates if span_fits.get(id(c), 1.0) > 1}
@@ -1134,6 +1285,52 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         for c in candidates:
             if _OTHERS.match(c.text) and not products(c.text):
                 c.score *= _OTHERS_MISS
+    _by_size(q, candidates)
+
+
+# "大包的呢", "the big bottle", "小袋": the largest (or smallest) pack among the lines that answer, by its size.
+_BIG = re.compile(
+    r"大(?:包|袋|瓶|盒|桶|罐|箱|份|装)|\b(?:big|bigger|biggest|large|larger|largest)\s(?:bag|bottle|box|pack|tin|can|tub)s?\b",
+    re.I,
+)
+_SMALL = re.compile(
+    r"小(?:包|袋|瓶|盒|桶|罐|箱|份|装)|\b(?:small|smaller|smallest|little)\s(?:bag|bottle|box|pack|tin|can|tub)s?\b",
+    re.I,
+)
+_PACK_SIZE = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s?(kg|千克|公斤|g|克|ml|毫升|l|升)(?![a-z])", re.I)
+_IN_BASE = {"kg": ("mass", 1000.0), "千克": ("mass", 1000.0), "公斤": ("mass", 1000.0), "g": ("mass", 1.0),
+            "克": ("mass", 1.0), "ml": ("volume", 1.0), "毫升": ("volume", 1.0), "l": ("volume", 1000.0),
+            "升": ("volume", 1000.0)}  # fmt: skip
+_SIZE_FIT, _SIZE_MISS, _SIZE_AMONG = 1.5, 0.6, 6
+
+
+def _pack_size(text: str) -> tuple[str, float] | None:
+    """The one pack size a line states ("5kg 装：472 元", "规格 360 ml"); None for none or several."""
+    found = {(_IN_BASE[u.lower()][0], float(n) * _IN_BASE[u.lower()][1]) for n, u in _PACK_SIZE.findall(text)}
+    return next(iter(found)) if len(found) == 1 else None
+
+
+def _by_size(q: Question, candidates: list[Candidate]) -> None:
+    """For a question that picks a pack by being the big or the small one, among the best lines of a page that
+    state one pack size each in the same measure: the largest (smallest) lifted, the others lowered."""
+    big, small = _BIG.search(q.text), _SMALL.search(q.text)
+    if bool(big) == bool(small):
+        return
+    top = sorted((c for c in candidates if c.score > 0), key=lambda c: -c.score)[:_SIZE_AMONG]
+    groups: dict[tuple[str, str, str], list[tuple[float, Candidate]]] = {}
+    for c in top:
+        size = _pack_size(c.text)
+        # Packs of one product: rows whose names start alike ("水沁 护理液", "水沁 护理液 便携装"), lines of one section.
+        name = _NAME_TOKEN.findall(c.row.name.lower())[:1] if c.row is not None else [c.section]
+        if size is not None:
+            groups.setdefault((c.chunk.doc_id, size[0], name[0] if name else ""), []).append((size[1], c))
+    for sized in groups.values():
+        values = {v for v, _ in sized}
+        if len(values) < 2:
+            continue
+        wanted = max(values) if big else min(values)
+        for v, c in sized:
+            c.score *= _SIZE_FIT if v == wanted else _SIZE_MISS
 
 
 def _names_asked_place(value: str, question: str) -> bool:

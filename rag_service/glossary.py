@@ -558,3 +558,28 @@ def coverage(wanted: frozenset[str], got: frozenset[str]) -> float:
     """The weighted share of the concepts `wanted` that `got` has (0 when nothing is wanted)."""
     total = sum(weight(c) for c in wanted)
     return sum(weight(c) for c in wanted & got) / total if total else 0.0
+
+
+# --- Variant words across languages ---------------------------------------------------------------------
+# The common English words a customer picks one of a product's siblings by (a size, an age, where it is used, a
+# membership level) and the Chinese a page's rows or headings name that sibling with ("the indoor one" is the
+# row "… 室内 …", "the gold level" the heading "金… 会员"). Matched only inside what tells a page's siblings
+# apart (`extractive._Siblings`), so a one-character word (大, 金) is not looked for in running text.
+VARIANT_TERMS: dict[str, tuple[str, ...]] = {
+    "indoor": ("室内",), "outdoor": ("户外", "室外"), "senior": ("老年",), "elderly": ("老年",),
+    "aging": ("老年",), "kitten": ("幼猫",), "puppy": ("幼犬",), "junior": ("幼", "少年"), "adult": ("成年", "成"),
+    "baby": ("婴儿", "宝宝"), "kids": ("儿童",), "child": ("儿童",), "children": ("儿童",),
+    "large": ("大",), "big": ("大",), "largest": ("大",), "small": ("小",), "smallest": ("小",),
+    "little": ("小",), "medium": ("中",), "mini": ("迷你",), "double": ("双",), "single": ("单",),
+    "gold": ("金",), "golden": ("金",), "silver": ("银",), "bronze": ("铜",), "platinum": ("白金", "铂金"),
+    "diamond": ("钻石", "钻"), "black": ("黑",), "white": ("白",), "winter": ("冬",), "summer": ("夏",),
+    "home": ("家用",), "household": ("家用",), "travel": ("旅行",), "portable": ("便携",),
+}  # fmt: skip
+_VARIANT_TERM = re.compile(r"\b(?:" + "|".join(VARIANT_TERMS) + r")\b", re.I)
+
+
+def variant_terms(text: str) -> frozenset[str]:
+    """The Chinese variant words an English text's common words name ("the senior formula" -> 老年)."""
+    if not text.isascii():
+        return frozenset()
+    return frozenset(t for m in _VARIANT_TERM.finditer(text) for t in VARIANT_TERMS[m.group().lower()])

@@ -396,3 +396,23 @@ def _span_fit(figures: list[float], text: str, asked: frozenset[str]) -> float:
             shared = any(len(w) >= 2 and not w.isdigit() and w in lowered for w in asked)
             best = max(best, 2.0 if shared else 1.3)
     return best if best > 1 or not stated else 0.5
+
+
+def holding_bound(numbers: frozenset[str], text: str, asked: frozenset[str]) -> tuple[float, float, float] | None:
+    """For a sentence whose spans hold a figure the question states: how well (as `span_fit`: 2 or 1.3) and the
+    tightest such span's upper and lower ends ("up to 9 kg" is tighter than "up to 16 kg" for 7 kg); None when
+    none holds it."""
+    figures = [float(n) for n in numbers if len(n.split(".")[0]) <= 5]
+    best: tuple[float, float, float] | None = None
+    for clause in _CLAUSE_END.split(_THOUSANDS.sub("", text)):
+        held = [(low, high) for low, high in spans(clause) if any(low <= f <= high for f in figures)]
+        if not held:
+            continue
+        lowered = clause.lower()
+        shared = any(len(w) >= 2 and not w.isdigit() and w in lowered for w in asked)
+        level = 2.0 if shared else 1.3
+        high = min(h for _, h in held)
+        low = max(lo for lo, _ in held)
+        if best is None or (level, -high, low) > (best[0], -best[1], best[2]):
+            best = (level, high, low)
+    return best
