@@ -21,6 +21,7 @@ from qdrant_client.local.distances import DistanceOrder, calculate_distance, dis
 from qdrant_client.local.utils import normalize_point_id
 
 from rag_core.lexical import SparseVec
+from rag_core.recent import Recent
 from rag_core.settings import QdrantSettings
 from rag_core.vectorstore.base import (
     DENSE,
@@ -40,6 +41,8 @@ SCROLL_PAGE = 2048
 
 
 # What `_in_memory` reads of qdrant-client's `LocalCollection`.
+# Word searches remembered per index (local mode): a question's concepts recur across turns and sessions.
+_WORDS_MEMO = 1024
 _LOCAL_COLLECTION_PARTS = (
     "vectors",
     "payload",
@@ -66,6 +69,10 @@ class QdrantIndex(VectorIndex):
         # collection's MEMO_FIELDS per point. Local mode copies each hit's payload and the retrieval pool
         # reads the language of ~100-200 hits a turn.
         self._fields = FieldsMemo()
+        # Local mode only: (collection, writes so far, words, language, how many) -> the ids of that word search.
+        self._words_found: Recent[tuple[str, int, tuple[int, ...], tuple[float, ...], str, int], list[str]] = Recent(
+            _WORDS_MEMO
+        )
         # A sibling uses its parent's client; only the parent closes it.
         self._owns_client = True
 
@@ -261,6 +268,10 @@ class QdrantIndex(VectorIndex):
         name = await self._readable(tenant)
         if name is None or not sparse.indices:
             return []
+        if self._local:
+            found = await self._local_matching(name, dense, sparse, limit, within, lang)
+            if found is not None:
+                return found
         language = models.Filter(must=[models.FieldCondition(key="lang", match=models.MatchValue(value=lang))])
         words = models.SparseVector(indices=sparse.indices, values=sparse.values)
         response = await self.client.query_points(
@@ -272,6 +283,41 @@ class QdrantIndex(VectorIndex):
             with_payload=False,
         )
         return [(str(h.id), float(h.score)) for h in response.points]
+
+    async def _local_matching(
+        self, name: str, dense: npt.NDArray[np.float32], sparse: SparseVec, limit: int, within: int, lang: str
+    ) -> list[tuple[str, float]] | None:
+        """`matching` in local mode: what its query finds, computed as (1) the word search's `within` best of the
+        language (local mode scores every point's sparse vector in Python, ~10 ms on a few hundred chunks), kept
+        until the collection is written to, since it depends on the words alone, and (2) their dense scores from
+        the collection's arrays, the way `_local_dense` computes them. None when the collection is not in memory."""
+        collection = self._in_memory(name)
+        if collection is None or DENSE not in collection.vectors:
+            return None
+        writes = self._fields.writes(name)
+        key = (name, writes, tuple(sparse.indices), tuple(sparse.values), lang, within)
+        ids = self._words_found.get(key)
+        if ids is None:
+            language = models.Filter(must=[models.FieldCondition(key="lang", match=models.MatchValue(value=lang))])
+            response = await self.client.query_points(
+                name,
+                query=models.SparseVector(indices=sparse.indices, values=sparse.values),
+                using=SPARSE,
+                query_filter=language,
+                limit=within,
+                with_payload=False,
+            )
+            ids = [str(h.id) for h in response.points]
+            if self._fields.writes(name) == writes:
+                self._words_found.put(key, ids)
+        rows = [collection.ids.get(normalize_point_id(i)) for i in ids]
+        if any(r is None for r in rows):
+            return None
+        distance = collection.get_vector_params(DENSE).distance
+        scores = calculate_distance(dense.astype(np.float64), collection.vectors[DENSE][rows], distance)
+        reverse = distance_to_order(distance) == DistanceOrder.BIGGER_IS_BETTER
+        ranked = sorted(zip(ids, scores.tolist(), strict=True), key=lambda h: h[1], reverse=reverse)
+        return ranked[:limit]
 
     async def _from_memory(
         self,
