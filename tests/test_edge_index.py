@@ -143,5 +143,10 @@ async def test_matching_finds_the_chunks_of_one_language_that_have_the_words_and
         assert [i for i, _ in await index.matching(query, query_vector("防潮垫"), 1, 3, lang="zh")] == [near.id]
         assert await index.matching(query, query_vector("防潮垫"), 3, 3, lang="zh", tenant="other") == []
         assert await index.matching(query, SparseVec([], []), 3, 3, lang="zh") == []
+        # (Local mode remembers the word search until the collection is written to.)
+        thicker = chunk([1.0, 0.05, 0.0, 0.0], "加厚防潮垫，售价 89 元。", "zh")
+        await index.upsert([thicker])
+        found = await index.matching(query, query_vector("防潮垫"), 3, 3, lang="zh")
+        assert [i for i, _ in found] == [thicker.id, near.id, far.id]
     finally:
         await index.close()
