@@ -150,3 +150,46 @@ async def test_matching_finds_the_chunks_of_one_language_that_have_the_words_and
         assert [i for i, _ in found] == [thicker.id, near.id, far.id]
     finally:
         await index.close()
+
+
+async def test_local_word_search_finds_what_local_modes_own_search_finds(tmp_path: Path) -> None:
+    """Local mode's word search from the inverted index (`_LocalWords`) against the client's `query_points`: the
+    same ids in the same order, with IDF over the live points, ties, points sharing no word and a deleted point."""
+    from qdrant_client import models
+
+    from rag_core.vectorstore.base import SPARSE
+    from rag_core.vectorstore.qdrant import _LocalWords
+
+    index = QdrantIndex.open(
+        QdrantSettings(path=str(tmp_path), collection="chunks", engine="local"), 4, "test-embedder"
+    )
+    rng = np.random.default_rng(7)
+    vocabulary = ["滤芯", "更换", "水壶", "保温", "价格", "filter", "kettle", "warranty", "price", "descale", "外壳"]
+    points = []
+    for n in range(40):
+        words = " ".join(rng.choice(vocabulary, size=int(rng.integers(1, 5))))
+        p = point(list(rng.random(4)), words)
+        p.payload["lang"] = "zh" if n % 2 else "en"
+        points.append(ChunkPoint(p.id, p.dense, document_vector(words, 120, 1.2, 0.75), p.payload))
+    try:
+        await index.upsert(points)
+        await index.client.delete("chunks", points_selector=models.PointIdsList(points=[points[3].id]))
+        name = "chunks"
+        words_index = _LocalWords.build(index._in_memory(name))
+        assert words_index is not None
+        for text in ["滤芯 更换", "kettle price", "保温 水壶 价格", "descale warranty filter", "外壳", "missing word"]:
+            for lang in ("zh", "en"):
+                language = models.Filter(must=[models.FieldCondition(key="lang", match=models.MatchValue(value=lang))])
+                words = query_vector(text)
+                for limit in (1, 3, 10):
+                    theirs = await index.client.query_points(
+                        name,
+                        query=models.SparseVector(indices=words.indices, values=words.values),
+                        using=SPARSE,
+                        query_filter=language,
+                        limit=limit,
+                        with_payload=False,
+                    )
+                    assert words_index.search(words, language, limit) == [str(h.id) for h in theirs.points]
+    finally:
+        await index.close()
