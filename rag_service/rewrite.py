@@ -254,6 +254,7 @@ class Gate:
             )
         # (A jieba name tag alone is no new subject: 包邮 and 续航 are tagged as names.)
         new_names = [e for e in names if not history.knows(e) and (not is_chinese(e.text) or place_names(e.text))]
+        found = find_marker(question)
         if topic is not None and not new_names:
             # "How long is the battery covered?" after a phone's price: its own words are the aspect, the
             # product is the conversation's (unless it names something new: "ship to Singapore, how much?");
@@ -266,14 +267,16 @@ class Gate:
                 and plural_antecedent(question, rounds[-1].user.content) is None
             ):
                 # Without a reference marker of its own ("it", 这种, "that one") the name is all the question lacks.
-                lent = find_marker(question) is None
+                lent = found is None
                 return Decision("dependent", f"asks about {topic.product!r}", history, product=topic.product, lent=lent)
             if topic.place is not None and asks_about_shipping(question):
-                lent = find_marker(question) is None
                 return Decision(
-                    "dependent", f"asks about shipping to {topic.place!r}", history, product=topic.place, lent=lent
+                    "dependent",
+                    f"asks about shipping to {topic.place!r}",
+                    history,
+                    product=topic.place,
+                    lent=found is None,
                 )
-        found = find_marker(question)
         marker = found.text if found is not None and not antecedent_inside(question, found, names) else None
         if pointed_service(question, history):
             # "Would you arrange that for my son's bike?" after a question about a service: "that" is the service.

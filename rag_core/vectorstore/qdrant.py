@@ -22,7 +22,6 @@ from qdrant_client.local.distances import DistanceOrder, calculate_distance, dis
 from qdrant_client.local.utils import normalize_point_id
 
 from rag_core.lexical import SparseVec
-from rag_core.recent import Recent
 from rag_core.settings import QdrantSettings
 from rag_core.vectorstore.base import (
     DENSE,
@@ -42,8 +41,6 @@ SCROLL_PAGE = 2048
 
 
 # What `_in_memory` reads of qdrant-client's `LocalCollection`.
-# Word searches remembered per index (local mode): a question's concepts recur across turns and sessions.
-_WORDS_MEMO = 1024
 _LOCAL_WORDS_PARTS = (
     "sparse_vectors",
     "sparse_vectors_idf",
@@ -78,10 +75,6 @@ class QdrantIndex(VectorIndex):
         # collection's MEMO_FIELDS per point. Local mode copies each hit's payload and the retrieval pool
         # reads the language of ~100-200 hits a turn.
         self._fields = FieldsMemo()
-        # Local mode only: (collection, writes so far, words, language, how many) -> the ids of that word search.
-        self._words_found: Recent[tuple[str, int, tuple[int, ...], tuple[float, ...], str, int], list[str]] = Recent(
-            _WORDS_MEMO
-        )
         self._words: dict[str, tuple[int, _LocalWords]] = {}
         # A sibling uses its parent's client; only the parent closes it.
         self._owns_client = True
@@ -223,7 +216,7 @@ class QdrantIndex(VectorIndex):
                 return [ScoredChunk(i, score, pick(known, payload)) for i, score, known in found]
         params = models.SearchParams(hnsw_ef=self._hnsw_ef) if self._hnsw_ef and not self._local else None
         if lang is not None:
-            language = models.Filter(must=[models.FieldCondition(key="lang", match=models.MatchValue(value=lang))])
+            language = in_language(lang)
             response = await self.client.query_points(
                 name, query=dense.tolist(), using=DENSE, limit=limit, with_payload=payload,
                 query_filter=language, search_params=params,
@@ -278,11 +271,10 @@ class QdrantIndex(VectorIndex):
         name = await self._readable(tenant)
         if name is None or not sparse.indices:
             return []
-        if self._local:
-            found = await self._local_matching(name, dense, sparse, limit, within, lang)
-            if found is not None:
-                return found
-        language = models.Filter(must=[models.FieldCondition(key="lang", match=models.MatchValue(value=lang))])
+        language = in_language(lang)
+        found = self._local_matching(name, dense, sparse, limit, within, language) if self._local else None
+        if found is not None:
+            return found
         words = models.SparseVector(indices=sparse.indices, values=sparse.values)
         response = await self.client.query_points(
             name,
@@ -294,36 +286,26 @@ class QdrantIndex(VectorIndex):
         )
         return [(str(h.id), float(h.score)) for h in response.points]
 
-    async def _local_matching(
-        self, name: str, dense: npt.NDArray[np.float32], sparse: SparseVec, limit: int, within: int, lang: str
+    def _local_matching(
+        self,
+        name: str,
+        dense: npt.NDArray[np.float32],
+        sparse: SparseVec,
+        limit: int,
+        within: int,
+        language: models.Filter,
     ) -> list[tuple[str, float]] | None:
         """`matching` in local mode: what its query finds, computed as (1) the word search's `within` best of the
-        language (local mode scores every point's sparse vector in Python, ~10 ms on a few hundred chunks), kept
-        until the collection is written to, since it depends on the words alone, and (2) their dense scores from
-        the collection's arrays, the way `_local_dense` computes them. None when the collection is not in memory."""
+        language from the collection's words inverted (`_LocalWords`; local mode scores every point's sparse
+        vector in Python, ~10 ms on a few hundred chunks) and (2) their dense scores from the collection's arrays,
+        the way `_local_dense` computes them. None when the collection is not in memory here."""
         collection = self._in_memory(name)
         if collection is None or DENSE not in collection.vectors:
             return None
-        writes = self._fields.writes(name)
-        key = (name, writes, tuple(sparse.indices), tuple(sparse.values), lang, within)
-        ids = self._words_found.get(key)
+        words = self._words_index(name, collection)
+        ids = words.search(sparse, language, within) if words is not None else None
         if ids is None:
-            language = models.Filter(must=[models.FieldCondition(key="lang", match=models.MatchValue(value=lang))])
-            words = self._words_index(name, writes, collection)
-            found = words.search(sparse, language, within) if words is not None else None
-            if found is None:
-                response = await self.client.query_points(
-                    name,
-                    query=models.SparseVector(indices=sparse.indices, values=sparse.values),
-                    using=SPARSE,
-                    query_filter=language,
-                    limit=within,
-                    with_payload=False,
-                )
-                found = [str(h.id) for h in response.points]
-            ids = found
-            if self._fields.writes(name) == writes:
-                self._words_found.put(key, ids)
+            return None
         rows = [collection.ids.get(normalize_point_id(i)) for i in ids]
         if any(r is None for r in rows):
             return None
@@ -333,8 +315,10 @@ class QdrantIndex(VectorIndex):
         ranked = sorted(zip(ids, scores.tolist(), strict=True), key=lambda h: h[1], reverse=reverse)
         return ranked[:limit]
 
-    def _words_index(self, name: str, writes: int, collection: Any) -> _LocalWords | None:
-        """The collection's words inverted (`_LocalWords`), built once per state of the collection."""
+    def _words_index(self, name: str, collection: Any) -> _LocalWords | None:
+        """The collection's words inverted (`_LocalWords`), built once per state of the collection (a write
+        drops it: the count of writes is kept with it)."""
+        writes = self._fields.writes(name)
         known = self._words.get(name)
         if known is not None and known[0] == writes:
             return known[1]
@@ -527,6 +511,11 @@ def open_client(settings: QdrantSettings) -> AsyncQdrantClient:
                 "first, or run Qdrant as a server and set RAG_QDRANT__URL."
             ) from exc
         raise
+
+
+def in_language(lang: str) -> models.Filter:
+    """The filter to the chunks written in `lang`."""
+    return models.Filter(must=[models.FieldCondition(key="lang", match=models.MatchValue(value=lang))])
 
 
 class _LocalWords:
