@@ -25,7 +25,7 @@ def write_docx(name: str, title: str, parts: list[str | list[tuple[str, ...]]]) 
 
 def violins() -> None:
     write_docx(
-        "xianyin-violins.docx",
+        "qinyun-xianyin-violins.docx",
         "弦音小提琴 商品详情",
         [
             "更新日期：2026 年 8 月 1 日。弦音（Xianyin）V2 是琴韵乐器的自有品牌小提琴，分标准款和进阶款。"
@@ -56,7 +56,7 @@ def violins() -> None:
 
 def accessories() -> None:
     write_docx(
-        "accessories-price-list.docx",
+        "qinyun-accessories-price-list.docx",
         "Qinyun Music Accessories Price List",
         [
             "Last updated: 1 October 2026. Prices of strings, tuners, cases and other accessories, the same in "
@@ -143,7 +143,7 @@ def rental_and_trade_in() -> None:
         "Trade-in bonus: trading in towards a Yunlv YL-300 Pro adds 360 yuan to the credit.",
     ]
     write_pdf(
-        KB / "rental-and-trade-in.pdf",
+        KB / "qinyun-rental-and-trade-in.pdf",
         "Qinyun Music Instrument Rental and Trade-in Programme",
         [*rental, rows, *terms, *trade, trade_rows, *trade_tail],
     )
