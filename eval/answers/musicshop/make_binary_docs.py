@@ -114,8 +114,7 @@ def rental_and_trade_in() -> None:
         "check. Damage beyond normal wear is repaired at the prices of our repair service and taken off "
         "the deposit.",
         "Delivering and collecting a rented upright piano is charged at the piano moving rates, each way.",
-        "Growing children: a rented violin can be swapped for the next size up free of charge, once every "
-        "12 months.",
+        "Growing children: a rented violin can be swapped for the next size up free of charge, once every 12 months.",
         "Ending a rental: after the minimum period, give 15 days' notice by calling the customer hotline.",
         "## Rent to own",
         "If you buy the instrument you are renting within 12 months of the start of the rental, 70% of the "
