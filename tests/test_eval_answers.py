@@ -69,6 +69,10 @@ PETSHOP = ROOT / "eval" / "answers" / "petshop.jsonl"
 # nor the other sets' questions.
 BREWSHOP_KB = ROOT / "eval" / "answers" / "brewshop" / "kb"
 BREWSHOP = ROOT / "eval" / "answers" / "brewshop.jsonl"
+# An eighth, written blind over a musical-instrument shop (pianos, guitars, violins, ukuleles, tuning, rental,
+# lessons), by someone who read neither the service's code nor the other sets' questions.
+MUSICSHOP_KB = ROOT / "eval" / "answers" / "musicshop" / "kb"
+MUSICSHOP = ROOT / "eval" / "answers" / "musicshop.jsonl"
 # Each answer set with the knowledge base it is written over.
 DATA_SETS = {
     "dev": (KB, DEV),
@@ -79,10 +83,12 @@ DATA_SETS = {
     "bikeshop": (BIKESHOP_KB, BIKESHOP),
     "petshop": (PETSHOP_KB, PETSHOP),
     "brewshop": (BREWSHOP_KB, BREWSHOP),
+    "musicshop": (MUSICSHOP_KB, MUSICSHOP),
 }
 # The sets over other businesses' documents, which must cover what the dev set covers over their own shop.
 OTHER_SHOPS = {
-    shop: DATA_SETS[shop] for shop in ("homeshop", "outdoorshop", "opticalshop", "bikeshop", "petshop", "brewshop")
+    shop: DATA_SETS[shop]
+    for shop in ("homeshop", "outdoorshop", "opticalshop", "bikeshop", "petshop", "brewshop", "musicshop")
 }
 PRODUCT_PAGES = {
     "iphone-16-pro.md",
