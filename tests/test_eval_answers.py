@@ -69,6 +69,10 @@ PETSHOP = ROOT / "eval" / "answers" / "petshop.jsonl"
 # nor the other sets' questions.
 BREWSHOP_KB = ROOT / "eval" / "answers" / "brewshop" / "kb"
 BREWSHOP = ROOT / "eval" / "answers" / "brewshop.jsonl"
+# An eighth, written blind over a skincare and cosmetics shop, most of its questions asked in the other language than
+# the page that answers them.
+SKINSHOP_KB = ROOT / "eval" / "answers" / "skinshop" / "kb"
+SKINSHOP = ROOT / "eval" / "answers" / "skinshop.jsonl"
 # Each answer set with the knowledge base it is written over.
 DATA_SETS = {
     "dev": (KB, DEV),
@@ -79,10 +83,11 @@ DATA_SETS = {
     "bikeshop": (BIKESHOP_KB, BIKESHOP),
     "petshop": (PETSHOP_KB, PETSHOP),
     "brewshop": (BREWSHOP_KB, BREWSHOP),
+    "skinshop": (SKINSHOP_KB, SKINSHOP),
 }
 # The sets over other businesses' documents, which must cover what the dev set covers over their own shop.
 OTHER_SHOPS = {
-    shop: DATA_SETS[shop] for shop in ("homeshop", "outdoorshop", "opticalshop", "bikeshop", "petshop", "brewshop")
+    shop: DATA_SETS[shop] for shop in ("homeshop", "outdoorshop", "opticalshop", "bikeshop", "petshop", "brewshop", "skinshop")
 }
 PRODUCT_PAGES = {
     "iphone-16-pro.md",
