@@ -55,7 +55,7 @@ def invoices_gift_wrap() -> None:
             "Electronic general invoices are issued automatically within 3 working days after delivery and sent"
             " to the email address you give at checkout.",
             "A paper VAT special invoice for companies must be requested with the company's tax number and bank"
-            " details; it is posted within 7 working days.",
+            " details; it is posted within 10 working days.",
             "Invoices can be requested up to 90 days after delivery. The invoice amount is the amount actually paid:"
             " points and coupons are not invoiced.",
             "## Gift wrapping",
