@@ -87,7 +87,8 @@ DATA_SETS = {
 }
 # The sets over other businesses' documents, which must cover what the dev set covers over their own shop.
 OTHER_SHOPS = {
-    shop: DATA_SETS[shop] for shop in ("homeshop", "outdoorshop", "opticalshop", "bikeshop", "petshop", "brewshop", "skinshop")
+    shop: DATA_SETS[shop]
+    for shop in ("homeshop", "outdoorshop", "opticalshop", "bikeshop", "petshop", "brewshop", "skinshop")
 }
 PRODUCT_PAGES = {
     "iphone-16-pro.md",
