@@ -73,6 +73,10 @@ BREWSHOP = ROOT / "eval" / "answers" / "brewshop.jsonl"
 # lessons), by someone who read neither the service's code nor the other sets' questions.
 MUSICSHOP_KB = ROOT / "eval" / "answers" / "musicshop" / "kb"
 MUSICSHOP = ROOT / "eval" / "answers" / "musicshop.jsonl"
+# A ninth, written blind over a skincare and cosmetics shop, most of its questions asked in the other language than
+# the page that answers them.
+SKINSHOP_KB = ROOT / "eval" / "answers" / "skinshop" / "kb"
+SKINSHOP = ROOT / "eval" / "answers" / "skinshop.jsonl"
 # Each answer set with the knowledge base it is written over.
 DATA_SETS = {
     "dev": (KB, DEV),
@@ -84,11 +88,12 @@ DATA_SETS = {
     "petshop": (PETSHOP_KB, PETSHOP),
     "brewshop": (BREWSHOP_KB, BREWSHOP),
     "musicshop": (MUSICSHOP_KB, MUSICSHOP),
+    "skinshop": (SKINSHOP_KB, SKINSHOP),
 }
 # The sets over other businesses' documents, which must cover what the dev set covers over their own shop.
 OTHER_SHOPS = {
     shop: DATA_SETS[shop]
-    for shop in ("homeshop", "outdoorshop", "opticalshop", "bikeshop", "petshop", "brewshop", "musicshop")
+    for shop in ("homeshop", "outdoorshop", "opticalshop", "bikeshop", "petshop", "brewshop", "musicshop", "skinshop")
 }
 PRODUCT_PAGES = {
     "iphone-16-pro.md",
