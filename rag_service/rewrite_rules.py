@@ -225,8 +225,10 @@ _EN_CLAUSE_WORDS = frozenset(_EN_CLAUSE_WORD_LIST.split())
 # Sentence adverbs a question ends or hedges with ("what's in it exactly?", "how much is it normally?"): never part
 # of what a later question may be about.
 _EN_ADVERBS = frozenset(
-    """exactly usually normally generally roughly approximately basically probably definitely maybe perhaps anyway
-    later soon often""".split()
+    [
+        *("exactly", "usually", "normally", "generally", "roughly", "approximately", "basically", "probably"),
+        *("definitely", "maybe", "perhaps", "anyway", "later", "soon", "often"),
+    ]
 )
 # "Any delivery in August?": a day or a month says when, capitalised as it is; it is no new subject.
 _EN_WHEN = (
@@ -1411,7 +1413,14 @@ _TERM = re.compile(
     re.IGNORECASE,
 )
 _NOUN_SLOTS = frozenset({"place", "category", "term"})
-_SLOTS = {"storage": _STORAGE, "size": _SIZE_SLOT, "colour": _COLOUR, "place": _PLACE, "category": _CATEGORY, "term": _TERM}
+_SLOTS = {
+    "storage": _STORAGE,
+    "size": _SIZE_SLOT,
+    "colour": _COLOUR,
+    "place": _PLACE,
+    "category": _CATEGORY,
+    "term": _TERM,
+}
 
 
 def has_slot(query: str, kind: str) -> bool:
