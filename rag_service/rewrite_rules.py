@@ -710,7 +710,8 @@ def resolve(question: str, entity: Entity) -> str:
     """Put the entity into the question: in place of 它/他/她/it(s)/he/she/her when there is one, else in front.
     A product model never takes the place of he/she: "Can he ride it in the rain?" after a scooter's price asks
     about a person, and "Can <scooter> ride it" reads as nonsense to the embedder."""
-    personless = is_product_model(entity.text)
+    # A place is no person either: "collect him" after a question naming the city he stays in.
+    personless = is_product_model(entity.text) or bool(place_names(entity.text))
     if is_chinese(question):
         m = _ZH_IT.search(question)
         if m is not None and personless and m.group()[0] in "他她":
