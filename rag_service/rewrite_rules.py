@@ -710,8 +710,7 @@ def resolve(question: str, entity: Entity) -> str:
     """Put the entity into the question: in place of 它/他/她/it(s)/he/she/her when there is one, else in front.
     A product model never takes the place of he/she: "Can he ride it in the rain?" after a scooter's price asks
     about a person, and "Can <scooter> ride it" reads as nonsense to the embedder."""
-    # A place is no person either: "collect him" after a question naming the city he stays in.
-    personless = is_product_model(entity.text) or bool(place_names(entity.text))
+    personless = is_product_model(entity.text)
     if is_chinese(question):
         m = _ZH_IT.search(question)
         if m is not None and personless and m.group()[0] in "他她":
@@ -838,9 +837,6 @@ def rule_rewrite(question: str, candidates: Sequence[Entity], names_only: bool =
     handled = _HANDLED_IT.search(question) is not None
     if (handled or concepts(question) & _THING_ASPECTS) and not own_names(question):
         candidates = [e for e in candidates if not place_names(e.text)]
-    if names_only and not _SINGULAR_IT.search(question) and "它" not in question:
-        # "he", "her", 她 with no "it": a person (or the customer's pet), never the city or country named before.
-        candidates = [e for e in candidates if not place_names(e.text)]
     if _DEVICE.search(question):
         # "那台什么价", "what does that model cost?": a name of the history, or its subject; never a place. "那台三星
         # S9" names its device itself.
@@ -962,7 +958,7 @@ def _product_names(text: str) -> tuple[str, ...]:
         if len(words) > 1 and words[-1].isdigit() and _SIZE.match(text, _end_of(text, p.text)) is not None:
             words.pop()
         name = " ".join(words)
-        if re.search(r"[^\W\d_]", name) and not _ID_DIGITS.search(name) and not measure_only(name) and name not in out:
+        if re.search(r"[^\W\d_]", name) and not _ID_DIGITS.search(name) and not _no_product(name) and name not in out:
             out.append(name)
     for m in _VARIANT.finditer(text):
         # "声眸 Pro": a Chinese brand and a variant word name a product with no model number, which the product
@@ -1684,3 +1680,8 @@ def history_texts(summary: str, rounds: Sequence[tuple[str, str]]) -> list[Histo
         if answer:
             out.append(HistoryText(answer[:_ENTITY_ANSWER_CHARS], "assistant", n - 1 - i))
     return out
+
+
+def _no_product(name: str) -> bool:
+    """An age, a date or an amount is no product; a size alone ("150ml") still tells which product's page."""
+    return measure_only(name) and _SIZE_SLOT.fullmatch(name) is None

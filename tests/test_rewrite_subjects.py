@@ -456,17 +456,3 @@ def test_no_subject_after_how_nor_of_a_sentence_adverb() -> None:
     assert "refill service" in found
     found = {e.key for e in entities("What is in the repair kit exactly?")}
     assert "repair kit" in found and not any("exactly" in k for k in found)
-
-
-def test_he_or_she_never_stands_for_a_place() -> None:
-    query = rule(
-        "What time can I collect him?",
-        ("Can your branch in Chengdu keep my parrot for a week?", "Our Chengdu branch boards birds."),
-    )
-    assert "collect him" in query
-    query = rule(
-        "How early may I bring her on the first day?",
-        ("My cat stays in Chengdu with me.", "Fine."),
-        ("Do you board cats there?", "Yes, we board cats."),
-    )
-    assert "Chengdu" not in query
