@@ -456,3 +456,15 @@ def test_no_subject_after_how_nor_of_a_sentence_adverb() -> None:
     assert "refill service" in found
     found = {e.key for e in entities("What is in the repair kit exactly?")}
     assert "repair kit" in found and not any("exactly" in k for k in found)
+
+
+def test_a_procedure_follow_up_in_words_of_its_own_carries_the_service_asked_for_before() -> None:
+    returning = ("Who pays the postage when I return a faulty kettle?", "We do.")
+    # Asked in words of its own (where to, by post): still the course of the return.
+    assert rule("Where do I post the parcel?", returning).startswith("return ")
+    # A question in between that asks for nothing of the glossary's does not end the service.
+    aside = ("Would you also cover my burnt fingers?", "No.")
+    assert rule("Where do I post the parcel?", returning, aside).startswith("return ")
+    # One that asks about something else does.
+    other = ("How much is your descaler?", "Nine.")
+    assert not rule("Where do I post the parcel?", returning, other).startswith("return")
