@@ -424,6 +424,12 @@ class RuleRewriter:
             result = self.resolve(question, d, "rule")
             if d.kind == "dependent":
                 result = dataclasses.replace(result, continues=self.continuity(view, d))
+        elif d.kind == "standalone" and (service := carried_service(question, d.history)):
+            # "Where do I post it to?" after "Who pays the postage of a return?": asked in words of its own, it
+            # still asks how the previous question's service goes, whose page the question's words alone miss.
+            query = f"{service} {without_preamble(question)}"
+            result = RewriteResult(query, "rule", False, f"{d.reason}; carried {service!r}")
+            result = dataclasses.replace(result, continues=self.continuity(view, d))
         else:
             result = RewriteResult(without_preamble(question), "skipped", d.kind == "switch", d.reason)
             if d.carries:
@@ -645,11 +651,16 @@ def carried_service(question: str, history: History) -> str:
     something else of the product ("可以机洗吗" after its warranty) is left as the rules read it."""
     if not history.rounds or _PROCEDURE.search(question) is None:
         return ""
-    previous = history.rounds[-1].user.content
-    ideas = concepts(previous)
+    # The latest question that asked for something: one in between with no concept of its own ("Would you pay
+    # for the cream as well?") went on with the same service and does not end it.
+    previous, ideas = history.rounds[-1].user.content, frozenset[str]()
+    for r in reversed(history.rounds):
+        previous, ideas = r.user.content, concepts(r.user.content)
+        if ideas:
+            break
     # A concept the previous question had too is no subject of the follow-up's own: "多久能寄回来" after "保修寄修
     # 运费谁出" still asks how the warranty goes (the sending is part of it).
-    if own_concepts(question) - _TIME_CONCEPTS - ideas:
+    if own_concepts(question) - _PROCEDURE_CONCEPTS - ideas:
         return ""
     return _asked_services(previous, ideas, CARRIED_SERVICES)
 
@@ -712,6 +723,8 @@ def trade_in_words(question: str, history: History) -> str:
 
 
 _TIME_CONCEPTS = frozenset(["time_limit", "business_days"])
+# What a question about a service's course asks by its own words (how long, where to): no subject of its own.
+_PROCEDURE_CONCEPTS = _TIME_CONCEPTS | {"address"}
 # What a customer shows at a service counter: in "Should I take my receipt along?" the receipt is no invoice
 # question but part of the service the conversation is about.
 _BROUGHT = frozenset(["invoice", "proof", "order", "packaging", "in_box", "account"])

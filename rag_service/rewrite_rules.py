@@ -222,6 +222,14 @@ _EN_BREAKS = frozenset(_EN_BREAK_WORDS.split())
 _EN_CLAUSE_WORD_LIST = """while whilst although though because unless whereas afterwards afterward beforehand meanwhile
     anyway anyhow otherwise later soon"""
 _EN_CLAUSE_WORDS = frozenset(_EN_CLAUSE_WORD_LIST.split())
+# Sentence adverbs a question ends or hedges with ("what's in it exactly?", "how much is it normally?"): never part
+# of what a later question may be about.
+_EN_ADVERBS = frozenset(
+    [
+        *("exactly", "usually", "normally", "generally", "roughly", "approximately", "basically", "probably"),
+        *("definitely", "maybe", "perhaps", "anyway", "later", "soon", "often"),
+    ]
+)
 # "Any delivery in August?": a day or a month says when, capitalised as it is; it is no new subject.
 _EN_WHEN = (
     r"(?:mon|tues|wednes|thurs|fri|satur|sun)days?|weekends?"
@@ -273,6 +281,21 @@ _ID_LABEL = re.compile(
     re.IGNORECASE,
 )
 _PHONE = re.compile(r"^(?:\+?86[- ]?)?1[3-9]\d{9}$|^\+?\d[\d -]{9,}\d$")
+# A quantity, an age or a date on its own ("100ml", "2 kg", "4-year-old", "3 岁", "14 November", "11月14日",
+# "600 yuan"): a value the customer gives about what they buy, their pet or their plans, never the thing a later
+# "it" or ellipsis is about (the product it measures is; a date is no thing at all).
+_MEASURE_ONLY = re.compile(
+    r"^\d+(?:\.\d+)?\s*-?\s*(?:ml|millilit(?:re|er)s?|毫升|kg|kilos?|g|grams?|克|公斤|斤|mg|oz|lbs?|cm|mm|厘米|毫米"
+    r"|yuan|rmb|元|块|岁|个?月|周|天|日|号|年|years?|months?|weeks?|days?)$"
+    r"|^\d+(?:\.\d+)?-(?:year|month|week|day)s?-old$"
+    rf"|^\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_EN_WHEN})$|^(?:{_EN_WHEN})\s+\d{{1,2}}(?:st|nd|rd|th)?$"
+    r"|^(?:\d{1,2}月)?\d{1,2}[日号]$|^\d{1,2}月(?:\d{1,2}[日号])?$",
+    re.IGNORECASE,
+)
+
+
+def measure_only(text: str) -> bool:
+    return _MEASURE_ONLY.match(text.strip()) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,6 +376,8 @@ def _entities(text: str) -> tuple[Entity, ...]:
             continue
         if is_courtesy(e.text):
             continue  # "谢谢" tagged as a name: thanking is no subject
+        if measure_only(e.text):
+            continue
         if e.key and e.key not in seen:
             seen.add(e.key)
             unique.append(e)
@@ -390,6 +415,8 @@ def _latin_entities(text: str) -> list[Entity]:
             previous, in_run = "", False
         last_end = m.end()
         relative = previous in _RELATIVES and noun_before
+        # "How fast …", "how often …": the word after "how" is an adjective or an adverb, never a subject.
+        after_how = previous == "how"
         after_subject, previous = previous in _EN_SUBJECTS or relative, lower
         noun_before, in_run = in_run, False
         if kind == "name" and lower in _NAME_JOINERS:
@@ -402,7 +429,7 @@ def _latin_entities(text: str) -> list[Entity]:
             flush()  # a bare number starts nothing; it only continues a name ("Gen 12")
             continue
         verb = not is_name and (_VERB_LIKE.match(lower) is not None or (after_subject and kind != "name"))
-        stop = lower in _EN_STOP or lower in _EN_CLAUSE_WORDS
+        stop = lower in _EN_STOP or lower in _EN_CLAUSE_WORDS or lower in _EN_ADVERBS or (after_how and not is_name)
         if stop or (lower in _EN_BREAKS and not is_name) or verb or (_SPEC.match(word) and kind != "name"):
             flush()
             continue
@@ -931,7 +958,7 @@ def _product_names(text: str) -> tuple[str, ...]:
         if len(words) > 1 and words[-1].isdigit() and _SIZE.match(text, _end_of(text, p.text)) is not None:
             words.pop()
         name = " ".join(words)
-        if re.search(r"[^\W\d_]", name) and not _ID_DIGITS.search(name) and name not in out:
+        if re.search(r"[^\W\d_]", name) and not _ID_DIGITS.search(name) and not _no_product(name) and name not in out:
             out.append(name)
     for m in _VARIANT.finditer(text):
         # "声眸 Pro": a Chinese brand and a variant word name a product with no model number, which the product
@@ -1055,6 +1082,11 @@ _STORAGE = re.compile(
     r"(?<![\w.])(?:\d+(?:\.\d+)?\s*(?:GB|TB)|(?:16|32|64|128|256|512)\s*G|[1248]\s*T)(?![A-Za-z])", re.IGNORECASE
 )
 _SIZE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s*(?:-?\s*inch(?:es)?(?![A-Za-z])|英寸|寸|吋|[\"”″])", re.IGNORECASE)
+# A contrast on a size is also one on a bottle's or a bag's contents ("and the 50ml one?" after "… in 30ml"): the
+# value replaces the previous question's, like a screen size, and the product stays the previous question's.
+_SIZE_SLOT = re.compile(
+    _SIZE.pattern + r"|(?<![\w.])\d+(?:\.\d+)?\s*(?:ml|毫升|kg|公斤|g|克|oz)(?![A-Za-z])", re.IGNORECASE
+)
 _EN_COLOURS = (
     "black white silver gold blue red green pink purple yellow grey gray orange midnight starlight graphite titanium"
 )
@@ -1286,7 +1318,7 @@ def _contrast_kind(core: str, raw: str) -> ContrastKind:
         return "comparative"
     for kind, pattern in (
         ("storage", _STORAGE),
-        ("size", _SIZE),
+        ("size", _SIZE_SLOT),
         ("colour", _COLOUR),
         ("term", _TERM),
         ("place", _PLACE),
@@ -1378,7 +1410,14 @@ _TERM = re.compile(
     re.IGNORECASE,
 )
 _NOUN_SLOTS = frozenset({"place", "category", "term"})
-_SLOTS = {"storage": _STORAGE, "size": _SIZE, "colour": _COLOUR, "place": _PLACE, "category": _CATEGORY, "term": _TERM}
+_SLOTS = {
+    "storage": _STORAGE,
+    "size": _SIZE_SLOT,
+    "colour": _COLOUR,
+    "place": _PLACE,
+    "category": _CATEGORY,
+    "term": _TERM,
+}
 
 
 def has_slot(query: str, kind: str) -> bool:
@@ -1641,3 +1680,8 @@ def history_texts(summary: str, rounds: Sequence[tuple[str, str]]) -> list[Histo
         if answer:
             out.append(HistoryText(answer[:_ENTITY_ANSWER_CHARS], "assistant", n - 1 - i))
     return out
+
+
+def _no_product(name: str) -> bool:
+    """An age, a date or an amount is no product; a size alone ("150ml") still tells which product's page."""
+    return measure_only(name) and _SIZE_SLOT.fullmatch(name) is None

@@ -425,3 +425,46 @@ def test_an_older_noun_phrase_is_no_subject_after_a_question_asked_as_it_stood()
     # A name stays the subject across a policy question asked in between.
     turns = [("How much is the Tundra X5 tent?", "899 yuan."), ("What is your return policy?", "7 days.")]
     assert "Tundra X5" in rule("Can I return it once I've pitched it?", *turns)
+
+
+def test_a_quantity_an_age_or_a_date_alone_is_no_subject() -> None:
+    found = {e.key for e in entities("My terrier is a 6-year-old, and we leave on 3 March. Is the 250ml bottle big?")}
+    assert not found & {"6-year-old", "3 march", "250ml"}
+    assert "bottle" in found
+    assert not {e.key for e in entities("200 毫升 的怎么卖")}
+    # "it" is the balm, not the day the customer travels.
+    query = rule(
+        "If it suits me, can I order a bigger one later?",
+        ("We drive north on 22 August. Do you sell a lip balm for cold weather?", "Yes, the Frostguard balm."),
+    )
+    assert "August" not in query
+    assert "balm" in query.lower()
+
+
+def test_a_bottle_size_after_a_sized_question_replaces_the_size() -> None:
+    query = rule(
+        "and the 75ml one?",
+        ("How much is the Lumera night cream in 40ml?", "The 40ml jar costs 120."),
+    )
+    assert "75ml" in query and "40ml" not in query
+    assert "Lumera" in query and "night cream" in query
+
+
+def test_no_subject_after_how_nor_of_a_sentence_adverb() -> None:
+    found = {e.key for e in entities("How quick is the refill service?")}
+    assert "quick" not in found
+    assert "refill service" in found
+    found = {e.key for e in entities("What is in the repair kit exactly?")}
+    assert "repair kit" in found and not any("exactly" in k for k in found)
+
+
+def test_a_procedure_follow_up_in_words_of_its_own_carries_the_service_asked_for_before() -> None:
+    returning = ("Who pays the postage when I return a faulty kettle?", "We do.")
+    # Asked in words of its own (where to, by post): still the course of the return.
+    assert rule("Where do I post the parcel?", returning).startswith("return ")
+    # A question in between that asks for nothing of the glossary's does not end the service.
+    aside = ("Would you also cover my burnt fingers?", "No.")
+    assert rule("Where do I post the parcel?", returning, aside).startswith("return ")
+    # One that asks about something else does.
+    other = ("How much is your descaler?", "Nine.")
+    assert not rule("Where do I post the parcel?", returning, other).startswith("return")
