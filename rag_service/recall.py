@@ -583,6 +583,9 @@ def recall_answer(question: str, memory: MemoryView, lang: str) -> str | None:
 
 def _recall(question: str, memory: MemoryView, lang: str, kind: tuple[str, re.Pattern[str]] | None) -> str | None:
     side = "assistant" if _ASSISTANT_SIDE.search(question) else "user" if _USER_SIDE.search(question) else ""
+    # A price or fee asked back with no one named ("Max 一瓶多少钱来着") is one the shop gave: the customer's own
+    # figures ("订单一共 858 元") are asked back as theirs ("我说的…").
+    shop_only = not side and kind is not None and kind[0] in ("amount", "fee", "discount")
     if not side:
         side = "user" if kind is not None and kind[0] in ("order", "phone") else "assistant"
     # What the question asks about, without the words that make it a recall ("你之前推荐的" is no topic).
@@ -613,7 +616,10 @@ def _recall(question: str, memory: MemoryView, lang: str, kind: tuple[str, re.Pa
     wanted_aspects = _aspects(wanted)
     for said in lines:
         found = _values(kind[0], kind[1], said.text) if kind else []
-        if kind and not found:
+        if (kind and not found) or (shop_only and said.side == "user"):
+            continue
+        if kind and kind[0] in ("amount", "fee") and not threshold and all(v.threshold for v in found):
+            # "满 600 元可分期" names the spend a condition needs, no price or fee: not what was asked.
             continue
         content = _content(said.text)
         own = matchable & content
@@ -642,6 +648,16 @@ def _recall(question: str, memory: MemoryView, lang: str, kind: tuple[str, re.Pa
                 # A line of a page about a sub-topic ("补胎：23 元" quoted from the repair price list) is that
                 # sub-topic's, though the line says so only in the page it cites: less so.
                 overlap -= 0.25 * min(2, len(_aspects(_content(said.text[len(_body(said.text)) :])) - wanted_aspects))
+        if (
+            topical
+            and kind is not None
+            and kind[0] in ("amount", "fee", "discount")
+            and overlap <= 0
+            and said.side != "user"
+        ):
+            # "The fee for six payments" is not any fee the shop gave: its line sharing nothing with what is
+            # named answers another question. (The customer says their own figures in their own words.)
+            continue
         if threshold and any(v.threshold for v in found):
             overlap += 1.5
         if found and topical and kind is not None and kind[0] != "product":

@@ -76,3 +76,23 @@ def test_a_bare_price_the_customer_quoted_and_a_lunar_date_are_found() -> None:
     quoted = _said("我刚才说楼下那家报的多少钱来着", memory)
     assert "85" in quoted and "120" not in quoted and "40" not in quoted
     assert "正月初三" in _said("我之前说哪天出门来着", memory)
+
+
+def test_a_price_asked_back_is_not_a_spend_threshold_nor_a_line_about_something_else() -> None:
+    memory = _memory(
+        ("Can I spread 700 yuan over 3 payments?", "- Orders of 500 yuan or more can be split into payments."),
+        ("Which serum is mildest?", "- The Lumi Basic serum is the mildest, priced at 189 yuan."),
+    )
+    # Neither the spend a condition names nor a price of something else is the fee asked about: the
+    # knowledge base answers instead.
+    assert recall_answer("What was the fee for three payments again?", memory, "en") is None
+    assert "189" in _said("What did you say the Lumi Basic costs?", memory)
+
+
+def test_a_price_asked_back_with_no_one_named_is_the_shop_s_not_the_customer_s_total() -> None:
+    memory = _memory(
+        ("想买两瓶 Lumi Max，一共 860 元，能分期吗", "- 满 500 元可以分期。"),
+        ("分 3 期手续费多少", "- 3 期手续费 2.5%。"),
+    )
+    assert recall_answer("Lumi Max 一瓶多少钱来着", memory, "zh") is None
+    assert "860" in _said("我开头说一共多少钱来着", memory)
