@@ -22,7 +22,7 @@ from rag_service.facts import BASE_WORDS, VALUE_PATTERNS, VARIANT_WORDS, Ask, Pr
 from rag_service.glossary import ASPECTS, concepts
 
 _RECALL_ZH = re.compile(
-    r"(?:之前|刚才|刚刚|前面|上面|先前|早先|最开始|一开始|刚开始|开始时|起初|最初|当初|第一次|头一次|上次|前边|最早|开头|上一条|上条|上一轮)"
+    r"(?:之前|刚才|刚刚|前面|上面|先前|早先|最开始|一开始|刚开始|开始时|起初|最初|当初|第一次|头一次|上次|上回|方才|前头|早些时候|前边|最早|开头|上一条|上条|上一轮)"
     r"[^，。？?]{0,10}"
     r"(?:说|提|报|讲|问|给|告诉|发|填|留|聊|推荐|算)"
     r"|刚(?:说|提|报|讲|问|推荐|给)|还记得|记得吗|记不记得|记住了吗|记住没|来着|是多少来着|我(?:报|说|给|留|提供|告诉你)的|再说一遍|再说一次|重复一下"
@@ -49,12 +49,12 @@ _FIRST = re.compile(
     r"第一次|头一次|最开始|一开始|刚开始|起初|最初|最早|开头|\bfirst\b|\bat the (?:start|beginning)\b", re.I
 )
 _ASSISTANT_SIDE = re.compile(
-    r"你(?:们)?(?:之前|刚才|刚刚|刚|前面|上面|第一次|最开始|一开始)?(?:说|讲|报|提|告诉|推荐|给)|客服说"
+    r"你(?:们)?(?:之前|刚才|刚刚|刚|方才|前面|前头|上面|上回|第一次|最开始|一开始)?(?:说|讲|报|提|告诉|推荐|给)|客服说"
     r"|\byou (?:said|told|mentioned|quoted|gave|recommended|suggested)|\bdid you\b|\bwhat was it you\b",
     re.I,
 )
 _USER_SIDE = re.compile(
-    r"我(?:之前|刚才|刚刚|刚|前面|第一次|最开始|一开始|开头|开始|最早|上次)?(?:说|报|给|留|提|提供|告诉)|\bi (?:said|told|mentioned|gave|provided)|\bdid i\b|\bmy\b",
+    r"我(?:之前|刚才|刚刚|刚|方才|前面|前头|第一次|最开始|一开始|开头|开始|最早|上次|上回)?(?:说|报|给|留|提|提供|告诉)|\bi (?:said|told|mentioned|gave|provided)|\bdid i\b|\bmy\b",
     re.I,
 )
 

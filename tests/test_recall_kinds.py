@@ -96,3 +96,12 @@ def test_a_price_asked_back_with_no_one_named_is_the_shop_s_not_the_customer_s_t
     )
     assert recall_answer("Lumi Max 一瓶多少钱来着", memory, "zh") is None
     assert "860" in _said("我开头说一共多少钱来着", memory)
+
+
+def test_asking_back_with_other_time_words_points_at_the_side_named() -> None:
+    memory = _memory(
+        ("我打算腊月二十六过去，店里那天开门吗", "- 春节期间除夕到初二休息，其他日子正常营业。"),
+        ("运费多少", "- 同城配送 12 元。"),
+    )
+    assert "腊月二十六" in _said("我前头说哪天过去来着", memory)
+    assert "12" in _said("方才你报的运费是多少", memory)
