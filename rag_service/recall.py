@@ -21,8 +21,13 @@ from rag_service.domain import MemoryView
 from rag_service.facts import BASE_WORDS, VALUE_PATTERNS, VARIANT_WORDS, Ask, Product, attributes, product_fit, products
 from rag_service.glossary import ASPECTS, concepts
 
+# When it was said: the words that make a question ask back ("刚才说的", "起初报的"), on either side.
+_ZH_WHEN = (
+    "之前|刚才|刚刚|前面|上面|先前|早先|最开始|一开始|刚开始|开始时|起初|最初|当初|第一次|头一次|上次|上回|方才|前头"
+    "|早些时候|前边|最早|开头|上一条|上条|上一轮"
+)
 _RECALL_ZH = re.compile(
-    r"(?:之前|刚才|刚刚|前面|上面|先前|早先|最开始|一开始|刚开始|开始时|起初|最初|当初|第一次|头一次|上次|上回|方才|前头|早些时候|前边|最早|开头|上一条|上条|上一轮)"
+    rf"(?:{_ZH_WHEN})"
     r"[^，。？?]{0,10}"
     r"(?:说|提|报|讲|问|给|告诉|发|填|留|聊|推荐|算)"
     r"|刚(?:说|提|报|讲|问|推荐|给)|还记得|记得吗|记不记得|记住了吗|记住没|来着|是多少来着|我(?:报|说|给|留|提供|告诉你)的|再说一遍|再说一次|重复一下"
@@ -49,12 +54,12 @@ _FIRST = re.compile(
     r"第一次|头一次|最开始|一开始|刚开始|起初|最初|最早|开头|\bfirst\b|\bat the (?:start|beginning)\b", re.I
 )
 _ASSISTANT_SIDE = re.compile(
-    r"你(?:们)?(?:之前|刚才|刚刚|刚|方才|前面|前头|上面|上回|第一次|最开始|一开始)?(?:说|讲|报|提|告诉|推荐|给)|客服说"
+    rf"你(?:们)?(?:{_ZH_WHEN}|刚)?(?:说|讲|报|提|告诉|推荐|给)|客服说"
     r"|\byou (?:said|told|mentioned|quoted|gave|recommended|suggested)|\bdid you\b|\bwhat was it you\b",
     re.I,
 )
 _USER_SIDE = re.compile(
-    r"我(?:之前|刚才|刚刚|刚|方才|前面|前头|第一次|最开始|一开始|开头|开始|最早|上次|上回)?(?:说|报|给|留|提|提供|告诉)|\bi (?:said|told|mentioned|gave|provided)|\bdid i\b|\bmy\b",
+    rf"我(?:{_ZH_WHEN}|刚|开始)?(?:说|讲|报|给|留|提|提供|告诉)|\bi (?:said|told|mentioned|gave|provided)|\bdid i\b|\bmy\b",
     re.I,
 )
 
@@ -72,7 +77,7 @@ _AMOUNT = re.compile(
     r"(?:[¥￥$]|\b(?:RMB|CNY|USD)\s?)\d[\d,]*(?:\.\d+)?|\d[\d,]*(?:\.\d+)?\s?(?:万元|元|块|yuan\b|RMB\b|CNY\b)", re.I
 )
 _DATE = re.compile(
-    # A lunar date ("腊月二十八", "正月初八") is how a customer often names a holiday stay.
+    # A lunar date ("冬月初五", "腊月廿三") is how a customer often names a holiday stay.
     r"(?:正|冬|腊|[一二三四五六七八九十]{1,2})月(?:初[一二三四五六七八九十]|廿[一二三四五六七八九]|[二三]?十[一二三四五六七八九]?|[一二三四五六七八九])[日号]?(?![一二三四五六七八九十])|"
     r"\d{4}\s?[-/年]\s?\d{1,2}\s?[-/月]\s?\d{1,2}\s?[日号]?|\d{1,2}\s?月\s?\d{1,2}\s?[日号]|\b\w+ \d{1,2}, \d{4}\b|(?<!\d)\d{1,2}\s?号"
     r"|(?:下|这|本)?(?:周|星期)[一二三四五六日天]|\b(?:next |this )?(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b"
@@ -583,9 +588,9 @@ def recall_answer(question: str, memory: MemoryView, lang: str) -> str | None:
 
 def _recall(question: str, memory: MemoryView, lang: str, kind: tuple[str, re.Pattern[str]] | None) -> str | None:
     side = "assistant" if _ASSISTANT_SIDE.search(question) else "user" if _USER_SIDE.search(question) else ""
-    # A price or fee asked back with no one named ("Max 一瓶多少钱来着") is one the shop gave: the customer's own
-    # figures ("订单一共 858 元") are asked back as theirs ("我说的…").
-    shop_only = not side and kind is not None and kind[0] in ("amount", "fee", "discount")
+    # A price or fee is asked back from the side that gave it: with no one named ("X 单价是几块来着") the shop's,
+    # the customer's own figures ("合计 900 元") only as theirs ("我说的…").
+    one_side = kind is not None and kind[0] in ("amount", "fee", "discount")
     if not side:
         side = "user" if kind is not None and kind[0] in ("order", "phone") else "assistant"
     # What the question asks about, without the words that make it a recall ("你之前推荐的" is no topic).
@@ -616,7 +621,7 @@ def _recall(question: str, memory: MemoryView, lang: str, kind: tuple[str, re.Pa
     wanted_aspects = _aspects(wanted)
     for said in lines:
         found = _values(kind[0], kind[1], said.text) if kind else []
-        if (kind and not found) or (shop_only and said.side == "user"):
+        if (kind and not found) or (one_side and said.side not in (side, "summary")):
             continue
         if kind and kind[0] in ("amount", "fee") and not threshold and all(v.threshold for v in found):
             # "满 600 元可分期" names the spend a condition needs, no price or fee: not what was asked.
@@ -655,7 +660,7 @@ def _recall(question: str, memory: MemoryView, lang: str, kind: tuple[str, re.Pa
             and overlap <= 0
             and said.side != "user"
         ):
-            # "The fee for six payments" is not any fee the shop gave: its line sharing nothing with what is
+            # A fee for paying in parts is not any fee the shop gave: its line sharing nothing with what is
             # named answers another question. (The customer says their own figures in their own words.)
             continue
         if threshold and any(v.threshold for v in found):
