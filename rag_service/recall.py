@@ -653,16 +653,6 @@ def _recall(question: str, memory: MemoryView, lang: str, kind: tuple[str, re.Pa
                 # A line of a page about a sub-topic ("补胎：23 元" quoted from the repair price list) is that
                 # sub-topic's, though the line says so only in the page it cites: less so.
                 overlap -= 0.25 * min(2, len(_aspects(_content(said.text[len(_body(said.text)) :])) - wanted_aspects))
-        if (
-            topical
-            and kind is not None
-            and kind[0] in ("amount", "fee", "discount")
-            and overlap <= 0
-            and said.side != "user"
-        ):
-            # A fee for paying in parts is not any fee the shop gave: its line sharing nothing with what is
-            # named answers another question. (The customer says their own figures in their own words.)
-            continue
         if threshold and any(v.threshold for v in found):
             overlap += 1.5
         if found and topical and kind is not None and kind[0] != "product":

