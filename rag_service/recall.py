@@ -21,8 +21,13 @@ from rag_service.domain import MemoryView
 from rag_service.facts import BASE_WORDS, VALUE_PATTERNS, VARIANT_WORDS, Ask, Product, attributes, product_fit, products
 from rag_service.glossary import ASPECTS, concepts
 
+# When it was said: the words that make a question ask back ("刚才说的", "起初报的"), on either side.
+_ZH_WHEN = (
+    "之前|刚才|刚刚|前面|上面|先前|早先|最开始|一开始|刚开始|开始时|起初|最初|当初|第一次|头一次|上次|上回|方才|前头"
+    "|早些时候|前边|最早|开头|上一条|上条|上一轮"
+)
 _RECALL_ZH = re.compile(
-    r"(?:之前|刚才|刚刚|前面|上面|先前|早先|最开始|一开始|刚开始|开始时|起初|最初|当初|第一次|头一次|上次|前边|最早|开头|上一条|上条|上一轮)"
+    rf"(?:{_ZH_WHEN})"
     r"[^，。？?]{0,10}"
     r"(?:说|提|报|讲|问|给|告诉|发|填|留|聊|推荐|算)"
     r"|刚(?:说|提|报|讲|问|推荐|给)|还记得|记得吗|记不记得|记住了吗|记住没|来着|是多少来着|我(?:报|说|给|留|提供|告诉你)的|再说一遍|再说一次|重复一下"
@@ -49,12 +54,12 @@ _FIRST = re.compile(
     r"第一次|头一次|最开始|一开始|刚开始|起初|最初|最早|开头|\bfirst\b|\bat the (?:start|beginning)\b", re.I
 )
 _ASSISTANT_SIDE = re.compile(
-    r"你(?:们)?(?:之前|刚才|刚刚|刚|前面|上面|第一次|最开始|一开始)?(?:说|讲|报|提|告诉|推荐|给)|客服说"
+    rf"你(?:们)?(?:{_ZH_WHEN}|刚)?(?:说|讲|报|提|告诉|推荐|给)|客服说"
     r"|\byou (?:said|told|mentioned|quoted|gave|recommended|suggested)|\bdid you\b|\bwhat was it you\b",
     re.I,
 )
 _USER_SIDE = re.compile(
-    r"我(?:之前|刚才|刚刚|刚|前面|第一次|最开始|一开始|开头|开始|最早|上次)?(?:说|报|给|留|提|提供|告诉)|\bi (?:said|told|mentioned|gave|provided)|\bdid i\b|\bmy\b",
+    rf"我(?:{_ZH_WHEN}|刚|开始)?(?:说|讲|报|给|留|提|提供|告诉)|\bi (?:said|told|mentioned|gave|provided)|\bdid i\b|\bmy\b",
     re.I,
 )
 
@@ -72,6 +77,8 @@ _AMOUNT = re.compile(
     r"(?:[¥￥$]|\b(?:RMB|CNY|USD)\s?)\d[\d,]*(?:\.\d+)?|\d[\d,]*(?:\.\d+)?\s?(?:万元|元|块|yuan\b|RMB\b|CNY\b)", re.I
 )
 _DATE = re.compile(
+    # A lunar date ("冬月初五", "腊月廿三") is how a customer often names a holiday stay.
+    r"(?:正|冬|腊|[一二三四五六七八九十]{1,2})月(?:初[一二三四五六七八九十]|廿[一二三四五六七八九]|[二三]?十[一二三四五六七八九]?|[一二三四五六七八九])[日号]?(?![一二三四五六七八九十])|"
     r"\d{4}\s?[-/年]\s?\d{1,2}\s?[-/月]\s?\d{1,2}\s?[日号]?|\d{1,2}\s?月\s?\d{1,2}\s?[日号]|\b\w+ \d{1,2}, \d{4}\b|(?<!\d)\d{1,2}\s?号"
     r"|(?:下|这|本)?(?:周|星期)[一二三四五六日天]|\b(?:next |this )?(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b"
     r"|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s\d{1,2}(?:st|nd|rd|th)?\b|\b\d{1,2}(?:st|nd|rd|th)?\s(?:of\s)?(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b",
@@ -79,9 +86,15 @@ _DATE = re.compile(
 )
 # A price the customer quotes may come without a currency ("别家卖 3299"): a bare number of 3+ digits that
 # is no model number, size or identifier, looked for when no line on the side asked about has a currency.
+_NO_UNIT = r"(?![\w.%+-]|\s?(?:GB|TB|mAh|W|Hz|(?:kg|g|ml|cm|mm|L)\b|英寸|寸|克|千克|公斤|斤|升|毫升|匹|号|年|月|日|天|期|分|个|台|次|%))"
 _BARE_AMOUNT = re.compile(
     _AMOUNT.pattern
-    + r"|(?<![\w.+-])\d{1,3}(?:,\d{3})+(?![\w.%+-])|(?<![\w.+-])\d{3,6}(?:\.\d+)?(?![\w.%+-]|\s?(?:GB|TB|mAh|W|Hz|英寸|寸|克|千克|升|匹|号|年|月|日|天|期|分|个|台|次|%))",
+    + r"|(?<![\w.+-])\d{1,3}(?:,\d{3})+(?![\w.%+-])|(?<![\w.+-])\d{3,6}(?:\.\d+)?"
+    + _NO_UNIT
+    # Fewer digits right after the word that makes it a price ("隔壁报价 95", "they quoted 85").
+    + r"|(?:(?<=报价)|(?<=价格)|(?<=要价)|(?<=开价)|(?<=标价)|(?<=卖)|(?<=\bquoted)|(?<=\bprice)|(?<=\bcharged))"
+    + r"\s?\d{2,6}(?:\.\d+)?"
+    + _NO_UNIT,
     re.I,
 )
 _DURATION = VALUE_PATTERNS[Ask.DURATION]
@@ -122,8 +135,28 @@ _TIME_CUE = re.compile(
 )
 _CLOCK = re.compile(r"(?<![\d.])\d{1,2}[:：]\d{2}(?:\s?[-–~至到]\s?\d{1,2}[:：]\d{2})?(?![\d.])")
 
+# A membership level: a card or tier named by its metal or colour ("金卡", "黑卡会员", "gold", "Platinum tier"),
+# also with a shop's own word in it ("银 X 会员"); a level named otherwise is quoted with its line.
+_LEVEL_CUE = re.compile(
+    r"等级|级别|什么卡|哪种卡|哪张卡|什么会员|哪个会员|几级|\blevel\b|\btier\b|\bwhat card\b|\bwhich card\b|\bstatus\b",
+    re.I,
+)
+_LEVEL = re.compile(
+    r"(?:白金|铂金|钻石|黄金|白银|黑金|金|银|黑|铜|普通|至尊)[\u4e00-\u9fff]?(?:卡|会员)|\bVIP\s?\d\b|\bV\d\b"
+    r"|\b(?:gold|silver|platinum|black|diamond|bronze|premium|basic)(?:\s(?:card|member|tier|level))?\b",
+    re.I,
+)
+
 _KINDS: list[tuple[str, re.Pattern[str], re.Pattern[str]]] = [
-    ("order", re.compile(r"订单|单号|\border\b|\btracking\b", re.I), _ORDER),
+    # "订单金额", "the order total": an amount of the order, not its number.
+    (
+        "order",
+        re.compile(
+            r"订单(?!金额|总额|总价|价格|实付|满)|单号|\border\b(?!\s(?:amount|total|value|price|sum))|\btracking\b",
+            re.I,
+        ),
+        _ORDER,
+    ),
     ("fee", _FEE_CUE, _DISCOUNT),
     ("time", _TIME_CUE, _CLOCK),
     ("amount", _PRICE_CUE, _AMOUNT),
@@ -131,6 +164,7 @@ _KINDS: list[tuple[str, re.Pattern[str], re.Pattern[str]]] = [
     ("discount", _DISCOUNT_CUE, _DISCOUNT),
     ("product", _PRODUCT_CUE, _PRODUCT),
     ("phone", re.compile(r"电话|手机号|号码|联系方式|\bphone\b|\bnumber\b", re.I), _PHONE),
+    ("level", _LEVEL_CUE, _LEVEL),
     ("date", re.compile(r"日期|哪天|哪一天|几号|几月几|什么时候|\bdate\b|\bwhen\b|\bwhat day\b", re.I), _DATE),
     # "多少" asks for a number of any kind ("电话是多少"): an amount only when nothing more specific is named.
     ("amount", re.compile(r"多少|\bminimum\b", re.I), _AMOUNT),
@@ -147,6 +181,7 @@ _NAMES = {
         "product": "产品",
         "fee": "费用",
         "time": "时间",
+        "level": "会员等级",
     },
     "en": {
         "order": "order number",
@@ -158,6 +193,7 @@ _NAMES = {
         "product": "product",
         "fee": "fee",
         "time": "time",
+        "level": "membership level",
     },
 }
 
@@ -176,6 +212,13 @@ _THRESHOLD_BEFORE = re.compile(
     re.I,
 )
 _THRESHOLD_AFTER = re.compile(r"^\s*(?:以上|及以上|起|或以上|\bor more\b|\band above\b|\band over\b)", re.I)
+
+_CAP_BEFORE = re.compile(
+    r"(?:最多|最高|封顶|上限|不超过|\bup to|\bat most|\bmaximum(?: of)?|\bcapped at|\bno more than)\s*$", re.I
+)
+_CAP_ASKED = re.compile(
+    r"最多|最高|封顶|上限|\bup to\b|\bat most\b|\bmaximum\b|\bmax\b|\bcap\b|\blimit\b|\bmost\b", re.I
+)
 
 _KIND_IDEAS = {"amount": {"@price"}, "fee": {"@price"}, "duration": {"@time_limit"}, "time": {"@opening_hours"}}
 
@@ -221,8 +264,18 @@ def _number(word: str) -> int | None:
     return _ZH_DIGITS.get(word) if len(word) == 1 else None
 
 
+# "a year", "yearly", "每年" are one year as much as "一年" is ("what does it cost a year" ~ "Yearly price: 799").
+_PER_PERIOD = re.compile(
+    r"\b(?:a|per|each|every) (?P<year>year)\b|\b(?P<year2>yearly|annual(?:ly)?)\b|每(?P<year3>年)"
+    r"|\b(?:a|per|each|every) (?P<month>month)\b|\b(?P<month2>monthly)\b|每(?P<month3>月|个月)",
+    re.I,
+)
+
+
 def _quantities(text: str) -> set[str]:
     out: set[str] = set()
+    for m in _PER_PERIOD.finditer(text):
+        out.add("#1year" if m.group("year") or m.group("year2") or m.group("year3") else "#1month")
     for m in _QUANTITY.finditer(text):
         n = _number(m.group("n"))
         unit = next((key for key, _ in _UNITS if m.group(key)), "")
@@ -382,7 +435,7 @@ _RECALL_WORDS = frozenset(
 def _content(text: str) -> set[str]:
     """Words, customer-service concepts, named places and counted units of a text, so an English line can
     match a Chinese question ("gold" ~ "金卡", "美国" ~ "the United States", "一年" ~ "1 year")."""
-    words = {t for t in terms(text) if t not in _RECALL_WORDS}
+    words = {t for t in terms(_PER_PERIOD.sub(" ", text)) if t not in _RECALL_WORDS}
     ideas = {f"@{c}" for c in concepts(text)}
     places = {f"@place:{p}" for p in attributes(text).get("place", ())}
     # "640 那台" is the BCD-640WX: a model number inside a product code counts as a word of its own.
@@ -396,15 +449,27 @@ class _Value:
     label: frozenset[str]  # the content of the few words around it
     words: tuple[str, ...]  # those words
     threshold: bool  # the amount a condition names ("满 10000 元")
+    cap: bool = False  # the most that is paid or counted ("up to 15000 yuan", "最多抵 1800 元")
+    named: bool = False  # its label names the kind of value asked ("售价 799 元", "the fee is 5%")
 
-    def fit(self, wanted: set[str], threshold: bool) -> float:
+    def fit(self, wanted: set[str], threshold: bool, cap: bool = False) -> float:
         """How well the value's label fits the question: what they share, less the sub-topics it names that
         the question does not ask about ("顶盖更换价格 1680 元" is not the price of the model asked about)."""
         extra = len(_aspects(self.label) - wanted)
         # "Breeze 12 costs ¥1,299 and the Breeze 12 Max costs ¥1,899": a variant word not asked about.
         variants = len({w for w in self.words if w in VARIANT_WORDS} - wanted)
         shared = len(wanted & self.label)
-        return shared + (2.0 if threshold and self.threshold else 0.0) - 0.5 * min(extra, 2) - variants
+        # A cap answers "at most how much", not "how much does it cost"; a value its label calls a price (or
+        # a fee ...) is one.
+        limit = (1.0 if cap else -1.0) if self.cap else 0.0
+        return (
+            shared
+            + (2.0 if threshold and self.threshold else 0.0)
+            + limit
+            + 0.5 * self.named
+            - 0.5 * min(extra, 2)
+            - variants
+        )
 
 
 def _aspects(content: set[str] | frozenset[str]) -> set[str]:
@@ -421,13 +486,19 @@ def _values(kind: str, pattern: re.Pattern[str], line: str) -> list[_Value]:
         named = product_names(body) or (product_names(line[len(body) :]) if body != line else [])
         return [_Value(name, frozenset(), (), False) for name in named]
     matches = list(pattern.finditer(line))
+    if kind == "order":
+        matches = [m for m in matches if _order_number(line, m)]
     out: list[_Value] = []
     for i, m in enumerate(matches):
         start = matches[i - 1].end() if i else 0
         end = matches[i + 1].start() if i + 1 < len(matches) else len(line)
         before = line[start : m.start()]
         marks = list(_CLAUSE.finditer(before))
-        before = before[marks[-1].end() :] if marks else before
+        if marks and not before[marks[-1].end() :].strip() and marks[-1].group() in ":：":
+            # "Yearly price: 799 yuan": a value right after a colon is labelled by what the colon ends.
+            before = before[marks[-2].end() if len(marks) > 1 else 0 : marks[-1].start()]
+        else:
+            before = before[marks[-1].end() :] if marks else before
         after = line[m.end() : end]
         # What follows a value belongs to it up to a clause mark, or a connective before the next value
         # ("¥1,299 and the Max costs ¥1,899": "Max" is the next value's).
@@ -435,14 +506,30 @@ def _values(kind: str, pattern: re.Pattern[str], line: str) -> list[_Value]:
         after = after[: mark.start()] if mark else after
         if i and not before.strip(" ,，、") and out:
             # "Saturday, July 6": a value right after another shares its label.
-            out.append(_Value(m.group().strip(), out[-1].label, out[-1].words, out[-1].threshold))
+            prev = out[-1]
+            out.append(_Value(m.group().strip(), prev.label, prev.words, prev.threshold, prev.cap, prev.named))
             continue
         words = terms(before)[-_LABEL_TERMS:] + terms(after)[:_LABEL_TERMS]
-        # Every amount is a price: the concept tells none of them apart.
-        label = (_content(" ".join(words)) | _quantities(before) | _quantities(after)) - _KIND_IDEAS.get(kind, set())
+        content = _content(" ".join(words)) | _quantities(before) | _quantities(after)
+        # Every amount is a price: the concept tells none of them apart, though a label may say it is one.
+        ideas = _KIND_IDEAS.get(kind, set())
         threshold = bool(_THRESHOLD_BEFORE.search(before) or _THRESHOLD_AFTER.search(after))
-        out.append(_Value(m.group().strip(), frozenset(label), tuple(words), threshold))
+        cap = bool(_CAP_BEFORE.search(before))
+        priced = bool(ideas & content) and not threshold
+        out.append(_Value(m.group().strip(), frozenset(content - ideas), tuple(words), threshold, cap, priced))
     return out
+
+
+# A postal code, or a number too short to be an order's unless called one ("邮编 201100", "room 101100").
+_POSTAL = re.compile(r"(?:邮编|邮政编码|\bpost(?:al)?\s?code|\bzip(?:\s?code)?)\W{0,3}$", re.I)
+_ORDER_LABEL = re.compile(r"(?:订单|单号|编号|\border|\btracking|\bno\.?|#)\W{0,3}$", re.I)
+
+
+def _order_number(line: str, m: re.Match[str]) -> bool:
+    before = line[max(0, m.start() - 12) : m.start()]
+    if _POSTAL.search(before) or any(p.start() <= m.start() < p.end() for p in _PHONE.finditer(line)):
+        return False
+    return not (m.group().isdigit() and len(m.group()) <= 6) or _ORDER_LABEL.search(before) is not None
 
 
 def _body(line: str) -> str:
@@ -490,6 +577,8 @@ def recall_answer(question: str, memory: MemoryView, lang: str) -> str | None:
         return None
     kind = next(((name, value) for name, cue, value in _KINDS if cue.search(question)), None)
     answer = _recall(question, memory, lang, kind)
+    if answer is None and kind is not None and kind[0] == "level":
+        answer = _recall(question, memory, lang, None)
     if answer is None and kind is not None and kind[0] == "product" and not _MODEL_ASKED.search(question):
         # "Which one" with no product in any line ("你推荐的尺码是哪个": a size is no product name): the line
         # about what is asked still answers, quoted whole. "哪一款" wants a model, which a quote need not name.
@@ -499,6 +588,9 @@ def recall_answer(question: str, memory: MemoryView, lang: str) -> str | None:
 
 def _recall(question: str, memory: MemoryView, lang: str, kind: tuple[str, re.Pattern[str]] | None) -> str | None:
     side = "assistant" if _ASSISTANT_SIDE.search(question) else "user" if _USER_SIDE.search(question) else ""
+    # A price or fee is asked back from the side that gave it: with no one named ("X 单价是几块来着") the shop's,
+    # the customer's own figures ("合计 900 元") only as theirs ("我说的…").
+    one_side = kind is not None and kind[0] in ("amount", "fee", "discount")
     if not side:
         side = "user" if kind is not None and kind[0] in ("order", "phone") else "assistant"
     # What the question asks about, without the words that make it a recall ("你之前推荐的" is no topic).
@@ -514,6 +606,7 @@ def _recall(question: str, memory: MemoryView, lang: str, kind: tuple[str, re.Pa
     first = _FIRST.search(question) is not None
     asked_about = _ASKED_ABOUT.search(question) is not None
     threshold = kind is not None and kind[0] in ("amount", "fee") and _THRESHOLD_ASKED.search(question) is not None
+    cap = _CAP_ASKED.search(question) is not None
     best: tuple[tuple[float, float], _Said, list[_Value], bool] | None = None
     lines = _lines(memory)
     if kind and kind[0] == "amount":
@@ -528,7 +621,10 @@ def _recall(question: str, memory: MemoryView, lang: str, kind: tuple[str, re.Pa
     wanted_aspects = _aspects(wanted)
     for said in lines:
         found = _values(kind[0], kind[1], said.text) if kind else []
-        if kind and not found:
+        if (kind and not found) or (one_side and said.side not in (side, "summary")):
+            continue
+        if kind and kind[0] in ("amount", "fee") and not threshold and all(v.threshold for v in found):
+            # "满 600 元可分期" names the spend a condition needs, no price or fee: not what was asked.
             continue
         content = _content(said.text)
         own = matchable & content
@@ -562,7 +658,7 @@ def _recall(question: str, memory: MemoryView, lang: str, kind: tuple[str, re.Pa
         if found and topical and kind is not None and kind[0] != "product":
             # A label that shares only the word naming the kind of value ("a city scooter costs 45 yuan a day" for
             # "what did the Pro cost?") says nothing of what the value is of.
-            overlap += 0.5 * max(v.fit(matchable, threshold) for v in found)
+            overlap += 0.5 * max(v.fit(matchable, threshold, cap) for v in found)
         # The side asked about first, then what the line shares with the question, then when it was said.
         key = (3.0 * (said.side in (side, "summary")) + overlap, -said.position if first else said.position)
         if best is None or key > best[0]:
@@ -592,7 +688,7 @@ def _pick(question: str, wanted: set[str], threshold: bool, found: list[_Value])
     apart), then the lowest or highest when the question asks for one."""
     if not found:
         return []
-    scores = [v.fit(wanted, threshold) for v in found]
+    scores = [v.fit(wanted, threshold, _CAP_ASKED.search(question) is not None) for v in found]
     top = max(scores)
     if top > min(scores):
         found = [v for v, s in zip(found, scores, strict=True) if s == top]
