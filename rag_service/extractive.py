@@ -422,7 +422,8 @@ class Question:
         )
 
 
-_SIZE_WORD = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s?(?:ml|l|cm)(?![\w])", re.I)
+# Only a volume in millilitres: litres and centimetres name models too ("行者 65L", "Shell 2L", "补光灯 30cm").
+_SIZE_WORD = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s?ml(?![\w])", re.I)
 
 
 def _without_size(p: Product) -> Product | None:
