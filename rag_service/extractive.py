@@ -423,6 +423,9 @@ class Question:
 
 
 # Only a volume in millilitres: litres and centimetres name models too ("行者 65L", "Shell 2L", "补光灯 30cm").
+_RELATIVE_PRICE = re.compile(
+    r"便宜多少|省多少|优惠多少|多收|加收|手续费|\bcheaper\b|\bsave\b|\bdiscount\b|\bsurcharge\b|\bfees?\b", re.I
+)
 _SIZE_WORD = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s?ml(?![\w])", re.I)
 
 
@@ -1111,10 +1114,13 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     n = len(candidates)
     df: Counter[str] = Counter(t for c in candidates for t in c.words)
     asked_aspects = q.ideas & ASPECTS
+    # An amount asked relative to a price (how much cheaper, the fee on an order, a surcharge) is stated as a
+    # share of it as often as in money.
+    relative = primary is Ask.PRICE and _RELATIVE_PRICE.search(q.text) is not None
     if primary in _ASK_IDEA:
         # An amount is a price however it is written ("starts at ¥11999"), a duration a time limit.
         for c in candidates:
-            if shows(c.text, primary):
+            if shows(c.text, primary) or (relative and shows(c.text, Ask.PERCENT)):
                 c.ideas |= {_ASK_IDEA[primary]}
     priced = any(float(n) >= 50 for n in numbers)
     rows = (c.row for c in candidates if c.row is not None)
@@ -1194,6 +1200,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             score *= 1 + 1.2 * coverage(q.ideas, concepts(c.chunk.title))
         if primary is not Ask.GENERAL:
             fits = shows(c.text, primary) or bool(contact_topic and contact_topic & c.ideas)
+            if relative and not fits:
+                fits = shows(c.text, Ask.PERCENT)  # "how much cheaper is it?": "12% off" answers it
             if fits and primary is Ask.LOCATION:
                 # "北京的检测站在哪儿": a sentence that names the asked place ("店内设有检测站") says it exists, not where.
                 fits = any(not _names_asked_place(v, q.text) for v in values(c.text, Ask.LOCATION))

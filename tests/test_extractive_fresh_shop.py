@@ -80,3 +80,23 @@ def test_a_flattened_tables_amount_lines_are_rows_not_headings() -> None:
     assert "2 hours 110 yuan" in found and "4 hours 200 yuan" in found
     # The line after the rows is under the table's heading, not under its last row.
     assert found["Tea is charged separately."] != "4 hours 200 yuan"
+
+
+TEA_CLUB = chunk(
+    "club",
+    "Leaf Club",
+    "\n".join(
+        [
+            "Leaf Club",
+            "Joining",
+            "Anyone can join the Leaf Club for free in the mini program.",
+            "Club members get 15% off every tin of loose tea.",
+            "Tins of loose tea cost 68 yuan at the counter; gift tins are 98 yuan.",
+        ]
+    ),
+)
+
+
+def test_a_share_of_the_price_answers_how_much_cheaper() -> None:
+    text = answer("If I join the club, how much cheaper does a tin get?", [TEA_CLUB])
+    assert "15%" in text
