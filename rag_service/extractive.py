@@ -1201,7 +1201,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         if primary is not Ask.GENERAL:
             fits = shows(c.text, primary) or bool(contact_topic and contact_topic & c.ideas)
             if relative and not fits:
-                fits = shows(c.text, Ask.PERCENT)  # "how much cheaper is it?": "12% off" answers it
+                fits = shows(c.text, Ask.PERCENT)  # "members save 15%" states what a discount takes off
             if fits and primary is Ask.LOCATION:
                 # "北京的检测站在哪儿": a sentence that names the asked place ("店内设有检测站") says it exists, not where.
                 fits = any(not _names_asked_place(v, q.text) for v in values(c.text, Ask.LOCATION))
