@@ -372,8 +372,10 @@ class Question:
             words -= carried
             added_words -= carried
         picked = _bare_variants(question) or sized_variants
-        own_named = [n for p in products(question) if (n := _without_size(p)) is not None and n.core]
-        if picked and (own_named or any(picked <= p.variants for p in named)):
+        if picked and (
+            any((n := _without_size(p)) is not None and n.core for p in products(question))
+            or any(picked <= p.variants for p in named)
+        ):
             picked = frozenset()
         if picked:
             named = ()
