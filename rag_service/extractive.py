@@ -158,9 +158,12 @@ def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
             intro = None
             after_body = previous_body
             previous_body = False
-            if (is_heading(line) and not _flat_row(line) and not (after_body and _item_line(line))) or _asks_question(
-                line, lines[i + 1] if i + 1 < len(lines) else None
-            ):
+            if (
+                is_heading(line)
+                and not _flat_row(line)
+                and not (after_body and _item_line(line))
+                and not _amount_run(lines, i)
+            ) or _asks_question(line, lines[i + 1] if i + 1 < len(lines) else None):
                 section = line.strip("*_ ") or line  # "**Q: ...?**" is read as the question it sets in bold
                 continue
             previous_body = True
@@ -215,6 +218,15 @@ def _item_line(line: str) -> bool:
 def _model_name(line: str) -> bool:
     # "Lumen Tank 20": capitalised words and a figure name a model.
     return bool(re.fullmatch(r"(?:[A-Z][\w-]*\s)+\d[\w.]*", line.strip()))
+
+
+def _amount_run(lines: Sequence[str], i: int) -> bool:
+    """A short line stating an amount beside another such line ("3 periods 2.3%" over "6 periods 4.5%"): the
+    rows of a table a PDF's text layer flattened to one value a row, not headings; a heading states no amount,
+    and two in a row are a list."""
+    if not _AMOUNT.search(lines[i]):
+        return False
+    return any(0 <= j < len(lines) and is_heading(lines[j]) and _AMOUNT.search(lines[j]) for j in (i - 1, i + 1))
 
 
 def _flat_row(line: str) -> bool:
@@ -322,6 +334,12 @@ class Question:
         added_words = words - own_words if own_words - _GENERIC_ZH else set()
         # The tail of a contraction ("I'm 176 cm") is no model "m 183".
         named = products(_CONTRACTION.sub(" ", query or question)) or products(_CONTRACTION.sub(" ", question))
+        # A volume or a length with its figure ("30ml", "5l") is a size of a model, not its name: "the Pro in
+        # 30ml" asks for the Pro's 30ml row, which the size picks as a word of the question.
+        named = tuple(n for p in named if (n := _without_size(p)) is not None)
+        # What is left of "50ml Max" is a variant word alone: the sibling that has it, as for "and the Max?".
+        sized_variants = frozenset(v for p in named if not p.core for v in p.variants)
+        named = tuple(p for p in named if p.core)
         # The rewriter's editions ("the standard lens") are no evidence against the model the customer names
         # themself ("and the Pro version?"): only a question that names none takes the query's.
         named_editions = asked_editions(question) or (
@@ -347,8 +365,17 @@ class Question:
             # "4 人的那个是什么颜色": the customer picks a sibling by what it is or has; the product the rewriter
             # carried over is the one they are moving away from, so the page's sibling names decide.
             named = ()
-        picked = _bare_variants(question)
-        if picked and (products(question) or any(picked <= p.variants for p in named)):
+        if not {Ask.PRICE, Ask.SPEC} & set(asks):
+            # A size the rewriter carried over ("the 50ml Max" for "is the Max ok while pregnant?") picks a row of a
+            # price or a size, not the line that answers another question about the model.
+            carried = {w for w in added_words if _SIZE_WORD.fullmatch(w)}
+            words -= carried
+            added_words -= carried
+        picked = _bare_variants(question) or sized_variants
+        if picked and (
+            any((n := _without_size(p)) is not None and n.core for p in products(question))
+            or any(picked <= p.variants for p in named)
+        ):
             picked = frozenset()
         if picked:
             named = ()
@@ -397,8 +424,35 @@ class Question:
         )
 
 
+# Only a volume in millilitres: litres and centimetres name models too ("行者 65L", "Shell 2L", "补光灯 30cm").
+_RELATIVE_PRICE = re.compile(
+    r"便宜多少|省多少|优惠多少|多收|加收|手续费|\bcheaper\b|\bsave\b|\bdiscount\b|\bsurcharge\b|\bfees?\b", re.I
+)
+_SIZE_WORD = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s?ml(?![\w])", re.I)
+
+
+def _without_size(p: Product) -> Product | None:
+    """The product named without the size the customer put beside its name ("50ml Max" is the Max, "30ml" alone
+    names none)."""
+    if not _SIZE_WORD.search(p.text):
+        return p
+    text = " ".join(_SIZE_WORD.sub(" ", p.text).split())
+    if not text:
+        return None
+    kept = set(re.findall(r"[a-z]+|\d+", text.lower()))
+    sized = {t for m in _SIZE_WORD.finditer(p.text) for t in re.findall(r"[a-z]+|\d+", m.group().lower())}
+    return Product(text, frozenset(t for t in p.tokens if t not in sized or t in kept))
+
+
+# "my order number is SY2026…": the label, a verb, then the number (the privacy pattern takes no verb between).
+_ORDER_IS = re.compile(
+    r"(?<![A-Za-z])order\s*(?:no\.?|number|num\.?|id|#)\s+(?:is|was)\s+(?=[0-9A-Za-z-]*\d)[0-9A-Za-z][0-9A-Za-z-]{4,}[0-9A-Za-z]",
+    re.I,
+)
+
+
 def _without_order_number(text: str) -> str:
-    found = order_numbers(text)
+    found = order_numbers(text) or list(_ORDER_IS.finditer(text))
     if not found:
         return text
     for m in reversed(found):
@@ -1062,10 +1116,13 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     n = len(candidates)
     df: Counter[str] = Counter(t for c in candidates for t in c.words)
     asked_aspects = q.ideas & ASPECTS
+    # An amount asked relative to a price (how much cheaper, the fee on an order, a surcharge) is stated as a
+    # share of it as often as in money.
+    relative = primary is Ask.PRICE and _RELATIVE_PRICE.search(q.text) is not None
     if primary in _ASK_IDEA:
         # An amount is a price however it is written ("starts at ¥11999"), a duration a time limit.
         for c in candidates:
-            if shows(c.text, primary):
+            if shows(c.text, primary) or (relative and shows(c.text, Ask.PERCENT)):
                 c.ideas |= {_ASK_IDEA[primary]}
     priced = any(float(n) >= 50 for n in numbers)
     rows = (c.row for c in candidates if c.row is not None)
@@ -1145,6 +1202,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             score *= 1 + 1.2 * coverage(q.ideas, concepts(c.chunk.title))
         if primary is not Ask.GENERAL:
             fits = shows(c.text, primary) or bool(contact_topic and contact_topic & c.ideas)
+            if relative and not fits:
+                fits = shows(c.text, Ask.PERCENT)  # "members save 15%" states what a discount takes off
             if fits and primary is Ask.LOCATION:
                 # "北京的检测站在哪儿": a sentence that names the asked place ("店内设有检测站") says it exists, not where.
                 fits = any(not _names_asked_place(v, q.text) for v in values(c.text, Ask.LOCATION))
