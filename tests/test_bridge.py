@@ -61,18 +61,18 @@ def texts(points: Sequence[ChunkPoint]) -> list[tuple[str, str, str]]:
 
 
 def test_a_link_comes_from_a_short_definition_that_translates() -> None:
-    assert _gloss_words("to mend") == (("mend",), 1.0)
-    # Two words: the link weighs half ("drop in" is not "drop").
-    assert _gloss_words("adhesive tape") == (("adhesive", "tape"), 0.5)
+    assert _gloss_words("to mend") == (("mend",), 1.0, "mend")
+    # Two words: a Chinese question's link to either weighs half; an English question must say both in a row.
+    assert _gloss_words("adhesive tape") == (("adhesive", "tape"), 0.5, "adhesive tape")
     # Not a translation: a classifier list, a surname, a variant, a description of many words.
     for definition in ("CL:个[ge4]", "surname Feng", "variant of 风筝[feng1 zheng1]", "old variant of 补"):
         assert _gloss_words(definition) is None
     assert _gloss_words("to make (wine, vinegar etc) by a slow process") is None
     # A question word's sense or a general word's makes the whole word general (no words).
-    assert _gloss_words("how many?") == ((), 0.0)
-    assert _gloss_words("time") == ((), 0.0)
+    assert _gloss_words("how many?") == ((), 0.0, "how many")
+    assert _gloss_words("time") == ((), 0.0, "time")
     known = glosses()
-    assert (("kite",), 1.0) in known["风筝"]
+    assert (("kite",), 1.0, "kite") in known["风筝"]
     assert "多少" not in known and "时候" not in known
     assert stem("patches") == stem("patch") == "patch"
     assert stem("kite") == "kite"
@@ -98,6 +98,15 @@ def test_links_are_cut_to_the_collections_own_words() -> None:
     assert 1 / 12 <= MAX_SHARE < 1
     assert crowded.groups("Is the kite big?", "zh") == ()
     assert crowded.groups("Is there a patch?", "zh") == ({"补丁": 1.0},)
+
+
+def test_a_definition_of_two_words_is_met_as_a_phrase() -> None:
+    bridge = build(texts([point("维修包", "维修包含胶带一卷，补丁三片。", "zh", 0.5), *SHOP]))
+    assert bridge.groups("Is adhesive tape included?", "zh") == ({"胶带": 1.0},)
+    assert bridge.groups("Is tape included?", "zh") == ()
+    # From Chinese, either word of the definition is a link of half weight.
+    english = build(texts([point("Repair kit", "Strong adhesive tape for torn sails.", "en", 0.5), *SHOP]))
+    assert english.groups("有胶带吗", "en") == ({"adhesive": 0.5, "tape": 0.5},)
 
 
 def test_a_chunks_share_of_the_questions_translated_words() -> None:
