@@ -178,7 +178,7 @@ class RetrievalSettings(BaseModel):
     # units) times the share of them it has (0: no lift).
     bridge_chunks: int = 2
     bridge_pool: int = 2
-    bridge_lift: float = 0.04
+    bridge_lift: float = 0.06
     # Reciprocal-rank-fusion constant for hybrid retrieval.
     rrf_k: int = 60
     # Typical chunk length in tokens, for the BM25 length normalisation of sparse vectors.
