@@ -122,13 +122,11 @@ def _gloss_words(definition: str) -> Gloss | None:
 class Bridge:
     """One collection's links. `to_zh`: an English definition's stems ("patch", "cover charge") -> the collection's
     Chinese words it translates; `en_words`: English stem -> the collection's English words of that stem;
-    `chunk_words`: chunk id -> the words of the chunk (title, section and text) that some link reaches (what the
-    lift reads); `chunk_heads`: those of its title and section."""
+    `chunk_words`: chunk id -> the words of the chunk that some link reaches (what the lift reads)."""
 
     to_zh: Mapping[str, Mapping[str, float]]
     en_words: Mapping[str, tuple[str, ...]]
     chunk_words: Mapping[str, frozenset[str]]
-    chunk_heads: Mapping[str, frozenset[str]]
 
     def groups(self, query: str, other: str) -> tuple[Mapping[str, float], ...]:
         """For each of the question's own words that the glossary does not know, the collection's words of
@@ -145,10 +143,10 @@ class Bridge:
                 weights[word] = max(weights.get(word, 0.0), w / total)
         return term_vector(weights)
 
-    def share(self, chunk_id: str, groups: tuple[Mapping[str, float], ...], heading: bool = False) -> float:
-        """The share of the question's translated words that the chunk has (`heading`: its title and section),
-        each by its best link's weight there (0 for a chunk not read)."""
-        have = (self.chunk_heads if heading else self.chunk_words).get(chunk_id)
+    def share(self, chunk_id: str, groups: tuple[Mapping[str, float], ...]) -> float:
+        """The share of the question's translated words that the chunk has, each by its best link's weight there
+        (0 for a chunk not read)."""
+        have = self.chunk_words.get(chunk_id)
         if not groups or not have:
             return 0.0
         return sum(max((v for w, v in g.items() if w in have), default=0.0) for g in groups) / len(groups)
@@ -200,23 +198,16 @@ def _translate(bridge: Bridge, word: str, other: str) -> dict[str, float]:
     return weights
 
 
-def build(texts: Iterable[tuple[str, str, str, str]]) -> Bridge:
-    """The bridge of a collection from its chunks' (id, language, heading, text): the heading is the page's title
-    and the chunk's section."""
+def build(texts: Iterable[tuple[str, str, str]]) -> Bridge:
+    """The bridge of a collection from its chunks' (id, language, text)."""
     known = glosses()
     zh_chunks: dict[str, frozenset[str]] = {}
     en_chunks: dict[str, frozenset[str]] = {}
-    heads: dict[str, frozenset[str]] = {}
-
-    def read(lang: str, text: str) -> frozenset[str]:
+    for cid, lang, text in texts:
         if lang == "zh":
-            return frozenset(t for t in terms(text) if t in known)
-        return frozenset(w for w in _WORD.findall(text.lower()) if len(w) > 2 and w not in _FILLER)
-
-    for cid, lang, heading, text in texts:
-        if lang in ("zh", "en"):
-            (zh_chunks if lang == "zh" else en_chunks)[cid] = read(lang, f"{heading}\n{text}")
-            heads[cid] = read(lang, heading)
+            zh_chunks[cid] = frozenset(t for t in terms(text) if t in known)
+        elif lang == "en":
+            en_chunks[cid] = frozenset(w for w in _WORD.findall(text.lower()) if len(w) > 2 and w not in _FILLER)
     zh_common = _common(zh_chunks.values())
     en_common = _common(en_chunks.values())
     linked: set[str] = {s for gs in known.values() for g in gs for s in g.content}
@@ -233,8 +224,7 @@ def build(texts: Iterable[tuple[str, str, str, str]]) -> Bridge:
     reached_en = {w for ws in en_words.values() for w in ws}
     chunk_words = {cid: ws & zh_vocab for cid, ws in zh_chunks.items()}
     chunk_words.update({cid: ws & reached_en for cid, ws in en_chunks.items()})
-    heads = {cid: ws & chunk_words[cid] for cid, ws in heads.items()}
-    return Bridge(to_zh, {s: tuple(sorted(ws)) for s, ws in en_words.items()}, chunk_words, heads)
+    return Bridge(to_zh, {s: tuple(sorted(ws)) for s, ws in en_words.items()}, chunk_words)
 
 
 def _common(chunks: Iterable[frozenset[str]]) -> set[str]:
@@ -261,7 +251,7 @@ class Bridges:
         now = time.monotonic()
         if kept is not None and kept[0] == writes and (writes is not None or now - kept[1] < SERVER_TTL_S):
             return kept[2]
-        texts: list[tuple[str, str, str, str]] = []
+        texts: list[tuple[str, str, str]] = []
         async for points in index.export(tenant):
             for p in points:
                 pl = p.payload
@@ -269,8 +259,7 @@ class Bridges:
                     (
                         p.id,
                         str(pl.get("lang", "")),
-                        f"{pl.get('title', '')}\n{pl.get('section', '')}",
-                        str(pl.get("text", "")),
+                        f"{pl.get('title', '')}\n{pl.get('section', '')}\n{pl.get('text', '')}",
                     )
                 )
         bridge = await asyncio.to_thread(build, texts)

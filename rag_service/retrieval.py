@@ -170,14 +170,8 @@ class Retriever:
             out += [_to_chunk(ScoredChunk(i, score, payloads[i])) for i, score in new if i in payloads]
         if not cfg.bridge_lift:
             return out
-        # A page titled by the words counts them twice: a title says what the whole page is about (as the
-        # reranker's title concepts weigh more than the text's).
         return [
-            c.rescored(
-                c.score + scale * cfg.bridge_lift * (bridge.share(c.id, groups) + bridge.share(c.id, groups, True))
-            )
-            if c.lang == other
-            else c
+            c.rescored(c.score + scale * cfg.bridge_lift * bridge.share(c.id, groups)) if c.lang == other else c
             for c in out
         ]
 

@@ -56,8 +56,8 @@ SHOP = [
 ]
 
 
-def texts(points: Sequence[ChunkPoint]) -> list[tuple[str, str, str, str]]:
-    return [(p.id, p.payload["lang"], p.payload["title"], p.payload["text"]) for p in points]
+def texts(points: Sequence[ChunkPoint]) -> list[tuple[str, str, str]]:
+    return [(p.id, p.payload["lang"], f"{p.payload['title']}\n{p.payload['text']}") for p in points]
 
 
 def test_a_link_comes_from_a_short_definition_that_translates() -> None:
