@@ -11,7 +11,7 @@ import logging
 import re
 import zlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -76,6 +76,16 @@ def grouped_vector(groups: Sequence[str]) -> SparseVec:
             weights[i] = max(weights.get(i, 0.0), 1.0 / len(found))
     idx = sorted(weights)
     return SparseVec(idx, [weights[i] for i in idx])
+
+
+def term_vector(weights: Mapping[str, float]) -> SparseVec:
+    """A query of given terms (words as `terms` cuts them) with given weights."""
+    found: dict[int, float] = {}
+    for term, w in weights.items():
+        i = _index(term)
+        found[i] = max(found.get(i, 0.0), w)
+    idx = sorted(found)
+    return SparseVec(idx, [found[i] for i in idx])
 
 
 def warm_up() -> None:

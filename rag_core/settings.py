@@ -171,6 +171,14 @@ class RetrievalSettings(BaseModel):
     # or the dense score's best among more, pushed lines of the right pages out of the prompt.
     concept_chunks: int = 2
     concept_pool: int = 2
+    # The question's words that the glossary does not know, in the other language by CC-CEDICT's definitions cut
+    # down to the collection's own words (`rag_service.bridge`): dense mode, when no candidate in that language
+    # has them all, its `bridge_pool` best BM25 matches of them (at most `bridge_chunks`, the best by dense score)
+    # join the candidates (0: none); and each candidate in that language is lifted by `bridge_lift` (cosine
+    # units) times the share of them it has (0: no lift).
+    bridge_chunks: int = 2
+    bridge_pool: int = 2
+    bridge_lift: float = 0.06
     # Reciprocal-rank-fusion constant for hybrid retrieval.
     rrf_k: int = 60
     # Typical chunk length in tokens, for the BM25 length normalisation of sparse vectors.

@@ -434,7 +434,7 @@ def wording(text: str, concept: str) -> str | None:
 
 # The endings a word of an English phrase ending in "*" is looked for with, as whole words (`phrases`):
 # a word index matches whole words only ("warrant*" stands for "warranty", "warranties").
-_EN_ENDINGS = ("", "s", "es", "ed", "ing", "y", "ies", "er", "ers", "ation", "ations")
+EN_ENDINGS = ("", "s", "es", "ed", "ing", "y", "ies", "er", "ers", "ation", "ations")
 _EN_WORD = re.compile(r"[a-z0-9]+(?:[.\-][a-z0-9]+)*")
 
 
@@ -456,7 +456,7 @@ def phrases(ideas: frozenset[str], lang: str) -> str:
                 words = _EN_WORD.findall(spelling.rstrip("*"))
                 if words and spelling.endswith("*"):
                     last = words.pop()
-                    words.extend(last + ending for ending in _EN_ENDINGS)
+                    words.extend(last + ending for ending in EN_ENDINGS)
                 out.extend(words)
     return " ".join(dict.fromkeys(out))
 

@@ -21,6 +21,7 @@ from rag_core.recent import Recent
 from rag_core.settings import RetrievalSettings
 from rag_core.text import language
 from rag_core.vectorstore import ScoredChunk, VectorIndex
+from rag_service.bridge import Bridges
 from rag_service.domain import Chunk
 from rag_service.facts import BASE_WORDS, product_fit, products
 from rag_service.filler import search_text
@@ -56,6 +57,7 @@ class Retriever:
     embedder: Embedder
     settings: RetrievalSettings
     found: FoundDocuments = field(default_factory=FoundDocuments)
+    bridges: Bridges = field(default_factory=Bridges)
 
     async def search(
         self, query: str, limit: int | None = None, *, tenant: str | None = None, continues: Sequence[str] = ()
@@ -102,6 +104,8 @@ class Retriever:
         if cfg.mode == "dense" and cfg.concept_chunks:
             chunks += await self.across(query, dense, other, tenant, chunks)
         scale = 1.0 if cfg.mode == "dense" else _rrf_scale(chunks)
+        if cfg.bridge_chunks or cfg.bridge_lift:
+            chunks = await self.bridged(query, dense, other, tenant, chunks, scale)
         return self._remember(tenant, query, n, numbered(query, rerank(query, chunks, scale), scale), scale, prior)
 
     async def across(
@@ -133,6 +137,43 @@ class Retriever:
         new = [(i, score) for i, score in found if i not in taken]
         payloads = await self.index.payloads([i for i, _ in new], tenant) if new else {}
         return [_to_chunk(ScoredChunk(i, score, payloads[i])) for i, score in new if i in payloads]
+
+    async def bridged(
+        self, query: str, dense: Vector, other: str, tenant: str | None, chunks: list[Chunk], scale: float
+    ) -> list[Chunk]:
+        """The candidates with the question's own words in language `other` by the collection's dictionary
+        bridge (`rag_service.bridge`): when no candidate in that language has them all, that language's best word-
+        index matches of them join (dense mode; `bridge_chunks` of `bridge_pool`), and each candidate in that
+        language is lifted by the share of them it has (`bridge_lift`). The glossary gives the other language's
+        wording of customer-service words; a shop's own goods and their parts are not in it, and the embedder
+        keeps the question's language on top ("is there a patch for a torn sail?" finds the English pages about
+        repairs above the Chinese page that sells 补丁)."""
+        cfg = self.settings
+        if not any(c.lang == other for c in chunks):
+            return chunks
+        bridge = await self.bridges.get(self.index, tenant)
+        groups = bridge.groups(query, other)
+        if not groups:
+            return chunks
+        out = list(chunks)
+        if (
+            cfg.mode == "dense"
+            and cfg.bridge_chunks
+            and all(bridge.share(c.id, groups) < 1.0 for c in chunks if c.lang == other)
+        ):
+            found = await self.index.matching(
+                dense, bridge.vector(groups), cfg.bridge_chunks, cfg.bridge_pool, lang=other, tenant=tenant
+            )
+            taken = {c.id for c in chunks}
+            new = [(i, score) for i, score in found if i not in taken]
+            payloads = await self.index.payloads([i for i, _ in new], tenant) if new else {}
+            out += [_to_chunk(ScoredChunk(i, score, payloads[i])) for i, score in new if i in payloads]
+        if not cfg.bridge_lift:
+            return out
+        return [
+            c.rescored(c.score + scale * cfg.bridge_lift * bridge.share(c.id, groups)) if c.lang == other else c
+            for c in out
+        ]
 
     def _remember(
         self, tenant: str | None, query: str, n: int, ranked: list[Chunk], scale: float, prior: dict[str, float]

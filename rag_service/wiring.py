@@ -15,6 +15,7 @@ from rag_core.tokens import TokenCounter, make_counter
 from rag_core.vectorstore import VectorIndex, open_index
 from rag_service.annotations import Annotations
 from rag_service.auth import ApiKeys, RateLimiter
+from rag_service.bridge import glosses
 from rag_service.extractive import ExtractiveGenerator
 from rag_service.faq import FaqMatcher
 from rag_service.feedback import FeedbackStore
@@ -179,6 +180,9 @@ def build_services(
     embedder = embedder or make_embedder(settings.embedding)
     index = index or open_index(settings.qdrant, embedder.dim, embedder.name)
     warm_up()
+    if settings.retrieval.rerank and (settings.retrieval.bridge_chunks or settings.retrieval.bridge_lift):
+        # The dictionary is read once a process (~1.5 s): at start-up, not on the first question.
+        glosses()
     clients: list[ChatClient] = []
     metrics = Metrics()
     archive = open_archive(settings)

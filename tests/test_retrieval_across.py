@@ -68,8 +68,16 @@ async def shop_index(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
 
 
 def retriever(index: VectorIndex, **settings: Any) -> Retriever:
-    # Two candidates, and one of the other language: the pool holds the whole shop, read by its language.
-    defaults: dict[str, Any] = {"candidates": 2, "other_language_chunks": 1, "concept_chunks": 2, "concept_pool": 2}
+    # Two candidates, and one of the other language: the pool holds the whole shop, read by its language. The
+    # dictionary bridge off: the glossary's concepts alone (tests/test_bridge.py has the bridge).
+    defaults: dict[str, Any] = {
+        "candidates": 2,
+        "other_language_chunks": 1,
+        "concept_chunks": 2,
+        "concept_pool": 2,
+        "bridge_chunks": 0,
+        "bridge_lift": 0.0,
+    }
     return Retriever(index, FixedEmbedder(), RetrievalSettings(**{**defaults, **settings}))  # type: ignore[arg-type]
 
 

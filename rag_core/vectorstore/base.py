@@ -135,6 +135,11 @@ class VectorIndex(Protocol):
 
     async def payloads(self, ids: Sequence[str], tenant: str | None = None) -> dict[str, dict[str, Any]]: ...
 
+    def writes(self, tenant: str | None = None) -> int | None:
+        """How many writes this process made to `tenant`'s collection (what is derived from its contents is kept
+        while this stays); None for a server's, which other processes write to as well."""
+        ...
+
     async def stats(self, tenant: str | None = None) -> dict[str, int]: ...
 
     async def documents(self, tenant: str | None = None) -> dict[str, dict[str, Any]]:

@@ -192,6 +192,9 @@ class EdgeIndex(VectorIndex):
 
     # ------------------------------------------------------------------ reads
 
+    def writes(self, tenant: str | None = None) -> int | None:
+        return self._fields.writes(collection_for(self.collection, tenant))
+
     async def doc_point_ids(self, doc_id: str, tenant: str | None = None) -> set[str]:
         records = await self._run(self._scroll, tenant, _doc_filter(doc_id), False)
         return {str(r.id) for r in records}

