@@ -179,6 +179,8 @@ class RetrievalSettings(BaseModel):
     bridge_chunks: int = 2
     bridge_pool: int = 2
     bridge_lift: float = 0.06
+    # A collection of more chunks than this gets no bridge (its word sets grow with it, ~1 MB a hundred chunks).
+    bridge_max_chunks: int = 5000
     # Reciprocal-rank-fusion constant for hybrid retrieval.
     rrf_k: int = 60
     # Typical chunk length in tokens, for the BM25 length normalisation of sparse vectors.

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import re
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -238,19 +237,47 @@ def _common(chunks: Iterable[frozenset[str]]) -> set[str]:
 
 class Bridges:
     """(index, tenant) -> the bridge of that collection, built on its first question and kept until this process
-    writes to the collection (a server's is read again after `SERVER_TTL_S`: other processes write to it)."""
+    writes to the collection (a server's is read again after `SERVER_TTL_S`: other processes write to it).
 
-    def __init__(self) -> None:
+    One build at a time per collection: the questions that arrive while it is read wait for it when there is no
+    bridge yet, and take the one before it when there is (a server's collection re-read every few minutes must not
+    stall every turn of a busy process). A collection of more than `max_chunks` chunks gets no bridge: the
+    per-chunk word sets grow with the collection (about 1 MB a hundred chunks), and reading it whole on a question
+    is a cost for small shops' collections, not for a large one."""
+
+    def __init__(self, max_chunks: int = 5000) -> None:
+        self.max_chunks = max_chunks
         self._kept: dict[tuple[int, str], tuple[int | None, float, Bridge]] = {}
-        self._lock = threading.Lock()
+        self._building: dict[tuple[int, str], asyncio.Lock] = {}
+
+    def _fresh(self, kept: tuple[int | None, float, Bridge] | None, writes: int | None) -> bool:
+        if kept is None or kept[0] != writes:
+            return False
+        return writes is not None or time.monotonic() - kept[1] < SERVER_TTL_S
 
     async def get(self, index: VectorIndex, tenant: str | None) -> Bridge:
         key = (id(index), tenant or "")
-        writes = index.writes(tenant)
         kept = self._kept.get(key)
-        now = time.monotonic()
-        if kept is not None and kept[0] == writes and (writes is not None or now - kept[1] < SERVER_TTL_S):
+        if self._fresh(kept, index.writes(tenant)):
+            assert kept is not None
             return kept[2]
+        lock = self._building.setdefault(key, asyncio.Lock())
+        if lock.locked() and kept is not None:
+            return kept[2]
+        async with lock:
+            # Another caller may have built it while this one waited.
+            writes = index.writes(tenant)
+            kept = self._kept.get(key)
+            if self._fresh(kept, writes):
+                assert kept is not None
+                return kept[2]
+            now = time.monotonic()
+            bridge = await self._build(index, tenant)
+            # A write while it was read leaves the count changed: the next question reads the collection again.
+            self._kept[key] = (writes, now, bridge)
+            return bridge
+
+    async def _build(self, index: VectorIndex, tenant: str | None) -> Bridge:
         texts: list[tuple[str, str, str]] = []
         async for points in index.export(tenant):
             for p in points:
@@ -262,8 +289,10 @@ class Bridges:
                         f"{pl.get('title', '')}\n{pl.get('section', '')}\n{pl.get('text', '')}",
                     )
                 )
-        bridge = await asyncio.to_thread(build, texts)
-        with self._lock:
-            # A write while it was read leaves the count changed: the next question reads the collection again.
-            self._kept[key] = (writes, now, bridge)
-        return bridge
+            if len(texts) > self.max_chunks:
+                return EMPTY
+        return await asyncio.to_thread(build, texts)
+
+
+# No links: what a collection too large for a bridge gets.
+EMPTY = Bridge({}, {}, {})

@@ -15,7 +15,7 @@ from rag_core.tokens import TokenCounter, make_counter
 from rag_core.vectorstore import VectorIndex, open_index
 from rag_service.annotations import Annotations
 from rag_service.auth import ApiKeys, RateLimiter
-from rag_service.bridge import glosses
+from rag_service.bridge import Bridges, glosses
 from rag_service.extractive import ExtractiveGenerator
 from rag_service.faq import FaqMatcher
 from rag_service.feedback import FeedbackStore
@@ -203,7 +203,7 @@ def build_services(
     stages = Stages(
         settings=settings,
         counter=counter,
-        retriever=Retriever(index, embedder, settings.retrieval),
+        retriever=Retriever(index, embedder, settings.retrieval, bridges=Bridges(settings.retrieval.bridge_max_chunks)),
         store=store,
         memory=make_memory(settings.memory, settings.budget.history_budget, settings.tokens.per_message_overhead),
         rewriter=build_rewriter(settings, embedder, clients, index),

@@ -4,6 +4,7 @@ embedded index, Qdrant Edge and local mode, with four-dimensional vectors and a 
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -190,3 +191,48 @@ async def test_the_bridge_is_built_once_and_again_after_a_write(shop_index: Vect
     # Another tenant's collection has its own bridge.
     await shop_index.upsert([point("Guide", "Glide over the dunes.", "en", 0.6)], "other")
     assert (await bridges.get(shop_index, "other")).groups("Can it glide?", "zh") == ()
+
+
+async def test_questions_arriving_together_read_the_collection_once(shop_index: VectorIndex) -> None:
+    reads: list[str | None] = []
+    original = shop_index.export
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        reads.append(args[0] if args else None)
+        return original(*args, **kwargs)
+
+    shop_index.export = counted  # type: ignore[method-assign]
+    bridges = Bridges()
+    got = await asyncio.gather(*(bridges.get(shop_index, None) for _ in range(5)))
+    assert len(reads) == 1
+    assert all(b is got[0] for b in got)
+
+
+async def test_a_question_during_a_rebuild_takes_the_bridge_before_it(shop_index: VectorIndex) -> None:
+    bridges = Bridges()
+    first = await bridges.get(shop_index, None)
+    await shop_index.upsert([point("滑翔风筝", "这款风筝适合滑翔。", "zh", 0.6)])
+    release = asyncio.Event()
+    started = asyncio.Event()
+    original = shop_index.export
+
+    async def held(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        started.set()
+        await release.wait()
+        async for points in original(*args, **kwargs):
+            yield points
+
+    shop_index.export = held  # type: ignore[method-assign]
+    rebuilding = asyncio.create_task(bridges.get(shop_index, None))
+    await started.wait()
+    # The rebuild is held inside its read: another question does not wait for it.
+    assert await bridges.get(shop_index, None) is first
+    release.set()
+    rebuilt = await rebuilding
+    assert rebuilt is not first and rebuilt.groups("Can it glide?", "zh") == ({"滑翔": 1.0},)
+
+
+async def test_a_collection_larger_than_the_cap_gets_no_bridge(shop_index: VectorIndex) -> None:
+    question = "Is there a patch for a torn sail?"
+    assert (await Bridges().get(shop_index, None)).groups(question, "zh")
+    assert (await Bridges(max_chunks=len(SHOP) - 1).get(shop_index, None)).groups(question, "zh") == ()
