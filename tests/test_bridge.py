@@ -5,44 +5,19 @@ embedded index, Qdrant Edge and local mode, with four-dimensional vectors and a 
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
 import pytest
 
-from rag_core.lexical import document_vector
 from rag_core.settings import QdrantSettings, RetrievalSettings
 from rag_core.vectorstore import ChunkPoint, VectorIndex
 from rag_core.vectorstore.edge import EdgeIndex
 from rag_core.vectorstore.qdrant import QdrantIndex
 from rag_service.bridge import MAX_SHARE, Bridges, _gloss_words, build, glosses, stem
 from rag_service.retrieval import Retriever
-
-QUERY = [1.0, 0.0, 0.0, 0.0]
-
-
-class FixedEmbedder:
-    """Every query embeds to QUERY."""
-
-    name, dim, remote = "fixed", 4, False
-
-    def embed_query(self, text: str) -> npt.NDArray[np.float32]:
-        return np.asarray(QUERY, dtype=np.float32)
-
-    def embed_passages(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        raise AssertionError("not used")
-
-
-def point(title: str, text: str, lang: str, closeness: float) -> ChunkPoint:
-    """A chunk whose dense score against QUERY falls with `closeness` (1: the query itself)."""
-    dense = np.asarray([closeness, 1.0 - closeness, 0.0, 0.0], dtype=np.float32)
-    payload = {"doc_id": title, "source": f"docs/{title}", "title": title, "text": text, "lang": lang}
-    return ChunkPoint(str(uuid.uuid4()), dense, document_vector(f"{title}\n{text}", 120, 1.2, 0.75), payload)
-
+from tests.test_retrieval_across import FixedEmbedder, point
 
 # English pages close to any question (the embedder prefers the question's language); the Chinese repair-parts
 # row below every other chunk in the dense ranking, and a Chinese kite page above it.
