@@ -130,6 +130,11 @@ class Bridge:
     def groups(self, query: str, other: str) -> tuple[Mapping[str, float], ...]:
         """For each of the question's own words that the glossary does not know, the collection's words of
         language `other` it translates to, with their weights; empty when none has a translation there."""
+        return tuple(group for _, group in _groups(self, query, other))
+
+    def translations(self, query: str, other: str) -> tuple[tuple[str, Mapping[str, float]], ...]:
+        """`groups` with the question's word each translates (an English stem, a Chinese word, or two English
+        stems in a row)."""
         return _groups(self, query, other)
 
     def vector(self, groups: tuple[Mapping[str, float], ...]) -> SparseVec:
@@ -151,15 +156,15 @@ class Bridge:
         return sum(max((v for w, v in g.items() if w in have), default=0.0) for g in groups) / len(groups)
 
 
-def _groups(bridge: Bridge, query: str, other: str) -> tuple[Mapping[str, float], ...]:
-    out: list[Mapping[str, float]] = []
+def _groups(bridge: Bridge, query: str, other: str) -> tuple[tuple[str, Mapping[str, float]], ...]:
+    out: list[tuple[str, Mapping[str, float]]] = []
     for word in _question_words(query, other):
         group = _translate(bridge, word, other)
         # (A phrase's concepts are looked for only when it has a translation: most pairs of words have none.)
         if " " in word and group and concepts(word):
             continue
-        if group and len(group) <= MAX_TARGETS and group not in out:
-            out.append(group)
+        if group and len(group) <= MAX_TARGETS and all(group != g for _, g in out):
+            out.append((word, group))
     return tuple(out)
 
 

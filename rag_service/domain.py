@@ -144,6 +144,9 @@ class GenerationInput:
     query: str
     chunks: Sequence[Chunk]
     memory: MemoryView | None = None
+    # The question's words in the other language of the collection (`Retriever.translated`): one group of
+    # alternatives per word the glossary does not know; what tells that language's sentences apart.
+    translated: tuple[tuple[str, frozenset[str]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -290,6 +290,8 @@ class Question:
     spend_carried: bool = False
     # What the customer said, newest first: the question, the query it was rewritten to, the questions before.
     recent: tuple[str, ...] = ()
+    # The question's words in the collection's other language (`GenerationInput.translated`).
+    translated: tuple[tuple[str, frozenset[str]], ...] = ()
 
     @classmethod
     def parse(cls, question: str, query: str, earlier: Sequence[str] = (), answered: str = "") -> Question:
@@ -1078,6 +1080,28 @@ def _filed_text(c: Candidate) -> str:
     return f"{c.section} {c.row.name if c.row is not None else ''} {c.text}"
 
 
+def _says_any(group: frozenset[str], text: str, words: set[str]) -> bool:
+    return any((w in words) if w.isascii() else (w in text) for w in group)
+
+
+def _bridged(q: Question, candidates: list[Candidate]) -> dict[int, float]:
+    """Per sentence in the collection's other language: the question's translated words it says
+    (`Question.translated`), each weighing as a word does by how few sentences say it. Only words that no
+    sentence in the question's own language says: where those say it, they are the evidence."""
+    own = [c.text.lower() for c in candidates if c.chunk.lang == q.lang]
+    groups = [g for w, g in q.translated if not any(part in t for t in own for part in w.split())]
+    others = [c for c in candidates if c.chunk.lang != q.lang]
+    if not groups or not others:
+        return {}
+    said: dict[int, list[bool]] = {}
+    for c in others:
+        words = set(re.findall(r"[a-z]+(?:-[a-z]+)*", c.text.lower()))
+        said[id(c)] = [_says_any(g, c.text, words) for g in groups]
+    n = len(candidates)
+    weights = [math.log(1 + n / (sum(s[i] for s in said.values()) or 1)) for i in range(len(groups))]
+    return {k: sum(w for w, hit in zip(weights, s, strict=True) if hit) for k, s in said.items()}
+
+
 def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     # Words of the page title and of the product asked about say which page a sentence is on; whether it
     # is the right page is `product_fit`'s and retrieval's call, so they do not count as shared words.
@@ -1135,6 +1159,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     # A question with no topic of its own ("and what does that option cost?") takes the previous one's.
     context_weight = 0.8 if q.ideas - GENERIC else 1.5
     words_total = sum(idf.values())
+    bridged = _bridged(q, candidates) if q.translated else {}
     topic_ideas = bool(q.ideas - GENERIC)
     own_tiers = (q.ideas - q.added_ideas) & _TIERS
     # "洗碗机搬上楼收费吗": the category says which product, the words say what about it.
@@ -1185,6 +1210,9 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         # "拆卸"): what is done, which tells sentences of the same type apart.
         by_words += 0.5 * sum(idf[t] for t in asked_words - shared if _HAN_CONTENT_CHAR.fullmatch(t) and t in c.text)
         by_words = by_words / words_total if words_total else 0.0
+        if id(c) in bridged and words_total:
+            # Across languages no word is shared: the question's words the dictionary bridge translated are.
+            by_words = max(by_words, bridged[id(c)] / words_total)
         by_ideas = _coverage(q, c.ideas) * category_only * type_only
         score = 0.1 + max(by_words, by_ideas) + 0.25 * min(by_words, by_ideas)
         if q.context:
@@ -2019,6 +2047,8 @@ class ExtractiveGenerator:
             rounds[-1].assistant.content if rounds else "",
         )
         q = with_aliases(q, turn.chunks)
+        if turn.translated:
+            q = dataclasses.replace(q, translated=turn.translated)
         score_candidates(q, candidates)
         ranked = sorted(candidates, key=lambda c: (-c.score, c.rank, c.order))
         picked = _pick(q, ranked, self.max_sentences)

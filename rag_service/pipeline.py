@@ -149,10 +149,14 @@ class PreparedTurn:
     finish: Finish | None = None
     # 1b. intent: the task's turn (None without intents or without a session).
     task: TaskTurn | None = None
+    # The question's words in the collection's other language (`Retriever.translated`).
+    translated: tuple[tuple[str, frozenset[str]], ...] = ()
 
     @property
     def generation(self) -> GenerationInput:
-        return GenerationInput(self.question.content, self.rewrite.query, self.prompt.chunks, self.memory.view)
+        return GenerationInput(
+            self.question.content, self.rewrite.query, self.prompt.chunks, self.memory.view, self.translated
+        )
 
 
 @dataclass(frozen=True)
@@ -337,6 +341,7 @@ class ChatPipeline:
         query_tokens = self.s.counter.count(question_part(self.s.settings.prompt, question)) + self.overhead
         plan = self._budget(query_tokens, memory, task)
         faq: FaqHit | None = None
+        translated: tuple[tuple[str, frozenset[str]], ...] = ()
         if task is not None and task.reply is not None:
             chunks: list[Chunk] = []  # the turn asks for a slot (or reports a failed action): nothing to look up
         else:
@@ -348,6 +353,7 @@ class ChatPipeline:
                 chunks = await self._retrieve(
                     rewrite.query, plan, turn_tenant, task.context if task is not None else [], rewrite.continues
                 )
+                translated = await self.s.retriever.translated(rewrite.query, turn_tenant)
             if task is not None:
                 task.answered_from(chunks)  # where the task is in the knowledge base, for the next turn
         t_ret = time.perf_counter()
@@ -371,6 +377,7 @@ class ChatPipeline:
             timings=timings,
             faq=faq,
             task=task,
+            translated=translated,
         )
 
     def _question(self, question: str) -> Message:

@@ -108,6 +108,14 @@ class Retriever:
             chunks = await self.bridged(query, dense, other, tenant, chunks, scale)
         return self._remember(tenant, query, n, numbered(query, rerank(query, chunks, scale), scale), scale, prior)
 
+    async def translated(self, query: str, tenant: str | None = None) -> tuple[tuple[str, frozenset[str]], ...]:
+        """The query's own words that the glossary does not know, each with its alternatives in the collection's
+        other language by its dictionary bridge (`rag_service.bridge`; none with the bridge off)."""
+        if not (self.settings.bridge_chunks or self.settings.bridge_lift):
+            return ()
+        bridge = await self.bridges.get(self.index, tenant)
+        return tuple((w, frozenset(g)) for w, g in bridge.translations(query, other_language(query)))
+
     async def across(
         self, query: str, dense: Vector, other: str, tenant: str | None, chunks: Sequence[Chunk]
     ) -> list[Chunk]:

@@ -211,3 +211,10 @@ async def test_a_collection_larger_than_the_cap_gets_no_bridge(shop_index: Vecto
     question = "Is there a patch for a torn sail?"
     assert (await Bridges().get(shop_index, None)).groups(question, "zh")
     assert (await Bridges(max_chunks=len(SHOP) - 1).get(shop_index, None)).groups(question, "zh") == ()
+
+
+async def test_the_retriever_says_the_questions_translated_words(shop_index: VectorIndex) -> None:
+    question = "Is there a patch for a torn sail?"
+    translated = await retriever(shop_index).translated(question)
+    assert ("patch", frozenset({"补丁"})) in translated
+    assert await retriever(shop_index, bridge_chunks=0, bridge_lift=0.0).translated(question) == ()
