@@ -181,6 +181,12 @@ class RetrievalSettings(BaseModel):
     bridge_lift: float = 0.06
     # A collection of more chunks than this gets no bridge (its word sets grow with it, ~1 MB a hundred chunks).
     bridge_max_chunks: int = 5000
+
+    @property
+    def bridged(self) -> bool:
+        """Whether retrieval reads questions through the dictionary bridge (it lives in the reranked path)."""
+        return self.rerank and bool(self.bridge_chunks or self.bridge_lift)
+
     # Reciprocal-rank-fusion constant for hybrid retrieval.
     rrf_k: int = 60
     # Typical chunk length in tokens, for the BM25 length normalisation of sparse vectors.

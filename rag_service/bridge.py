@@ -18,14 +18,15 @@ import itertools
 import re
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import NamedTuple
 
 import jieba
 
 from rag_core.lexical import SparseVec, term_vector, terms
+from rag_core.recent import Recent
 from rag_core.text import EN_GENERIC_WORDS, HAN_CLASS
 from rag_core.vectorstore import VectorIndex
 from rag_service.glossary import EN_ENDINGS, concepts
@@ -126,16 +127,24 @@ class Bridge:
     to_zh: Mapping[str, Mapping[str, float]]
     en_words: Mapping[str, tuple[str, ...]]
     chunk_words: Mapping[str, frozenset[str]]
+    # A turn's question is read by retrieval (`groups`) and again by the answerer (`translations`).
+    _read: Recent[tuple[str, str], tuple[tuple[str, Mapping[str, float]], ...]] = field(
+        default_factory=lambda: Recent(256), compare=False, repr=False
+    )
 
     def groups(self, query: str, other: str) -> tuple[Mapping[str, float], ...]:
         """For each of the question's own words that the glossary does not know, the collection's words of
         language `other` it translates to, with their weights; empty when none has a translation there."""
-        return tuple(group for _, group in _groups(self, query, other))
+        return tuple(group for _, group in self.translations(query, other))
 
     def translations(self, query: str, other: str) -> tuple[tuple[str, Mapping[str, float]], ...]:
         """`groups` with the question's word each translates (an English stem, a Chinese word, or two English
         stems in a row)."""
-        return _groups(self, query, other)
+        found = self._read.get((query, other))
+        if found is None:
+            found = _groups(self, query, other)
+            self._read.put((query, other), found)
+        return found
 
     def vector(self, groups: tuple[Mapping[str, float], ...]) -> SparseVec:
         """A word-index query of the groups, each question word weighing alike (its words share its weight by
@@ -154,6 +163,13 @@ class Bridge:
         if not groups or not have:
             return 0.0
         return sum(max((v for w, v in g.items() if w in have), default=0.0) for g in groups) / len(groups)
+
+
+def says(groups: Sequence[Iterable[str]], text: str) -> list[bool]:
+    """Which of the groups (a question word's alternatives in `text`'s language) `text` says: an English word as
+    a whole word, a Chinese word anywhere."""
+    words = set(_WORD.findall(text.lower()))
+    return [any((w in words) if w.isascii() else (w in text) for w in group) for group in groups]
 
 
 def _groups(bridge: Bridge, query: str, other: str) -> tuple[tuple[str, Mapping[str, float]], ...]:
@@ -295,9 +311,5 @@ class Bridges:
                     )
                 )
             if len(texts) > self.max_chunks:
-                return EMPTY
+                return Bridge({}, {}, {})  # no links
         return await asyncio.to_thread(build, texts)
-
-
-# No links: what a collection too large for a bridge gets.
-EMPTY = Bridge({}, {}, {})

@@ -27,6 +27,7 @@ from typing import Any
 
 from rag_core.lexical import terms
 from rag_core.text import EN_GENERIC_WORDS, HAN_CLASS, LIST_MARK, is_heading, language, name_aliases, split_sentences
+from rag_service.bridge import says
 from rag_service.domain import Chunk, GenerationInput
 from rag_service.facts import (
     BASE_WORDS,
@@ -426,10 +427,10 @@ class Question:
         )
 
 
-# Only a volume in millilitres: litres and centimetres name models too ("行者 65L", "Shell 2L", "补光灯 30cm").
 _RELATIVE_PRICE = re.compile(
     r"便宜多少|省多少|优惠多少|多收|加收|手续费|\bcheaper\b|\bsave\b|\bdiscount\b|\bsurcharge\b|\bfees?\b", re.I
 )
+# Only a volume in millilitres: litres and centimetres name models too ("行者 65L", "Shell 2L", "补光灯 30cm").
 _SIZE_WORD = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s?ml(?![\w])", re.I)
 
 
@@ -1080,10 +1081,6 @@ def _filed_text(c: Candidate) -> str:
     return f"{c.section} {c.row.name if c.row is not None else ''} {c.text}"
 
 
-def _says_any(group: frozenset[str], text: str, words: set[str]) -> bool:
-    return any((w in words) if w.isascii() else (w in text) for w in group)
-
-
 def _bridged(q: Question, candidates: list[Candidate]) -> dict[int, float]:
     """Per sentence in the collection's other language: the question's translated words it says
     (`Question.translated`), each weighing as a word does by how few sentences say it. Only words that no
@@ -1093,10 +1090,7 @@ def _bridged(q: Question, candidates: list[Candidate]) -> dict[int, float]:
     others = [c for c in candidates if c.chunk.lang != q.lang]
     if not groups or not others:
         return {}
-    said: dict[int, list[bool]] = {}
-    for c in others:
-        words = set(re.findall(r"[a-z]+(?:-[a-z]+)*", c.text.lower()))
-        said[id(c)] = [_says_any(g, c.text, words) for g in groups]
+    said = {id(c): says(groups, c.text) for c in others}
     n = len(candidates)
     weights = [math.log(1 + n / (sum(s[i] for s in said.values()) or 1)) for i in range(len(groups))]
     return {k: sum(w for w, hit in zip(weights, s, strict=True) if hit) for k, s in said.items()}

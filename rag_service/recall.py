@@ -670,7 +670,7 @@ def _recall(question: str, memory: MemoryView, lang: str, kind: tuple[str, re.Pa
         # Memory holds nothing about it (the earlier answer was about another model, or about something
         # else): the knowledge base answers instead.
         return None
-    values = _pick(question, wanted, threshold, found)
+    values = _pick(question, wanted, threshold, cap, found)
     quote = said_line.text if len(said_line.text) <= 160 else said_line.text[:160] + "…"
     if lang == "zh":
         who = "您" if said_line.side == "user" else "我"
@@ -683,12 +683,12 @@ def _recall(question: str, memory: MemoryView, lang: str, kind: tuple[str, re.Pa
     return f'From our conversation, {"you said" if said_line.side == "user" else "I said"}: "{quote}"'
 
 
-def _pick(question: str, wanted: set[str], threshold: bool, found: list[_Value]) -> list[str]:
+def _pick(question: str, wanted: set[str], threshold: bool, cap: bool, found: list[_Value]) -> list[str]:
     """Of a line's values, those whose label fits the question best (all of them when no label tells them
     apart), then the lowest or highest when the question asks for one."""
     if not found:
         return []
-    scores = [v.fit(wanted, threshold, _CAP_ASKED.search(question) is not None) for v in found]
+    scores = [v.fit(wanted, threshold, cap) for v in found]
     top = max(scores)
     if top > min(scores):
         found = [v for v, s in zip(found, scores, strict=True) if s == top]

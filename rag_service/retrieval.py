@@ -104,14 +104,14 @@ class Retriever:
         if cfg.mode == "dense" and cfg.concept_chunks:
             chunks += await self.across(query, dense, other, tenant, chunks)
         scale = 1.0 if cfg.mode == "dense" else _rrf_scale(chunks)
-        if cfg.bridge_chunks or cfg.bridge_lift:
+        if cfg.bridged:
             chunks = await self.bridged(query, dense, other, tenant, chunks, scale)
         return self._remember(tenant, query, n, numbered(query, rerank(query, chunks, scale), scale), scale, prior)
 
     async def translated(self, query: str, tenant: str | None = None) -> tuple[tuple[str, frozenset[str]], ...]:
         """The query's own words that the glossary does not know, each with its alternatives in the collection's
         other language by its dictionary bridge (`rag_service.bridge`; none with the bridge off)."""
-        if not (self.settings.bridge_chunks or self.settings.bridge_lift):
+        if not self.settings.bridged:
             return ()
         bridge = await self.bridges.get(self.index, tenant)
         return tuple((w, frozenset(g)) for w, g in bridge.translations(query, other_language(query)))
@@ -141,6 +141,12 @@ class Retriever:
             return []
         cfg = self.settings
         found = await self.index.matching(dense, words, cfg.concept_chunks, cfg.concept_pool, lang=other, tenant=tenant)
+        return await self._joining(found, chunks, tenant)
+
+    async def _joining(
+        self, found: Sequence[tuple[str, float]], chunks: Sequence[Chunk], tenant: str | None
+    ) -> list[Chunk]:
+        """The matches (id, dense score) that are not among the candidates yet, read whole."""
         taken = {c.id for c in chunks}
         new = [(i, score) for i, score in found if i not in taken]
         payloads = await self.index.payloads([i for i, _ in new], tenant) if new else {}
@@ -172,10 +178,7 @@ class Retriever:
             found = await self.index.matching(
                 dense, bridge.vector(groups), cfg.bridge_chunks, cfg.bridge_pool, lang=other, tenant=tenant
             )
-            taken = {c.id for c in chunks}
-            new = [(i, score) for i, score in found if i not in taken]
-            payloads = await self.index.payloads([i for i, _ in new], tenant) if new else {}
-            out += [_to_chunk(ScoredChunk(i, score, payloads[i])) for i, score in new if i in payloads]
+            out += await self._joining(found, chunks, tenant)
         if not cfg.bridge_lift:
             return out
         return [

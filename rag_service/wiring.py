@@ -180,7 +180,7 @@ def build_services(
     embedder = embedder or make_embedder(settings.embedding)
     index = index or open_index(settings.qdrant, embedder.dim, embedder.name)
     warm_up()
-    if settings.retrieval.rerank and (settings.retrieval.bridge_chunks or settings.retrieval.bridge_lift):
+    if settings.retrieval.bridged:
         # The dictionary is read once a process (~1.5 s): at start-up, not on the first question.
         glosses()
     clients: list[ChatClient] = []

@@ -17,7 +17,7 @@ from rag_core.vectorstore.edge import EdgeIndex
 from rag_core.vectorstore.qdrant import QdrantIndex
 from rag_service.bridge import MAX_SHARE, Bridges, _gloss_words, build, glosses, stem
 from rag_service.retrieval import Retriever
-from tests.test_retrieval_across import FixedEmbedder, point
+from tests.test_retrieval_across import FixedEmbedder, counted_matching, point
 
 # English pages close to any question (the embedder prefers the question's language); the Chinese repair-parts
 # row below every other chunk in the dense ranking, and a Chinese kite page above it.
@@ -139,14 +139,7 @@ async def test_the_other_languages_chunk_with_the_translated_word_is_lifted(shop
 async def test_no_search_when_a_candidate_in_the_other_language_has_the_translated_words(
     shop_index: VectorIndex,
 ) -> None:
-    calls: list[Any] = []
-    original = shop_index.matching
-
-    async def counted(*args: Any, **kwargs: Any) -> list[tuple[str, float]]:
-        calls.append(args)
-        return await original(*args, **kwargs)
-
-    shop_index.matching = counted  # type: ignore[method-assign]
+    calls = counted_matching(shop_index)
     # "nylon" is on the kite page, the other language's best candidate already.
     await retriever(shop_index).search("Are the sails nylon?")
     assert calls == []
@@ -218,3 +211,12 @@ async def test_the_retriever_says_the_questions_translated_words(shop_index: Vec
     translated = await retriever(shop_index).translated(question)
     assert ("patch", frozenset({"补丁"})) in translated
     assert await retriever(shop_index, bridge_chunks=0, bridge_lift=0.0).translated(question) == ()
+
+
+def test_a_question_is_read_once_per_bridge() -> None:
+    # Retrieval reads the question's translations and the answerer reads them again in the same turn.
+    bridge = build(texts(SHOP))
+    question = "Is there a patch for a torn sail?"
+    first = bridge.translations(question, "zh")
+    assert bridge.translations(question, "zh") is first
+    assert bridge.groups(question, "zh") == tuple(g for _, g in first)

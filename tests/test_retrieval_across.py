@@ -43,6 +43,19 @@ def point(title: str, text: str, lang: str, closeness: float) -> ChunkPoint:
     return ChunkPoint(str(uuid.uuid4()), dense, document_vector(f"{title}\n{text}", 120, 1.2, 0.75), payload)
 
 
+def counted_matching(index: VectorIndex) -> list[Any]:
+    """The index's `matching` calls from now on (their arguments), in the list returned."""
+    calls: list[Any] = []
+    original = index.matching
+
+    async def counted(*args: Any, **kwargs: Any) -> list[tuple[str, float]]:
+        calls.append(args)
+        return await original(*args, **kwargs)
+
+    index.matching = counted  # type: ignore[method-assign]
+    return calls
+
+
 # A kite shop: English pages close to any question (the embedder prefers its language), Chinese pages about
 # kites, and the Chinese price list's row for the spare line below every other chunk in the dense ranking.
 SPARE_LINE = point("配件价格表", "品类: 风筝线 | 商品: 备用线轮 50 米 | 售价: 35 元", "zh", 0.70)
@@ -97,14 +110,7 @@ async def test_no_search_when_a_candidate_in_the_other_language_has_all_the_ques
     # A price is a generic concept (no search at all); the opening hours and the store are both on the store
     # page, among the candidates when more of the other language are taken. More chunks of a page the
     # reranker can lift already would only push other lines out of the prompt.
-    calls: list[Any] = []
-    original = shop_index.matching
-
-    async def counted(*args: Any, **kwargs: Any) -> list[tuple[str, float]]:
-        calls.append(args)
-        return await original(*args, **kwargs)
-
-    shop_index.matching = counted  # type: ignore[method-assign]
+    calls = counted_matching(shop_index)
     await retriever(shop_index).search("How much is the swallow kite?")
     await retriever(shop_index, other_language_chunks=3).search("When does the West Lake store open on Sundays?")
     assert calls == []
