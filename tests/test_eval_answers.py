@@ -77,6 +77,10 @@ MUSICSHOP = ROOT / "eval" / "answers" / "musicshop.jsonl"
 # the page that answers them.
 SKINSHOP_KB = ROOT / "eval" / "answers" / "skinshop" / "kb"
 SKINSHOP = ROOT / "eval" / "answers" / "skinshop.jsonl"
+# A tenth, written blind over a baby and children's goods shop (strollers, car seats, bottles, toys), by someone who
+# read neither the service's code nor the other sets' questions; most questions in the other language than the page.
+KIDSSHOP_KB = ROOT / "eval" / "answers" / "kidsshop" / "kb"
+KIDSSHOP = ROOT / "eval" / "answers" / "kidsshop.jsonl"
 # Each answer set with the knowledge base it is written over.
 DATA_SETS = {
     "dev": (KB, DEV),
@@ -89,11 +93,22 @@ DATA_SETS = {
     "brewshop": (BREWSHOP_KB, BREWSHOP),
     "musicshop": (MUSICSHOP_KB, MUSICSHOP),
     "skinshop": (SKINSHOP_KB, SKINSHOP),
+    "kidsshop": (KIDSSHOP_KB, KIDSSHOP),
 }
 # The sets over other businesses' documents, which must cover what the dev set covers over their own shop.
 OTHER_SHOPS = {
     shop: DATA_SETS[shop]
-    for shop in ("homeshop", "outdoorshop", "opticalshop", "bikeshop", "petshop", "brewshop", "musicshop", "skinshop")
+    for shop in (
+        "homeshop",
+        "outdoorshop",
+        "opticalshop",
+        "bikeshop",
+        "petshop",
+        "brewshop",
+        "musicshop",
+        "skinshop",
+        "kidsshop",
+    )
 }
 PRODUCT_PAGES = {
     "iphone-16-pro.md",
