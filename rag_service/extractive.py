@@ -762,6 +762,8 @@ _EN_EDITIONS = {
     "kids": "儿童", "children's": "儿童", "deluxe": "豪华", "premium": "尊享", "enhanced": "增强",
     "high-altitude": "高原", "high altitude": "高原", "plateau": "高原", "portable": "便携", "travel": "旅行",
     "commercial": "商用", "limited": "限量", "collector's": "典藏",
+    # "regular" names an edition only as one ("the regular one"), not in "regular price" or "regular use".
+    "regular one": "标准", "regular version": "标准", "regular edition": "标准", "regular model": "标准",
 }  # fmt: skip
 _EN_EDITION = re.compile(r"\b(?:" + "|".join(re.escape(k) for k in _EN_EDITIONS) + r")(?![\w-])", re.I)
 
@@ -781,7 +783,12 @@ def _edition_fit(q: Question, c: Candidate) -> float:
         found = editions(text)
         if found:
             return 1.5 if found & q.editions else 0.3
+        if text is c.text and _LATIN_EDITION.search(text):
+            return 0.3  # "Pro 版 100ml 售价 129 元": an edition named in letters, not the one asked ("标准版")
     return 1.0
+
+
+_LATIN_EDITION = re.compile(r"(?<![A-Za-z])[A-Za-z][A-Za-z0-9+]*\s?版")
 
 
 _FAMILY_AFTER = re.compile(r"\s?(?:全?系列|全系|\s(?:series|range|line|family)\b)", re.I)
@@ -1121,6 +1128,9 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     subject_found = bool(own_words) and any(_subject_words(c)[0] & own_words for c in candidates)
     primary = q.asks[0] if q.asks else Ask.GENERAL
     store = _store_in_focus(q, candidates)
+    # The one pack size a price question states with its unit ("the 150ml tube", "2kg 的多少钱"), not a weight
+    # of the customer's pet or of themself ("she weighs 5kg").
+    asked_pack = _pack_size(q.text) if sized and primary is Ask.PRICE and not _OWN_WEIGHT.search(q.text) else None
     window = primary is Ask.DURATION and _WINDOW_ASKED.search(q.text) is not None
     for c in candidates:
         # A FAQ's question heading frames its answer but is worded like the customer's question: its words
@@ -1305,6 +1315,11 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             if sized and row_fit < 1 and sized & set(terms(c.row.name)):
                 row_fit = 1.5  # "a 500ml flask": the row named by the figure with its unit ("保温杯 500ml")
             score *= row_fit
+        elif asked_pack is not None and (own_pack := _pack_size(c.text)) is not None and own_pack[0] == asked_pack[0]:
+            # "and the 100ml one?": a line stating one pack size of the measure asked ("标准版 100ml 售价 89 元"), not
+            # its sibling's size ("标准版 150ml 售价 119 元"); the customer's size, not the one the rewriter carried.
+            score *= _SIZE_FIT if own_pack[1] == asked_pack[1] else _SIZE_MISS
+        if c.row is not None:
             if tier is not None and (own := c.row.threshold()) is not None:
                 # "I spent 4200 this year, which level am I?": the row of the highest threshold reached.
                 # A spend said turns ago only rules the other tiers out: the question may be on another topic.
@@ -1383,6 +1398,7 @@ _IN_BASE = {"kg": ("mass", 1000.0), "千克": ("mass", 1000.0), "公斤": ("mass
             "克": ("mass", 1.0), "ml": ("volume", 1.0), "毫升": ("volume", 1.0), "l": ("volume", 1000.0),
             "升": ("volume", 1000.0)}  # fmt: skip
 _SIZE_FIT, _SIZE_MISS, _SIZE_AMONG = 1.5, 0.6, 6
+_OWN_WEIGHT = re.compile(r"体重|重|\bweigh", re.I)
 
 
 def _pack_size(text: str) -> tuple[str, float] | None:
