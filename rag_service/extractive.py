@@ -1315,15 +1315,14 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             if sized and row_fit < 1 and sized & set(terms(c.row.name)):
                 row_fit = 1.5  # "a 500ml flask": the row named by the figure with its unit ("保温杯 500ml")
             score *= row_fit
-        elif asked_pack is not None and (own_pack := _pack_size(c.text)) is not None and own_pack[0] == asked_pack[0]:
-            # "and the 100ml one?": a line stating one pack size of the measure asked ("标准版 100ml 售价 89 元"), not
-            # its sibling's size ("标准版 150ml 售价 119 元"); the customer's size, not the one the rewriter carried.
-            score *= _SIZE_FIT if own_pack[1] == asked_pack[1] else _SIZE_MISS
-        if c.row is not None:
             if tier is not None and (own := c.row.threshold()) is not None:
                 # "I spent 4200 this year, which level am I?": the row of the highest threshold reached.
                 # A spend said turns ago only rules the other tiers out: the question may be on another topic.
                 score *= (1.0 if q.spend_carried else 3.0) if own == tier else 0.4
+        elif asked_pack is not None and (own_pack := _pack_size(c.text)) is not None and own_pack[0] == asked_pack[0]:
+            # "and the 100ml one?": a line stating one pack size of the measure asked ("标准版 100ml 售价 89 元"), not
+            # its sibling's size ("标准版 150ml 售价 119 元"); the customer's size, not the one the rewriter carried.
+            score *= _SIZE_FIT if own_pack[1] == asked_pack[1] else _SIZE_MISS
         page_places = doc_places.get(c.chunk.doc_id)
         if page_places and "place" not in sentence_attrs and attribute_fit(q.attrs, {"place": page_places}) < 1:
             # A sentence that names no place, on a page that names others but not the one asked ("满 99 元包邮"
