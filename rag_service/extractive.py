@@ -1132,6 +1132,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     # of the customer's pet or of themself ("she weighs 5kg").
     asked_pack = _pack_size(q.text) if sized and primary is Ask.PRICE and not _OWN_WEIGHT.search(q.text) else None
     window = primary is Ask.DURATION and _WINDOW_ASKED.search(q.text) is not None
+    often = primary is Ask.COUNT and _HOW_OFTEN.search(q.text) is not None
     for c in candidates:
         # A FAQ's question heading frames its answer but is worded like the customer's question: its words
         # would make every answer under it look like the answer.
@@ -1226,7 +1227,10 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         # A sentence about a sub-topic the question never raises (a repair price for "how much is it")
         # answers another question; one on a page that lacks the sub-topic asked ("国际运费" on the domestic
         # shipping page) too.
-        score *= 0.7 ** min(2, len((c.ideas & ASPECTS) - q.ideas))
+        unasked = (c.ideas & ASPECTS) - q.ideas
+        if "opening_hours" in unasked and _HOURS_LONG.search(c.text) and not _OPENING.search(c.text):
+            unasked -= {"opening_hours"}  # "leave it on for 48 hours": a length, not the shop's hours
+        score *= 0.7 ** min(2, len(unasked))
         score *= 0.5 ** min(2, len(asked_aspects - page_ideas))
         if topic_ideas:
             # The page whose title is the question's topic ("return policy" ~ "退换货政策") answers it; a title
@@ -1234,6 +1238,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             score *= 1 + 1.2 * coverage(q.ideas, concepts(c.chunk.title))
         if primary is not Ask.GENERAL:
             fits = shows(c.text, primary) or bool(contact_topic and contact_topic & c.ideas)
+            if often and not fits:
+                fits = _EVERY.search(c.text) is not None  # "a delivery every 30, 60 or 90 days" says how often
             if relative and not fits:
                 fits = shows(c.text, Ask.PERCENT)  # "members save 15%" states what a discount takes off
             if fits and primary is Ask.LOCATION:
@@ -1446,6 +1452,17 @@ _WINDOW_STATED = re.compile(
     re.I,
 )
 _WINDOW_HIT, _WINDOW_MISS = 1.5, 0.7
+# A length in hours ("for 48 hours", "a 2-hour class") names no opening hours unless the line says what opens.
+_HOURS_LONG = re.compile(r"\d\s?-?(?:hours?|hrs?)\b", re.I)
+_OPENING = re.compile(r"\bopen|\bclos|营业|开门|关门", re.I)
+# "How often does it come?": a frequency, stated as a count ("twice a year") or as an interval ("every 30 days",
+# "每 2 小时", "每月一次").
+_HOW_OFTEN = re.compile(r"\bhow often\b|\bhow frequently\b|多久一次|多长时间一次|隔多久|多久.{0,6}一次", re.I)
+_EVERY = re.compile(
+    r"\bevery\s(?:\d|other\b|few\b|day\b|week\b|month\b|year\b|two\b|three\b|six\b)|\b(?:once|twice)\s(?:a|per|every)\b"
+    r"|每(?:隔)?\s?(?:\d|[一两二三四五六七八九十半])|每(?:天|日|周|月|年|季度)",
+    re.I,
+)
 
 
 _SIZED = re.compile(r"\d+(?:\.\d+)?[a-z]{1,3}")

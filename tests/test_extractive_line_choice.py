@@ -49,3 +49,47 @@ def test_a_weight_the_customer_gives_of_their_pet_is_no_pack_size() -> None:
 def test_regular_price_is_no_edition() -> None:
     out = answer("What is the regular price of the Max 500ml?", [HONEY])
     assert "99 元" in out, out
+
+
+BEANS_CLUB = chunk(
+    "club",
+    "Roastery Bean Club",
+    "\n".join(
+        [
+            "Any of our single-origin beans can be ordered through the Bean Club.",
+            "Members pick a delivery every 14, 28 or 42 days.",
+            "Club orders ship free.",
+        ]
+    ),
+    section="Bean Club",
+)
+
+
+def test_how_often_is_answered_by_an_interval() -> None:
+    out = answer("Can I get the house beans through the club? How often would they arrive?", [BEANS_CLUB])
+    assert "every 14, 28 or 42 days" in out.splitlines()[1], out
+
+
+def test_how_often_is_answered_by_a_count_still() -> None:
+    care = chunk(
+        "care",
+        "Grinder Care",
+        "\n".join(["Burrs are sharpened for free twice a year.", "A burr set costs 120 yuan."]),
+        section="Burrs",
+    )
+    out = answer("How often are the burrs sharpened for free?", [care])
+    assert "twice a year" in out.splitlines()[1], out
+
+
+def test_a_length_in_hours_is_no_opening_hours() -> None:
+    # "36 hours" is how long the step lasts; a line about it is not about when the studio opens.
+    steps = chunk("clay", "Clay Drying Policy", "Keep the piece under plastic for 36 hours.", section="Steps")
+    studio = chunk(
+        "clay",
+        "Clay Drying Policy",
+        "\n".join(["The studio offers a free 20-minute glazing demo.", "A wheel class takes 50 minutes."]),
+        section="Studio sessions",
+        index=1,
+    )
+    out = answer("How long should clay drying last?", [studio, steps])
+    assert "36 hours" in out, out
