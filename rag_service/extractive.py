@@ -1325,10 +1325,15 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
                 # "I spent 4200 this year, which level am I?": the row of the highest threshold reached.
                 # A spend said turns ago only rules the other tiers out: the question may be on another topic.
                 score *= (1.0 if q.spend_carried else 3.0) if own == tier else 0.4
-        elif asked_pack is not None and (own_pack := _pack_size(c.text)) is not None and own_pack[0] == asked_pack[0]:
-            # "and the 100ml one?": a line stating one pack size of the measure asked ("标准版 100ml 售价 89 元"), not
-            # its sibling's size ("标准版 150ml 售价 119 元"); the customer's size, not the one the rewriter carried.
-            score *= _SIZE_FIT if own_pack[1] == asked_pack[1] else _SIZE_MISS
+        elif (
+            asked_pack is not None
+            and (own_pack := _pack_size(c.text)) is not None
+            and _other_pack(own_pack, asked_pack)
+        ):
+            # "and the 100ml one?": a line stating another pack size of the measure asked ("标准版 150ml 售价 119 元")
+            # is a sibling's, whatever size the rewriter carried. The asked size is not lifted: another product's
+            # pack of that size ("5kg 装" of the dog food for the cat food's 5kg) is no better for it.
+            score *= _SIZE_MISS
         page_places = doc_places.get(c.chunk.doc_id)
         if page_places and "place" not in sentence_attrs and attribute_fit(q.attrs, {"place": page_places}) < 1:
             # A sentence that names no place, on a page that names others but not the one asked ("满 99 元包邮"
@@ -1404,6 +1409,10 @@ _IN_BASE = {"kg": ("mass", 1000.0), "千克": ("mass", 1000.0), "公斤": ("mass
             "升": ("volume", 1000.0)}  # fmt: skip
 _SIZE_FIT, _SIZE_MISS, _SIZE_AMONG = 1.5, 0.6, 6
 _OWN_WEIGHT = re.compile(r"体重|重|\bweigh", re.I)
+
+
+def _other_pack(own: tuple[str, float], asked: tuple[str, float]) -> bool:
+    return own[0] == asked[0] and own[1] != asked[1]
 
 
 def _pack_size(text: str) -> tuple[str, float] | None:
