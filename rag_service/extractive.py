@@ -1133,6 +1133,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     asked_pack = _pack_size(q.text) if sized and primary is Ask.PRICE and not _OWN_WEIGHT.search(q.text) else None
     window = primary is Ask.DURATION and _WINDOW_ASKED.search(q.text) is not None
     often = primary is Ask.COUNT and _HOW_OFTEN.search(q.text) is not None
+    # A length asked for ("how long should it last?"): a line's length in hours is what it states, not a sub-topic.
+    lasting = primary is Ask.DURATION
     for c in candidates:
         # A FAQ's question heading frames its answer but is worded like the customer's question: its words
         # would make every answer under it look like the answer.
@@ -1228,8 +1230,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         # answers another question; one on a page that lacks the sub-topic asked ("国际运费" on the domestic
         # shipping page) too.
         unasked = (c.ideas & ASPECTS) - q.ideas
-        if "opening_hours" in unasked and _HOURS_LONG.search(c.text) and not _OPENING.search(c.text):
-            unasked -= {"opening_hours"}  # "leave it on for 48 hours": a length, not the shop's hours
+        if lasting and "opening_hours" in unasked and _HOURS_LONG.search(c.text) and not _OPENING.search(c.text):
+            unasked -= {"opening_hours"}  # "leave it on for 48 hours" for "how long": a length, not the shop's hours
         score *= 0.7 ** min(2, len(unasked))
         score *= 0.5 ** min(2, len(asked_aspects - page_ideas))
         if topic_ideas:
