@@ -762,6 +762,8 @@ _EN_EDITIONS = {
     "kids": "儿童", "children's": "儿童", "deluxe": "豪华", "premium": "尊享", "enhanced": "增强",
     "high-altitude": "高原", "high altitude": "高原", "plateau": "高原", "portable": "便携", "travel": "旅行",
     "commercial": "商用", "limited": "限量", "collector's": "典藏",
+    # "regular" names an edition only as one ("the regular one"), not in "regular price" or "regular use".
+    "regular one": "标准", "regular version": "标准", "regular edition": "标准", "regular model": "标准",
 }  # fmt: skip
 _EN_EDITION = re.compile(r"\b(?:" + "|".join(re.escape(k) for k in _EN_EDITIONS) + r")(?![\w-])", re.I)
 
@@ -781,7 +783,12 @@ def _edition_fit(q: Question, c: Candidate) -> float:
         found = editions(text)
         if found:
             return 1.5 if found & q.editions else 0.3
+        if text is c.text and _LATIN_EDITION.search(text):
+            return 0.3  # "Pro 版 100ml 售价 129 元": an edition named in letters, not the one asked ("标准版")
     return 1.0
+
+
+_LATIN_EDITION = re.compile(r"(?<![A-Za-z])[A-Za-z][A-Za-z0-9+]*\s?版")
 
 
 _FAMILY_AFTER = re.compile(r"\s?(?:全?系列|全系|\s(?:series|range|line|family)\b)", re.I)
@@ -1121,7 +1128,13 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     subject_found = bool(own_words) and any(_subject_words(c)[0] & own_words for c in candidates)
     primary = q.asks[0] if q.asks else Ask.GENERAL
     store = _store_in_focus(q, candidates)
+    # The one pack size a price question states with its unit ("the 150ml tube", "2kg 的多少钱"), not a weight
+    # of the customer's pet or of themself ("she weighs 5kg").
+    asked_pack = _pack_size(q.text) if sized and primary is Ask.PRICE and not _OWN_WEIGHT.search(q.text) else None
     window = primary is Ask.DURATION and _WINDOW_ASKED.search(q.text) is not None
+    often = primary is Ask.COUNT and _HOW_OFTEN.search(q.text) is not None
+    # A length asked for ("how long should it last?"): a line's length in hours is what it states, not a sub-topic.
+    lasting = primary is Ask.DURATION
     for c in candidates:
         # A FAQ's question heading frames its answer but is worded like the customer's question: its words
         # would make every answer under it look like the answer.
@@ -1216,7 +1229,10 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         # A sentence about a sub-topic the question never raises (a repair price for "how much is it")
         # answers another question; one on a page that lacks the sub-topic asked ("国际运费" on the domestic
         # shipping page) too.
-        score *= 0.7 ** min(2, len((c.ideas & ASPECTS) - q.ideas))
+        unasked = (c.ideas & ASPECTS) - q.ideas
+        if lasting and "opening_hours" in unasked and _HOURS_LONG.search(c.text) and not _OPENING.search(c.text):
+            unasked -= {"opening_hours"}  # "leave it on for 48 hours" for "how long": a length, not the shop's hours
+        score *= 0.7 ** min(2, len(unasked))
         score *= 0.5 ** min(2, len(asked_aspects - page_ideas))
         if topic_ideas:
             # The page whose title is the question's topic ("return policy" ~ "退换货政策") answers it; a title
@@ -1224,6 +1240,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             score *= 1 + 1.2 * coverage(q.ideas, concepts(c.chunk.title))
         if primary is not Ask.GENERAL:
             fits = shows(c.text, primary) or bool(contact_topic and contact_topic & c.ideas)
+            if often and not fits:
+                fits = _EVERY.search(c.text) is not None  # "a delivery every 30, 60 or 90 days" says how often
             if relative and not fits:
                 fits = shows(c.text, Ask.PERCENT)  # "members save 15%" states what a discount takes off
             if fits and primary is Ask.LOCATION:
@@ -1309,6 +1327,15 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
                 # "I spent 4200 this year, which level am I?": the row of the highest threshold reached.
                 # A spend said turns ago only rules the other tiers out: the question may be on another topic.
                 score *= (1.0 if q.spend_carried else 3.0) if own == tier else 0.4
+        elif (
+            asked_pack is not None
+            and (own_pack := _pack_size(c.text)) is not None
+            and _other_pack(own_pack, asked_pack)
+        ):
+            # "and the 100ml one?": a line stating another pack size of the measure asked ("标准版 150ml 售价 119 元")
+            # is a sibling's, whatever size the rewriter carried. The asked size is not lifted: another product's
+            # pack of that size ("5kg 装" of the dog food for the cat food's 5kg) is no better for it.
+            score *= _SIZE_MISS
         page_places = doc_places.get(c.chunk.doc_id)
         if page_places and "place" not in sentence_attrs and attribute_fit(q.attrs, {"place": page_places}) < 1:
             # A sentence that names no place, on a page that names others but not the one asked ("满 99 元包邮"
@@ -1383,6 +1410,11 @@ _IN_BASE = {"kg": ("mass", 1000.0), "千克": ("mass", 1000.0), "公斤": ("mass
             "克": ("mass", 1.0), "ml": ("volume", 1.0), "毫升": ("volume", 1.0), "l": ("volume", 1000.0),
             "升": ("volume", 1000.0)}  # fmt: skip
 _SIZE_FIT, _SIZE_MISS, _SIZE_AMONG = 1.5, 0.6, 6
+_OWN_WEIGHT = re.compile(r"体重|重|\bweigh", re.I)
+
+
+def _other_pack(own: tuple[str, float], asked: tuple[str, float]) -> bool:
+    return own[0] == asked[0] and own[1] != asked[1]
 
 
 def _pack_size(text: str) -> tuple[str, float] | None:
@@ -1431,6 +1463,17 @@ _WINDOW_STATED = re.compile(
     re.I,
 )
 _WINDOW_HIT, _WINDOW_MISS = 1.5, 0.7
+# A length in hours ("for 48 hours", "a 2-hour class") names no opening hours unless the line says what opens.
+_HOURS_LONG = re.compile(r"\d\s?-?(?:hours?|hrs?)\b", re.I)
+_OPENING = re.compile(r"\bopen|\bclos|营业|开门|关门", re.I)
+# "How often does it come?": a frequency, stated as a count ("twice a year") or as an interval ("every 30 days",
+# "每 2 小时", "每月一次").
+_HOW_OFTEN = re.compile(r"\bhow often\b|\bhow frequently\b|多久一次|多长时间一次|隔多久|多久.{0,6}一次", re.I)
+_EVERY = re.compile(
+    r"\bevery\s(?:\d|other\b|few\b|day\b|week\b|month\b|year\b|two\b|three\b|six\b)|\b(?:once|twice)\s(?:a|per|every)\b"
+    r"|每(?:隔)?\s?(?:\d|[一两二三四五六七八九十半])|每(?:天|日|周|月|年|季度)",
+    re.I,
+)
 
 
 _SIZED = re.compile(r"\d+(?:\.\d+)?[a-z]{1,3}")
