@@ -9,6 +9,11 @@ every run is a fresh process).
 
     .venv/bin/python bench/profile_turn.py                 # -> bench/results/profile_turn.{txt,html}
     .venv/bin/python bench/profile_turn.py --turns 200 --interval 0.0002
+    .venv/bin/python bench/profile_turn.py --no-profile    # the same turns timed without the sampler
+
+The sampler costs time at every sample in proportion to the depth of the Python stack it walks, so the
+profiled wall times favour shallow code; `--no-profile` gives what a turn costs. Compare two commits with both
+(interleaved runs; an old commit without the flag: its profile_turn.py with `pyinstrument.Profiler` stubbed).
 
 Needs pyinstrument in the project venv (`.venv/bin/pip install pyinstrument`).
 """
@@ -55,8 +60,6 @@ def _questions(conversations: list[dict[str, Any]], turns: int) -> list[tuple[in
 
 
 async def profile(args: argparse.Namespace, upstream: str, conv_file: Path) -> tuple[Any, dict[str, Any]]:
-    from pyinstrument import Profiler
-
     script = load_script(conv_file, None)
     bench: RagServiceBench = await build(Args(args.qdrant, upstream, conv_file, Path("-"), None, "default"), script)
     pipeline = bench.services.pipeline
@@ -80,8 +83,12 @@ async def profile(args: argparse.Namespace, upstream: str, conv_file: Path) -> t
 
     walls: list[float] = []
     stages: dict[str, list[float]] = defaultdict(list)
-    profiler = Profiler(interval=args.interval, async_mode="enabled")
-    profiler.start()
+    profiler = None
+    if not args.no_profile:
+        from pyinstrument import Profiler
+
+        profiler = Profiler(interval=args.interval, async_mode="enabled")
+        profiler.start()
     for n, conv_id, q in _questions(script.conversations, args.turns):
         sid = await session_for(n, conv_id)
         t0 = time.perf_counter()
@@ -90,7 +97,8 @@ async def profile(args: argparse.Namespace, upstream: str, conv_file: Path) -> t
         for stage, ms in result.receipt.get("timings_ms", {}).items():
             stages[stage].append(ms)
     await pipeline.drain()
-    profiler.stop()
+    if profiler is not None:
+        profiler.stop()
     await bench.close()
     stats = {"walls": walls, "stages": stages}
     return profiler, stats
@@ -103,13 +111,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--qdrant", type=Path, default=harness.RESULTS / "qdrant")
     p.add_argument("--out", type=Path, default=harness.RESULTS / "profile_turn.txt")
     p.add_argument("--top", type=int, default=40, help="lines of the flat profile to print")
+    p.add_argument(
+        "--no-profile",
+        action="store_true",
+        help="time the turns only: the sampler walks the whole Python stack at every sample, which makes code with "
+        "deeper stacks look slower than it runs",
+    )
     args = p.parse_args(argv)
     args.qdrant = args.qdrant.resolve()
 
-    try:
-        import pyinstrument  # noqa: F401
-    except ImportError:
-        raise SystemExit("pyinstrument is missing: .venv/bin/pip install pyinstrument") from None
+    if not args.no_profile:
+        try:
+            import pyinstrument  # noqa: F401
+        except ImportError:
+            raise SystemExit("pyinstrument is missing: .venv/bin/pip install pyinstrument") from None
     tiktoken_dir = harness.RESULTS / "tiktoken"
     harness.RESULTS.mkdir(parents=True, exist_ok=True)
     harness.prepare_tiktoken(tiktoken_dir)
@@ -127,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     walls: list[float] = stats["walls"]
     header = [
         f"# {len(walls)} turns of bench/conversations.json, zero-delay upstream, "
-        f"query-embedding cache emptied per session, sampling every {args.interval * 1000:g} ms",
+        "query-embedding cache emptied per session, "
+        + ("not profiled" if args.no_profile else f"sampling every {args.interval * 1000:g} ms"),
         f"# turn wall time (includes the upstream's ~0.3-1 ms per call): p50 {statistics.median(walls):.1f} ms, "
         f"p95 {percentile(walls, 0.95):.1f} ms, mean {statistics.fmean(walls):.1f} ms",
         "# pipeline stages (receipt timings_ms), median / p95 / mean ms:",
@@ -137,10 +153,14 @@ def main(argv: list[str] | None = None) -> int:
             f"#   {stage:9s} {statistics.median(values):7.2f} / {percentile(values, 0.95):7.2f} / "
             f"{statistics.fmean(values):7.2f}"
         )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    if profiler is None:
+        args.out.write_text("\n".join(header) + "\n", encoding="utf-8")
+        print("\n".join(header))
+        return 0
     flat = profiler.output_text(unicode=True, color=False, flat=True, flat_time="self")
     tree = profiler.output_text(unicode=True, color=False, show_all=False)
     report = "\n".join(header) + "\n\n## flat (self time)\n" + flat + "\n\n## call tree\n" + tree
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(report, encoding="utf-8")
     html = args.out.with_suffix(".html")
     html.write_text(profiler.output_html(), encoding="utf-8")

@@ -616,23 +616,32 @@ class ChatPipeline:
     def _schedule_receipt(self, turn: PreparedTurn, result: TurnResult) -> None:
         """The turn's receipt for ratings (rag_service/feedback.py), written off the request path."""
         turn_log = self.s.turn_log
-        if turn_log is None or turn.session_id is None or result.message_id is None:
+        session_id, message_id = turn.session_id, result.message_id
+        if turn_log is None or session_id is None or message_id is None:
             return
-        record = TurnRecord(
-            message_id=result.message_id,
-            tenant=turn.memory.meta.tenant,
-            session_id=turn.session_id,
-            question=turn.question.content,
-            answer=result.answer,
-            rewritten_query=result.rewritten_query,
-            mode=result.mode,
-            sources=sources_payload(result.sources, result.answer),
-            receipt=dict(result.receipt),
-            created_at=time.time(),
+        tenant, question, receipt, created_at = (
+            turn.memory.meta.tenant,
+            turn.question.content,
+            dict(result.receipt),
+            time.time(),
         )
 
         async def write() -> None:
             try:
+                # The record (its sources' quoted sentences read from the chunks) is made here, off the turn's
+                # path: the customer's answer does not wait for its archive copy.
+                record = TurnRecord(
+                    message_id=message_id,
+                    tenant=tenant,
+                    session_id=session_id,
+                    question=question,
+                    answer=result.answer,
+                    rewritten_query=result.rewritten_query,
+                    mode=result.mode,
+                    sources=sources_payload(result.sources, result.answer),
+                    receipt=receipt,
+                    created_at=created_at,
+                )
                 await turn_log.record_turn(record)
             except Exception as exc:
                 # A rating of this answer is still stored; the report shows it without a receipt.
