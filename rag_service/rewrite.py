@@ -78,6 +78,7 @@ from rag_service.rewrite_rules import (
     normalize,
     old_item,
     own_names,
+    person_only,
     personal_pronoun,
     place_names,
     plural_antecedent,
@@ -353,7 +354,13 @@ class Gate:
 
 
 # The customer's relatives and friends ("my son", "my cousin", "我儿子"): whom a later he/she stands for.
-_RELATIVE = re.compile(rf"\b(?:my|our)\s+(?:{_PERSON_WORDS})\b|我(?:的|家)?(?:{_ZH_PERSON_WORDS})", re.IGNORECASE)
+# So are the customer's pets ("my cat", "our old dog", "我家狗"): a pet shop's he/she is most often one of them.
+_PETS = r"dogs?|cats?|pupp(?:y|ies)|kittens?|pets?|rabbits?|bunn(?:y|ies)|hamsters?|parrots?|budgies?"
+_ZH_PETS = r"狗狗?|猫咪?|小狗|小猫|宠物|兔子|仓鼠|鹦鹉"
+_RELATIVE = re.compile(
+    rf"\b(?:my|our)\s+(?:[a-z-]+\s+){{0,2}}?(?:{_PERSON_WORDS}|{_PETS})\b|我(?:的|家)?(?:{_ZH_PERSON_WORDS}|{_ZH_PETS})",
+    re.IGNORECASE,
+)
 
 
 # Remembered (as `_is_recall`): the gate decides about the question again on every turn it is rewritten (by
@@ -474,7 +481,13 @@ class RuleRewriter:
         if not query and rounds and (plural := plural_antecedent(question, rounds[-1].user.content)) is not None:
             query, detail = resolve(question, plural), f"they: {plural.text!r}"
         if not query:
-            query, detail = rule_rewrite(question, self.lendable(decision.history), personal)
+            lendable = self.lendable(decision.history)
+            if personal and person_only(question):
+                # "Earliest time I can drop him off?" after a question naming a city and the dog food: he is the
+                # customer's dog (or a person), whom neither the city nor the food stands for.
+                known = decision.history.known
+                lendable = [e for e in lendable if not place_names(e.text) and not (known is not None and known(e.text))]
+            query, detail = rule_rewrite(question, lendable, personal)
         if decision.kind == "dependent" and (query != question or brings(question)) and decision.contrast is None:
             service = carried_service(question, decision.history)
             if service:

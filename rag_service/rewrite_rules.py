@@ -259,6 +259,9 @@ _ZH_NOUN_TAGS = frozenset({"n", "nr", "ns", "nt", "nz", "nrt", "nrfg", "vn", "b"
 _ZH_GENERIC_WORDS = (
     "东西 时候 问题 情况 事情 地方 方面 方法 办法 时间 钱 价格 多少钱 一下 什么 朋友 人 你们 我们 公司 店 客服"
     " 小时 今天 明天 昨天 现在 以后 之前 之后 一个 这个 那个 怎么 哪里 么 用户 客户 顾客 助手 原文 知识库 资料 内容"
+    # "外国朋友", "官网下单", "需要提供什么信息": whose, where or what the customer says, never a subject of its own;
+    # 要点 is jieba's noun for the colloquial 要(一)点 ("能先要点试用装吗").
+    " 外国 官网 信息 要点"
 )
 _ZH_GENERIC = frozenset(_ZH_GENERIC_WORDS.split())
 # Long digit runs are order, tracking or phone numbers, not product models (S25, X1, 15, M3, 6100mAh).
@@ -505,17 +508,22 @@ def _chinese_entities(text: str) -> list[Entity]:
         out.append(Entity(f"{brand} {name}" if brand else name, True))
     for run in _CJK_RUN.finditer(text):
         phrase: list[tuple[str, str]] = []
+        before: list[str] = []  # the words before the run of nouns
         for word, flag in (*_tagged(run.group()), ("", "x")):
-            if flag in _ZH_NOUN_TAGS and word not in _ZH_GENERIC:
+            # A doubled verb ("试试", "看看") is tagged a verbal noun: trying, no thing.
+            if flag in _ZH_NOUN_TAGS and word not in _ZH_GENERIC and not (flag == "vn" and word[:1] * 2 == word):
                 phrase.append((word, flag))
                 continue
             if not phrase:
+                before = [*before[-1:], word]
                 continue  # no run of nouns ends here
             joined = "".join([w for w, _ in phrase])
             named = len(phrase) == 1 and phrase[0][1] in _ZH_NAME_TAGS and len(joined) >= 2
-            if len(joined) >= 2 and not _inside_named(joined, out) and not _LONE_ATTRIBUTE.match(joined):
+            # "我是黑卡", "我是敏感肌": what the customer is (a tier, a skin type), not what later questions ask about.
+            own = before[-2:] == ["我", "是"]
+            if len(joined) >= 2 and not own and not _inside_named(joined, out) and not _LONE_ATTRIBUTE.match(joined):
                 out.append(Entity(joined, named))
-            phrase = []
+            phrase, before = [], [word]
     return out
 
 
@@ -812,6 +820,16 @@ _PERSONAL = re.compile(r"\b(?:he|him|his|she|her|hers)\b|[他她]", re.IGNORECAS
 
 def personal_pronoun(question: str) -> bool:
     return _PERSONAL.search(question) is not None
+
+
+# A pronoun or demonstrative that may stand for a thing: with one, a he/she question may still take a product.
+_THING_REF = re.compile(r"\b(?:it|its|itself|they|them|their|this|that|these|those)\b|[它这那]", re.IGNORECASE)
+
+
+def person_only(question: str) -> bool:
+    """Does the question point back by he/she alone ("Earliest time I can drop him off?", "他能直接用吗")? He or
+    she is a person (or the customer's pet), never a place nor one of the shop's products."""
+    return _PERSONAL.search(question) is not None and _THING_REF.search(question) is None
 
 
 # A question about an order: the only kind that may take an order number from the history.
