@@ -519,7 +519,7 @@ def _chinese_entities(text: str) -> list[Entity]:
                 continue  # no run of nouns ends here
             joined = "".join([w for w, _ in phrase])
             named = len(phrase) == 1 and phrase[0][1] in _ZH_NAME_TAGS and len(joined) >= 2
-            # "我是黑卡", "我是敏感肌": what the customer is (a tier, a skin type), not what later questions ask about.
+            # "我是金卡", "我是油皮": what the customer is (a tier, a skin type), not what later questions ask about.
             own = before[-2:] == ["我", "是"]
             if len(joined) >= 2 and not own and not _inside_named(joined, out) and not _LONE_ATTRIBUTE.match(joined):
                 out.append(Entity(joined, named))
@@ -717,8 +717,9 @@ _NOT_A_NOUN = _EN_STOP | {"own"}
 def resolve(question: str, entity: Entity) -> str:
     """Put the entity into the question: in place of 它/他/她/it(s)/he/she/her when there is one, else in front.
     A product model never takes the place of he/she: "Can he ride it in the rain?" after a scooter's price asks
-    about a person, and "Can <scooter> ride it" reads as nonsense to the embedder."""
-    personless = is_product_model(entity.text)
+    about a person, and "Can <scooter> ride it" reads as nonsense to the embedder. Nor does a place: "When may I
+    collect him?" after a question about the branch in a city asks about the customer's pet there."""
+    personless = is_product_model(entity.text) or bool(place_names(entity.text))
     if is_chinese(question):
         m = _ZH_IT.search(question)
         if m is not None and personless and m.group()[0] in "他她":
@@ -820,16 +821,6 @@ _PERSONAL = re.compile(r"\b(?:he|him|his|she|her|hers)\b|[他她]", re.IGNORECAS
 
 def personal_pronoun(question: str) -> bool:
     return _PERSONAL.search(question) is not None
-
-
-# A pronoun or demonstrative that may stand for a thing: with one, a he/she question may still take a product.
-_THING_REF = re.compile(r"\b(?:it|its|itself|they|them|their|this|that|these|those)\b|[它这那]", re.IGNORECASE)
-
-
-def person_only(question: str) -> bool:
-    """Does the question point back by he/she alone ("Earliest time I can drop him off?", "他能直接用吗")? He or
-    she is a person (or the customer's pet), never a place nor one of the shop's products."""
-    return _PERSONAL.search(question) is not None and _THING_REF.search(question) is None
 
 
 # A question about an order: the only kind that may take an order number from the history.
@@ -977,6 +968,8 @@ def _product_names(text: str) -> tuple[str, ...]:
             words.pop()
         name = " ".join(words)
         if re.search(r"[^\W\d_]", name) and not _ID_DIGITS.search(name) and not _no_product(name) and name not in out:
+            if measure_only(name):
+                continue  # "the 150ml tube", "the 7.5kg bag": a size of whatever the conversation is about
             out.append(name)
     for m in _VARIANT.finditer(text):
         # "声眸 Pro": a Chinese brand and a variant word name a product with no model number, which the product
