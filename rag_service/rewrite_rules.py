@@ -968,8 +968,6 @@ def _product_names(text: str) -> tuple[str, ...]:
             words.pop()
         name = " ".join(words)
         if re.search(r"[^\W\d_]", name) and not _ID_DIGITS.search(name) and not _no_product(name) and name not in out:
-            if measure_only(name):
-                continue  # "the 150ml tube", "the 7.5kg bag": a size of whatever the conversation is about
             out.append(name)
     for m in _VARIANT.finditer(text):
         # "声眸 Pro": a Chinese brand and a variant word name a product with no model number, which the product

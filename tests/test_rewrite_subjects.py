@@ -497,15 +497,6 @@ def test_what_the_customer_says_they_are_is_no_subject() -> None:
     assert not any("试试" in t or "要点" in t for t in found)
 
 
-def test_a_size_alone_is_no_product_of_the_conversation() -> None:
-    query = rule(
-        "What does the unscented one cost?",
-        ("What does the 250ml bottle of the Calmo wash cost?", "The 250ml bottle costs 59."),
-        ("Is there one without perfume?", "Yes, the Calmo Bare."),
-    )
-    assert not query.startswith("250ml")
-
-
 def test_an_announced_question_about_paying_in_instalments_takes_no_product() -> None:
     turns = (("How much is the Orsa 3 kettle in 1.7L?", "The Orsa 3 1.7L costs 459 yuan."),)
     question = "On another note, my basket totals 900 yuan; could that be split over 12 instalments?"
