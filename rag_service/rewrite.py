@@ -242,6 +242,10 @@ class Gate:
             # new one, and nothing in the rest refers back; the conversation's product glued on would keep the
             # retrieval on the old page.
             return Decision("switch", "announces a new subject", history)
+        if announces_shop_service(question):
+            # "By the way: my cart is ¥800, may I split that into 3 payments?": a new subject, a service of
+            # the whole shop; "it" is the sum the question names, not the conversation's product.
+            return Decision("switch", "announces a shop-wide service", history)
         names = own_names(question)
         # A standalone question with a customer-service concept of its own is matched to its page by the
         # reranker's concept bonuses; one with none ("充满电能亮多久") has only the conversation to go on.
@@ -353,7 +357,14 @@ class Gate:
 
 
 # The customer's relatives and friends ("my son", "my cousin", "我儿子"): whom a later he/she stands for.
-_RELATIVE = re.compile(rf"\b(?:my|our)\s+(?:{_PERSON_WORDS})\b|我(?:的|家)?(?:{_ZH_PERSON_WORDS})", re.IGNORECASE)
+# So are the customer's pets ("my cat", "our old dog", "我家狗"): a pet shop's he/she is most often one of them.
+_PETS = r"dogs?|cats?|pupp(?:y|ies)|kittens?|pets?|rabbits?|bunn(?:y|ies)|hamsters?|parrots?|budgies?"
+_ZH_PETS = r"狗狗?|猫咪?|小狗|小猫|宠物|兔子|仓鼠|鹦鹉"
+_RELATIVE = re.compile(
+    rf"\b(?:my|our)\s+(?:[a-z-]+\s+)?(?:{_PERSON_WORDS}|{_PETS})\b"
+    rf"|(?:我(?:的|家|有个|有一个|有位)?|家里(?:的)?)[\u4e00-\u9fff]{{0,2}}?(?:{_ZH_PERSON_WORDS}|{_ZH_PETS})",
+    re.IGNORECASE,
+)
 
 
 # Remembered (as `_is_recall`): the gate decides about the question again on every turn it is rewritten (by
@@ -371,6 +382,27 @@ def announces_new_subject(question: str) -> bool:
 
 
 _is_recall = lru_cache(maxsize=4096)(is_recall)
+
+# The shop's services that do not depend on the product bought: how to pay (instalments included), membership,
+# the store, invoices. (A return does: a product's own page writes its exceptions.)
+_SHOP_WIDE = frozenset(["payment", "member", "store", "invoice"])
+# "my cart is ¥800, may I split that": "it"/"that" after a sum of money the question names is that sum.
+_SUM_BEFORE_IT = re.compile(
+    r"(?:[¥￥$]\s?\d[\d,.]*|\b\d[\d,.]*\s?(?:yuan|rmb|cny|usd|dollars?)\b)[^.?!]{0,40}?\b(?:it|that)\b",
+    re.IGNORECASE,
+)
+
+
+@lru_cache(maxsize=4096)  # as `announces_new_subject`: the gate reads each earlier question again on every turn
+def announces_shop_service(question: str) -> bool:
+    """Does the question announce a new subject ("Another thing: …", "另外，…") that is a service of the whole shop
+    (paying, instalments, membership, invoices), and refer back to nothing but a sum it names itself? The
+    conversation's product glued on would lead the search to the product's page."""
+    if _announcement(question) is None or not (_services(own_concepts(question)) & _SHOP_WIDE):
+        return False
+    if own_names(question):
+        return False  # "另外，X1 能分期吗": the service for a product it names (read as usual)
+    return find_marker(question) is None or _SUM_BEFORE_IT.search(question) is not None
 
 
 def _cosine(a: Vector, b: Vector) -> float:

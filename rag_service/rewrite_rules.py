@@ -259,6 +259,9 @@ _ZH_NOUN_TAGS = frozenset({"n", "nr", "ns", "nt", "nz", "nrt", "nrfg", "vn", "b"
 _ZH_GENERIC_WORDS = (
     "东西 时候 问题 情况 事情 地方 方面 方法 办法 时间 钱 价格 多少钱 一下 什么 朋友 人 你们 我们 公司 店 客服"
     " 小时 今天 明天 昨天 现在 以后 之前 之后 一个 这个 那个 怎么 哪里 么 用户 客户 顾客 助手 原文 知识库 资料 内容"
+    # "外国朋友", "官网下单", "需要提供什么信息": whose, where or what the customer says, never a subject of its own;
+    # 要点 is jieba's noun for the colloquial 要(一)点 ("能先要点试用装吗").
+    " 外国 官网 信息 要点"
 )
 _ZH_GENERIC = frozenset(_ZH_GENERIC_WORDS.split())
 # Long digit runs are order, tracking or phone numbers, not product models (S25, X1, 15, M3, 6100mAh).
@@ -505,17 +508,22 @@ def _chinese_entities(text: str) -> list[Entity]:
         out.append(Entity(f"{brand} {name}" if brand else name, True))
     for run in _CJK_RUN.finditer(text):
         phrase: list[tuple[str, str]] = []
+        before: list[str] = []  # the words before the run of nouns
         for word, flag in (*_tagged(run.group()), ("", "x")):
-            if flag in _ZH_NOUN_TAGS and word not in _ZH_GENERIC:
+            # A doubled verb ("试试", "看看") is tagged a verbal noun: trying, no thing.
+            if flag in _ZH_NOUN_TAGS and word not in _ZH_GENERIC and not (flag == "vn" and word[:1] * 2 == word):
                 phrase.append((word, flag))
                 continue
             if not phrase:
+                before = [*before[-1:], word]
                 continue  # no run of nouns ends here
             joined = "".join([w for w, _ in phrase])
             named = len(phrase) == 1 and phrase[0][1] in _ZH_NAME_TAGS and len(joined) >= 2
-            if len(joined) >= 2 and not _inside_named(joined, out) and not _LONE_ATTRIBUTE.match(joined):
+            # "我是金卡", "我是油皮": what the customer is (a tier, a skin type), not what later questions ask about.
+            own = before[-2:] == ["我", "是"]
+            if len(joined) >= 2 and not own and not _inside_named(joined, out) and not _LONE_ATTRIBUTE.match(joined):
                 out.append(Entity(joined, named))
-            phrase = []
+            phrase, before = [], [word]
     return out
 
 
@@ -709,8 +717,9 @@ _NOT_A_NOUN = _EN_STOP | {"own"}
 def resolve(question: str, entity: Entity) -> str:
     """Put the entity into the question: in place of 它/他/她/it(s)/he/she/her when there is one, else in front.
     A product model never takes the place of he/she: "Can he ride it in the rain?" after a scooter's price asks
-    about a person, and "Can <scooter> ride it" reads as nonsense to the embedder."""
-    personless = is_product_model(entity.text)
+    about a person, and "Can <scooter> ride it" reads as nonsense to the embedder. Nor does a place: "When may I
+    collect him?" after a question about the branch in a city asks about the customer's pet there."""
+    personless = is_product_model(entity.text) or bool(place_names(entity.text))
     if is_chinese(question):
         m = _ZH_IT.search(question)
         if m is not None and personless and m.group()[0] in "他她":

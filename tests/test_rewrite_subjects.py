@@ -468,3 +468,38 @@ def test_a_procedure_follow_up_in_words_of_its_own_carries_the_service_asked_for
     # One that asks about something else does.
     other = ("How much is your descaler?", "Nine.")
     assert not rule("Where do I post the parcel?", returning, other).startswith("return")
+
+
+def test_he_or_she_is_never_a_place_nor_the_product_of_a_customer_with_a_pet() -> None:
+    # A city named before: he is someone (here the customer's rabbit), so the city goes in front, not in his place.
+    query = rule(
+        "When is the latest I can pick him up?",
+        ("Does your Ningbo branch look after rabbits over a weekend?", "Yes, for 60 yuan a night."),
+    )
+    assert "Ningbo" in query and "pick him up" in query
+    # The customer named a pet: she is the pet, no product of the conversation takes her place.
+    query = rule(
+        "She is about 4 kg now. How many scoops a day?",
+        ("My kitten keeps sneezing. Is the Brindle Kitten Mix gentle enough?", "It is grain-free."),
+    )
+    assert query.startswith("She is about 4 kg")
+    assert rule("他能用吗", ("我有个室友想买 Vela 8 台灯，多少钱", "Vela 8 售价 199 元。")).startswith("他能用吗")
+
+
+def test_what_the_customer_says_they_are_is_no_subject() -> None:
+    # "我是金叶会员" describes the customer: a later question about the gift box does not take it as its subject.
+    found = {e.text for e in entities("我是金叶会员，这个礼袋还要钱吗")}
+    assert not any("金叶" in t for t in found)
+    found = {e.text for e in entities("外国同事让我在官网帮忙下单，得填哪些信息")}
+    assert not found & {"外国", "官网", "信息"}
+    # A doubled verb is no noun ("试试"), nor jieba's 要点 of the colloquial 要(一)点.
+    found = {e.text for e in entities("下单时顺便要点试用装试试行不行")}
+    assert not any("试试" in t or "要点" in t for t in found)
+
+
+def test_an_announced_question_about_paying_in_instalments_takes_no_product() -> None:
+    turns = (("How much is the Orsa 3 kettle in 1.7L?", "The Orsa 3 1.7L costs 459 yuan."),)
+    question = "On another note, my basket totals 900 yuan; could that be split over 12 instalments?"
+    assert rule(question, *turns) == question
+    # Without the announcement "it" still stands for the kettle.
+    assert "Orsa 3" in rule("Can I pay for it in 12 instalments?", *turns)
