@@ -8,7 +8,9 @@ CC-CEDICT's short definitions link a Chinese word to the English words it means:
 kept only where both ends are words of the collection (a Chinese word of its Chinese chunks, as the word index
 segments them; an English word of its English chunks), weighted by how specific it is (a one-word definition
 over a word in a three-word one), and a word on most of one language's chunks says nothing about which of them
-answers. The bridge is built once per state of a collection (`Bridges`), and a turn only looks words up.
+answers. Where a definition only describes a word ("风向": wind direction), the compound that begins with it
+speaks for it ("风向标": windsock); a rare word of a two-word definition speaks alone ("bungee" of "bungee jump").
+The bridge is built once per state of a collection (`Bridges`), and a turn only looks words up.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ GLOSS_WORDS = 2
 MAX_TARGETS = 6
 # A word on more than this share of one language's chunks does not tell them apart (a pet shop's "狗").
 MAX_SHARE = 0.2
-# A word of a two-word definition in at most this many of the dictionary's words ("sisal" of "sisal hemp") names
+# A word of a two-word definition in at most this many of the dictionary's words ("bungee" of "bungee jump") names
 # the thing by itself: an English question's word links to it alone; a common one
 # ("tape" of "adhesive tape", "cover" of "cover charge") must come with the other word.
 RARE_WORD = 3
@@ -82,7 +84,7 @@ def glosses() -> Mapping[str, tuple[Gloss, ...]]:
 class Dictionary(NamedTuple):
     """What the bridge reads of CC-CEDICT, once a process. `rare`: the stems of two-word definitions that at most
     `RARE_WORD` of its words have in a definition; `extensions`: a word -> its words of one more character that
-    begin with it ("防晒" -> "防晒霜")."""
+    begin with it ("风向" -> "风向标")."""
 
     glosses: Mapping[str, tuple[Gloss, ...]]
     rare: frozenset[str]
@@ -240,7 +242,7 @@ def _translate(bridge: Bridge, word: str, other: str) -> dict[str, float]:
         return dict(bridge.to_zh.get(word, {}))
     weights = _english(bridge, word)
     if not weights and all(" " in g.phrase for g in glosses().get(word, ())):
-        # Compounds grow at their end ("防晒": sun protection, "防晒霜": sunscreen): a word the dictionary only
+        # Compounds grow at their end ("风向": wind direction, "风向标": windsock): a word the dictionary only
         # describes (two words each time), with no link in the collection, takes those of its words of one more
         # character that begin with it. A word it translates by one word is that word ("直接": direct, not
         # "直接税": direct tax).
