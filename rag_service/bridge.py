@@ -45,6 +45,10 @@ MAX_SHARE = 0.2
 # the thing by itself: an English question's word links to it alone; a common one
 # ("tape" of "adhesive tape", "cover" of "cover charge") must come with the other word.
 RARE_WORD = 3
+# A single character is a word of its own when the dictionary gives it this many senses at most, classifier lists
+# aside ("臂": arm; "狗": dog): one of more ("天": day, sky, heaven; "内": inside, inner ...) is a unit, a particle or
+# a part of words more often than a word, and linked it lifted the wrong pages.
+CHAR_SENSES = 2
 # A server's collection is written by other processes too: its bridge is read again after this long.
 SERVER_TTL_S = 300.0
 
@@ -75,7 +79,8 @@ def stem(word: str) -> str:
 
 
 def glosses() -> Mapping[str, tuple[Gloss, ...]]:
-    """Simplified Chinese word (two characters at least) -> its short definitions (`Gloss`). Read once a process
+    """Simplified Chinese word (two characters, or one of few senses: `CHAR_SENSES`) -> its short definitions
+    (`Gloss`). Read once a process
     with the rest of `Dictionary` (~1.5 s, the package's parser; at start-up: `rag_service.wiring`); the parsed
     entries are let go."""
     return dictionary().glosses
@@ -97,17 +102,22 @@ def dictionary() -> Dictionary:
 
     out: dict[str, list[Gloss]] = {}
     general: set[str] = set()
+    senses: Counter[str] = Counter()
     for entry in CcCedict().get_entries():
         zh = entry["simplified"]
-        if len(zh) < 2 or not _HAN.fullmatch(zh):
+        if not _HAN.fullmatch(zh):
             continue
+        if len(zh) == 1:
+            senses[zh] += sum(not d.startswith("CL:") for d in entry["definitions"])
         for definition in entry["definitions"]:
             gloss = _gloss_words(definition)
             if gloss is not None and not gloss.content:
                 general.add(zh)
             elif gloss is not None and gloss not in out.get(zh, ()):
                 out.setdefault(zh, []).append(gloss)
-    known = {zh: tuple(ws) for zh, ws in out.items() if zh not in general}
+    known = {
+        zh: tuple(ws) for zh, ws in out.items() if zh not in general and (len(zh) > 1 or senses[zh] <= CHAR_SENSES)
+    }
     counts = Counter(s for gs in known.values() for s in {s for g in gs for s in g.content})
     rare = frozenset(
         s for gs in known.values() for g in gs if len(g.content) > 1 for s in g.content if counts[s] <= RARE_WORD

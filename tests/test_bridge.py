@@ -97,6 +97,13 @@ BEACH = [
 ]
 
 
+def test_a_single_character_of_few_senses_is_a_word() -> None:
+    roped = [point("Flying Lines", "Each kite comes with 30 m of rope.", "en", 0.5), PATCH_ROW, KITE_PAGE]
+    assert build(texts(roped)).groups("风筝的绳有多长", "en") == ({"kite": 1.0}, {"rope": 1.0})
+    # A character of more senses is a unit, a particle or a part of words as often ("天": day, sky, heaven).
+    assert "绳" in glosses() and "天" not in glosses() and "内" not in glosses()
+
+
 def test_a_rare_word_of_a_two_word_definition_links_alone() -> None:
     bridge = build(texts(BEACH))
     # "bungee jump": "bungee" is in two of the dictionary's definitions, "jump" in many.
