@@ -421,9 +421,6 @@ class RuleRewriter:
         # Earlier questions are read again on every turn (a follow-up is read against the previous question
         # as rewritten, which was read against its own): each is rewritten once per session history.
         self._memo: Recent[tuple[str, str, tuple[str, ...], KnownNames | None], RewriteResult] = Recent(_MEMO_SIZE)
-        # The gate's decisions by the same key: `LLMRewriter` decides about each question on its turn, and the
-        # next turn reads that question again by the rules (`topic_product`, `asked`) against the same history.
-        self._decided: Recent[tuple[str, str, tuple[str, ...], KnownNames | None], Decision] = Recent(_MEMO_SIZE)
         self._titles = titles
         self._known: dict[str, tuple[float, KnownNames]] = {}
 
@@ -449,30 +446,12 @@ class RuleRewriter:
         self._known[key] = (now + _TITLES_TTL_S, known)
         return known
 
-    def decision(self, question: str, view: MemoryView, known: KnownNames | None = None) -> Decision:
-        """The gate's decision about the question against the history, with the conversation's product and
-        the recent questions as rewritten by these rules."""
-        return self._decision(question, view, known, (question, view.summary, _round_texts(view.rounds), known))
-
-    def _decision(
-        self,
-        question: str,
-        view: MemoryView,
-        known: KnownNames | None,
-        key: tuple[str, str, tuple[str, ...], KnownNames | None],
-    ) -> Decision:
-        d = self._decided.get(key)
-        if d is None:
-            d = self.gate.decide(question, view, self.topic_product(view, known), known, self.asked(view, known))
-            self._decided.put(key, d)
-        return d
-
     def rewrite_now(self, question: str, view: MemoryView, known: KnownNames | None = None) -> RewriteResult:
         key = (question, view.summary, _round_texts(view.rounds), known)
         hit = self._memo.get(key)
         if hit is not None:
             return hit
-        d = self._decision(question, view, known, key)
+        d = self.gate.decide(question, view, self.topic_product(view, known), known, self.asked(view, known))
         if d.kind == "dependent" or (d.kind == "standalone" and not self.settings.skip_standalone):
             result = self.resolve(question, d, "rule")
             if d.kind == "dependent":
@@ -833,7 +812,8 @@ class LLMRewriter:
 
     async def _rewrite(self, question: str, view: MemoryView, tenant: str | None) -> RewriteResult:
         known = await self.rules.known(tenant)
-        d = self.rules.decision(question, view, known)
+        topic, asked = self.rules.topic_product(view, known), self.rules.asked(view, known)
+        d = self.rules.gate.decide(question, view, topic, known, asked)
         continues = self.continuity(view, d, tenant) if d.kind == "dependent" or d.carries else ()
         if d.kind in ("first", "switch") or (d.kind == "standalone" and self.settings.skip_standalone):
             return RewriteResult(without_preamble(question), "skipped", d.kind == "switch", d.reason, continues)

@@ -552,32 +552,6 @@ async def test_llm_is_not_asked_to_put_in_only_the_conversations_product(fake_ll
     await rewriter.client.close()
 
 
-async def test_the_next_turn_reads_the_previous_question_by_the_decision_of_its_own_turn(
-    fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Each turn the rules read the earlier questions again (the topic, the questions as rewritten): the one the
-    # LLM rewriter decided about on the turn before is read against the same history, so it is not decided again.
-    fake_llm.set_responder(scripted([("Last question:", "Query: Brava K7 descaling time")]))
-    rewriter = make_llm_rewriter(llm_settings(fake_llm.base_url))
-    decided: list[str] = []
-    decide = rewriter.rules.gate.decide
-
-    def counting(question: str, history: MemoryView, *args: Any) -> Any:
-        decided.append(question)
-        return decide(question, history, *args)
-
-    monkeypatch.setattr(rewriter.rules.gate, "decide", counting)
-    price = ("How much is the Brava K7 espresso machine?", "The Brava K7 is 1,290 dollars.")
-    await rewriter.rewrite("How much does descaling it cost?", view(price))
-    assert decided.count("How much does descaling it cost?") == 1
-    await rewriter.rewrite("How long does it take?", view(price, ("How much does descaling it cost?", "35 dollars.")))
-    assert decided.count("How much does descaling it cost?") == 1, decided
-    # Against another history (a summary folded in since) the question is decided again.
-    rewriter.rules.rewrite_now("How much does descaling it cost?", view(price, summary="Asked about the Brava K7."))
-    assert decided.count("How much does descaling it cost?") == 2
-    await rewriter.client.close()
-
-
 def rule_query(question: str, history: MemoryView) -> str:
     rules = RuleRewriter(RewriteSettings(mode="rule"))
     return rules.resolve(question, rules.gate.decide(question, history), "rule").query
