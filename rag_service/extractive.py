@@ -1549,13 +1549,20 @@ def _content_terms(
 
 
 def _says(
-    word: str, c: Candidate, text: str, lang: str, stems: set[str], other: frozenset[str] | None = None
+    word: str,
+    c: Candidate,
+    text: str,
+    lang: str,
+    stems: set[str],
+    other: frozenset[str] | None = None,
+    lift: bool = True,
 ) -> float | None:
     """How much of a question word a sentence (with its heading and page title: `text`, lowered; `stems`, its
     English word stems) says: the word, its characters ("换芯" ~ "更换滤芯"), or, across languages, its
     concept, the word itself (a name, a size: "pro", "100ml") or its translation (`other`, the dictionary
-    bridge's words for it); None when the sentence (in the other language) has no evidence either way (a word
-    with neither a concept nor a translation)."""
+    bridge's words for it; with `lift` false, a translation only tells a line that lacks it); None when the
+    sentence (in the other language) has no evidence either way (a word with neither a concept nor a
+    translation)."""
     ideas = concepts(word)
     if ideas and ideas <= c.ideas:
         return 1.0
@@ -1567,7 +1574,7 @@ def _says(
         if word.isascii() and word in text and re.search(rf"(?<![a-z0-9]){re.escape(word)}(?![a-z])", text):
             return 1.0
         if other:
-            return 1.0 if says([other], text)[0] else 0.0
+            return (1.0 if lift else None) if says([other], text)[0] else 0.0
         return 0.0 if ideas else None
     if word in text:
         return 1.0
@@ -1604,18 +1611,20 @@ def _said_of(
     hits: dict[int, float] = {}
     read = [(c, f"{c.section} {c.text} {c.chunk.title}".lower(), language(c.text)) for c in candidates]
     # The question's own language first: a word one of its sentences says is evidence there, and its
-    # translation does not lift the other language's lines to stand beside it (as in `_bridged`).
+    # translation does not lift the other language's lines to stand beside it (as in `_bridged`); a line
+    # without the translation still lacks the word.
     read.sort(key=lambda r: r[2] != q.lang)
+    own_said: set[str] = set()
     for c, text, lang in read:
         # The sentence's stems, read once, and only when an English word can be asked of it.
         stems = _stems(terms(text)) if lang == "en" and english else set()
         got = total = 0.0
         for w, weight_ in wanted.items():
-            said = _says(w, c, text, lang, stems, translation.get(w))
+            said = _says(w, c, text, lang, stems, translation.get(w), lift=w not in own_said)
+            if said == 1.0 and lang == q.lang:
+                own_said.add(w)
             if said is None:
                 continue
-            if said == 1.0 and lang == q.lang and translation.get(w):
-                translation[w] = None
             total += weight_
             got += weight_ * said
         if total:
