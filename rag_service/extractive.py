@@ -1573,15 +1573,18 @@ def _says(
         # not, the concept the sentence lacks, are evidence as a word is in the question's language.
         if word.isascii() and word in text and re.search(rf"(?<![a-z0-9]){re.escape(word)}(?![a-z])", text):
             return 1.0
+        # The page title names the product ("空气炸锅" for "air fryer"): a translation is read off the heading and
+        # the line.
         if other:
-            return (1.0 if lift else None) if says([other], text)[0] else 0.0
-        return 0.0 if ideas else None
+            return (1.0 if lift else None) if says([other], f"{c.section} {c.text}".lower())[0] else _ACROSS_MISS
+        return _ACROSS_MISS if ideas else None
     if word in text:
         return 1.0
     # A word written another way ("专票" ~ "专用发票") has all its characters there; a few of them are chance.
     return 0.5 if all(ch in text for ch in word) else 0.0
 
 
+_ACROSS_MISS = 0.0  # a concept or a translation the line lacks (0.5 lost more than it won: run 2)
 # Steps after the first need not repeat what the question names: they are read by their section. A contact or
 # an address line is told by its channel and place ("customer service", "维修中心" name every one of them).
 _SAID_BY_PLACE = (Ask.HOWTO, Ask.CONTACT, Ask.LOCATION)

@@ -33,7 +33,7 @@ def first_line(text: str) -> str:
 
 def test_a_same_language_line_that_answers_wins_over_the_other_languages_lines() -> None:
     # "grind every day" is said by no line; the Chinese lines of the asked type used to keep full weight for it.
-    out = answer("How long is the warranty on the motor if I grind every day?", [KETTLE, GRINDER])
+    out = answer("What warranty period covers the motor when I grind every day?", [KETTLE, GRINDER])
     assert "5-year" in first_line(out), out
     assert "壶身" not in out, out
 
@@ -48,7 +48,7 @@ def test_a_translation_the_other_languages_line_lacks_counts_against_it() -> Non
 def test_the_other_languages_line_that_answers_still_wins() -> None:
     # An English question whose answer is only on the Chinese page, told by the bridge's translations.
     translated = (("temperature", frozenset({"温控", "温度"})), ("base", frozenset({"底座"})))
-    out = answer("How long is the warranty on the kettle's temperature base?", [GRINDER, KETTLE], translated)
+    out = answer("What warranty period covers the kettle's temperature base?", [GRINDER, KETTLE], translated)
     assert "2 年" in first_line(out), out
     assert "5-year" not in out, out
 
