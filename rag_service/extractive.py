@@ -28,6 +28,7 @@ from typing import Any
 from rag_core.lexical import terms
 from rag_core.text import EN_GENERIC_WORDS, HAN_CLASS, LIST_MARK, is_heading, language, name_aliases, split_sentences
 from rag_service.bridge import says
+from rag_service.bridge import stem as bridge_stem
 from rag_service.domain import Chunk, GenerationInput
 from rag_service.facts import (
     BASE_WORDS,
@@ -1547,26 +1548,43 @@ def _content_terms(
     return out
 
 
-def _says(word: str, c: Candidate, text: str, lang: str, stems: set[str]) -> float | None:
+def _says(
+    word: str,
+    c: Candidate,
+    text: str,
+    lang: str,
+    stems: set[str],
+    other: frozenset[str] | None = None,
+    lift: bool = True,
+) -> float | None:
     """How much of a question word a sentence (with its heading and page title: `text`, lowered; `stems`, its
     English word stems) says: the word, its characters ("换芯" ~ "更换滤芯"), or, across languages, its
-    concept; None when the sentence (in `lang`) cannot say it (an English word without a concept, over a
-    Chinese sentence)."""
+    concept, the word itself (a name, a size: "pro", "100ml") or its translation (`other`, the dictionary
+    bridge's words for it; with `lift` false, a translation only tells a line that lacks it); None when the
+    sentence (in the other language) has no evidence either way (a word with neither a concept nor a
+    translation)."""
     ideas = concepts(word)
     if ideas and ideas <= c.ideas:
         return 1.0
-    if word.isascii():
-        if lang != "en":
-            return None
+    if word.isascii() and lang == "en":
         return 1.0 if word in stems else 0.0
-    if lang != "zh":
-        return None if not ideas else 0.0
+    if word.isascii() or lang != "zh":
+        # Across languages: a name or a size written in letters ("Pro 版", "100ml 装"), the translation said or
+        # not, the concept the sentence lacks, are evidence as a word is in the question's language.
+        if word.isascii() and word in text and re.search(rf"(?<![a-z0-9]){re.escape(word)}(?![a-z])", text):
+            return 1.0
+        # The page title names the product ("空气炸锅" for "air fryer"): a translation is read off the heading and
+        # the line.
+        if other:
+            return (1.0 if lift else None) if says([other], f"{c.section} {c.text}".lower())[0] else _ACROSS_MISS
+        return _ACROSS_MISS if ideas else None
     if word in text:
         return 1.0
     # A word written another way ("专票" ~ "专用发票") has all its characters there; a few of them are chance.
     return 0.5 if all(ch in text for ch in word) else 0.0
 
 
+_ACROSS_MISS = 0.0  # a concept or a translation the line lacks (0.5 lost more than it won: run 2)
 # Steps after the first need not repeat what the question names: they are read by their section. A contact or
 # an address line is told by its channel and place ("customer service", "维修中心" name every one of them).
 _SAID_BY_PLACE = (Ask.HOWTO, Ask.CONTACT, Ask.LOCATION)
@@ -1582,22 +1600,32 @@ def _said_of(
     """A factor per sentence: how much of what the question asks about (its own content words) the sentence
     says, against the sentence that says most. Two sentences of the asked type ("安装周期：2 个工作日" and
     "滤芯每 6 个月更换一次" for "滤芯多久换一次") are told apart by what is done or to what, not by the type.
-    A sentence that cannot say the words (another language) is left as it is."""
+    A sentence in the other language is judged by what it can say: the words' concepts, their translations, the
+    names and sizes written in letters; one with none of these for any word is left as it is."""
     # Steps after the first need not repeat what the question names: they are read by their section. A
     # contact line is told by its channel and place ("customer service" names every one of them).
     wanted = _content_terms(q, asked_words, idf, primary) if primary not in _SAID_BY_PLACE else {}
     if not wanted:
         return {}
     english = any(w.isascii() for w in wanted)
+    # The dictionary bridge's other-language words for the question's words (by their stems, as it reads them).
+    bridge = {w: g for w, g in q.translated if " " not in w}
+    translation = {w: bridge.get(w) or bridge.get(bridge_stem(w)) for w in wanted} if bridge else {}
     hits: dict[int, float] = {}
-    for c in candidates:
-        text = f"{c.section} {c.text} {c.chunk.title}".lower()
-        lang = language(c.text)
+    read = [(c, f"{c.section} {c.text} {c.chunk.title}".lower(), language(c.text)) for c in candidates]
+    # The question's own language first: a word one of its sentences says is evidence there, and its
+    # translation does not lift the other language's lines to stand beside it (as in `_bridged`); a line
+    # without the translation still lacks the word.
+    read.sort(key=lambda r: r[2] != q.lang)
+    own_said: set[str] = set()
+    for c, text, lang in read:
         # The sentence's stems, read once, and only when an English word can be asked of it.
         stems = _stems(terms(text)) if lang == "en" and english else set()
         got = total = 0.0
         for w, weight_ in wanted.items():
-            said = _says(w, c, text, lang, stems)
+            said = _says(w, c, text, lang, stems, translation.get(w), lift=w not in own_said)
+            if said == 1.0 and lang == q.lang:
+                own_said.add(w)
             if said is None:
                 continue
             total += weight_
