@@ -80,9 +80,8 @@ def stem(word: str) -> str:
 
 def glosses() -> Mapping[str, tuple[Gloss, ...]]:
     """Simplified Chinese word (two characters, or one of few senses: `CHAR_SENSES`) -> its short definitions
-    (`Gloss`). Read once a process
-    with the rest of `Dictionary` (~1.5 s, the package's parser; at start-up: `rag_service.wiring`); the parsed
-    entries are let go."""
+    (`Gloss`). Read once a process with the rest of `Dictionary` (~1.5 s, the package's parser; at start-up:
+    `rag_service.wiring`); the parsed entries are let go."""
     return dictionary().glosses
 
 
