@@ -619,12 +619,7 @@ class ChatPipeline:
         session_id, message_id = turn.session_id, result.message_id
         if turn_log is None or session_id is None or message_id is None:
             return
-        tenant, question, receipt, created_at = (
-            turn.memory.meta.tenant,
-            turn.question.content,
-            dict(result.receipt),
-            time.time(),
-        )
+        receipt, created_at = dict(result.receipt), time.time()
 
         async def write() -> None:
             try:
@@ -632,9 +627,9 @@ class ChatPipeline:
                 # path: the customer's answer does not wait for its archive copy.
                 record = TurnRecord(
                     message_id=message_id,
-                    tenant=tenant,
+                    tenant=turn.memory.meta.tenant,
                     session_id=session_id,
-                    question=question,
+                    question=turn.question.content,
                     answer=result.answer,
                     rewritten_query=result.rewritten_query,
                     mode=result.mode,

@@ -11,13 +11,11 @@ from typing import Any
 
 import pytest
 
-from rag_core.settings import QdrantSettings, RetrievalSettings
+from rag_core.settings import RetrievalSettings
 from rag_core.vectorstore import ChunkPoint, VectorIndex
-from rag_core.vectorstore.edge import EdgeIndex
-from rag_core.vectorstore.qdrant import QdrantIndex
 from rag_service.bridge import MAX_SHARE, Bridges, _gloss_words, build, glosses, stem
 from rag_service.retrieval import Retriever
-from tests.test_retrieval_across import FixedEmbedder, counted_matching, point
+from tests.test_retrieval_across import FixedEmbedder, counted_matching, opened, point
 
 # English pages close to any question (the embedder prefers the question's language); the Chinese repair-parts
 # row below every other chunk in the dense ranking, and a Chinese kite page above it.
@@ -134,13 +132,8 @@ def test_a_chunks_share_of_the_questions_translated_words() -> None:
 
 @pytest.fixture(params=["edge", "local"])
 async def shop_index(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[VectorIndex]:
-    settings = QdrantSettings(path=str(tmp_path), collection="chunks", engine="edge")
-    index: VectorIndex = (
-        EdgeIndex(settings, 4, "fixed") if request.param == "edge" else QdrantIndex.open(settings, 4, "fixed")
-    )
-    await index.upsert(SHOP)
-    yield index
-    await index.close()
+    async with opened(request.param, tmp_path, SHOP) as index:
+        yield index
 
 
 def retriever(index: VectorIndex, **settings: Any) -> Retriever:

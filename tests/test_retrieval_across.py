@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -69,15 +70,22 @@ SHOP = [
 ]
 
 
+@asynccontextmanager
+async def opened(engine: str, tmp_path: Path, points: Sequence[ChunkPoint]) -> AsyncIterator[VectorIndex]:
+    """An embedded index of either engine (4 dimensions, the fixed embedder's) holding `points`."""
+    settings = QdrantSettings(path=str(tmp_path), collection="chunks", engine="edge")
+    index: VectorIndex = EdgeIndex(settings, 4, "fixed") if engine == "edge" else QdrantIndex.open(settings, 4, "fixed")
+    await index.upsert(points)
+    try:
+        yield index
+    finally:
+        await index.close()
+
+
 @pytest.fixture(params=["edge", "local"])
 async def shop_index(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[VectorIndex]:
-    settings = QdrantSettings(path=str(tmp_path), collection="chunks", engine="edge")
-    index: VectorIndex = (
-        EdgeIndex(settings, 4, "fixed") if request.param == "edge" else QdrantIndex.open(settings, 4, "fixed")
-    )
-    await index.upsert(SHOP)
-    yield index
-    await index.close()
+    async with opened(request.param, tmp_path, SHOP) as index:
+        yield index
 
 
 def retriever(index: VectorIndex, **settings: Any) -> Retriever:
