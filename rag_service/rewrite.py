@@ -421,6 +421,16 @@ class RuleRewriter:
         # Earlier questions are read again on every turn (a follow-up is read against the previous question
         # as rewritten, which was read against its own): each is rewritten once per session history.
         self._memo: Recent[tuple[str, str, tuple[str, ...], KnownNames | None], RewriteResult] = Recent(_MEMO_SIZE)
+        # Each stored question's reading on the turn it was asked, by the message (its text and time): the memo's key
+        # holds the rounds before the question, which a compression (a new summary, fewer verbatim rounds) or a
+        # sliding window changes, and the rules would then read every kept question again (each against its own
+        # earlier ones, embedding questions as asked for the similarity check: 80 ms on a bench turn after a
+        # compression). The question keeps the reading it was searched with.
+        # With the round before it in the key: a client's own history (the OpenAI route) stamps all its messages
+        # with the request's time, and the same question may come twice in it.
+        self._readings: Recent[tuple[str, float, tuple[str, str], KnownNames | None], RewriteResult] = Recent(
+            _MEMO_SIZE
+        )
         self._titles = titles
         self._known: dict[str, tuple[float, KnownNames]] = {}
 
@@ -582,11 +592,16 @@ class RuleRewriter:
         return out
 
     def previous_at(self, view: MemoryView, i: int, known: KnownNames | None = None) -> RewriteResult | None:
-        """Round `i`'s question as rewritten against the rounds before it."""
-        asked = view.rounds[i].user.content
-        if not asked.strip():
+        """Round `i`'s question as rewritten against the rounds before it (when first read: `_readings`)."""
+        message = view.rounds[i].user
+        if not message.content.strip():
             return None
-        return self.rewrite_now(asked, MemoryView(view.summary, 0, view.rounds[:i]), known)
+        key = (message.content, message.created_at, _last_round(view.rounds[:i]), known)
+        reading = self._readings.get(key)
+        if reading is None:
+            reading = self.rewrite_now(message.content, MemoryView(view.summary, 0, view.rounds[:i]), known)
+            self._readings.put(key, reading)
+        return reading
 
     def topic_product(self, view: MemoryView, known: KnownNames | None = None) -> Topic:
         """What the conversation is about: the product and the place of the latest questions (as rewritten)
@@ -598,10 +613,9 @@ class RuleRewriter:
         # not name it ("Will you take my old one away?", "How many days for a refund?") until another or a switch.
         back = max(self.settings.history_rounds, _SLOT_ROUNDS)
         for i in range(len(rounds) - 1, max(-1, len(rounds) - 1 - back), -1):
-            asked = rounds[i].user.content
-            if not asked.strip():
+            result = self.previous_at(view, i, known)
+            if result is None:
                 continue
-            result = self.rewrite_now(asked, MemoryView(view.summary, 0, rounds[:i]), known)
             named.extend(p for p in product_names(result.query) if p not in named)
             place = place or next(iter(place_names(result.query)), None)
             if (len(named) >= 2 and place) or result.topic_switch:
@@ -625,8 +639,11 @@ def _round_texts(rounds: Sequence[Round]) -> tuple[str, ...]:
 
 
 def _asked_key(tenant: str | None, question: str, before: Sequence[Round]) -> tuple[str, str, tuple[str, str]]:
-    last = (before[-1].user.content, before[-1].assistant.content) if before else ("", "")
-    return (tenant or "", question, last)
+    return (tenant or "", question, _last_round(before))
+
+
+def _last_round(rounds: Sequence[Round]) -> tuple[str, str]:
+    return (rounds[-1].user.content, rounds[-1].assistant.content) if rounds else ("", "")
 
 
 @dataclass(frozen=True, slots=True)

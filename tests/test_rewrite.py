@@ -972,3 +972,38 @@ def test_a_questions_own_page_has_a_specific_concept_of_the_question() -> None:
 )
 def test_a_dummy_it_of_what_something_costs_or_takes_is_no_reference(question: str, marker: str | None) -> None:
     assert reference_marker(question) == marker
+
+
+def test_kept_questions_keep_their_reading_after_a_compression(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A compression gives memory a summary and fewer verbatim rounds; the questions it keeps were searched with
+    # a reading each, which the rules keep instead of deciding every one of them again against the new history.
+    rules = RuleRewriter(RewriteSettings(mode="rule"))
+    decided: list[str] = []
+    decide = rules.gate.decide
+
+    def counted(question: str, *args: Any, **kwargs: Any) -> Any:
+        decided.append(question)
+        return decide(question, *args, **kwargs)
+
+    monkeypatch.setattr(rules.gate, "decide", counted)
+    asked = [
+        "How much is the Velmo K3 kettle?",
+        "How long is its warranty?",
+        "Does it come in grey?",
+        "Is it BPA free?",
+    ]
+    rounds: list[Round] = []
+    readings = []
+    for n, question in enumerate(asked):
+        readings.append(rules.rewrite_now(question, MemoryView("", 0, tuple(rounds))))
+        at = 1000.0 + n
+        rounds.append(Round(Message("user", question, 5, at), Message("assistant", "Yes, see the page.", 5, at + 0.5)))
+    assert readings[3].query == "Is Velmo K3 BPA free?", readings[3]
+    rules.rewrite_now("Can I pay in instalments?", MemoryView("", 0, tuple(rounds)))
+    decided.clear()
+    folded = MemoryView("The customer asked the Velmo K3 kettle's price.", 9, tuple(rounds[1:]))
+    after = rules.rewrite_now("And the delivery time?", folded)
+    # Only the new question and the oldest kept one (the round before it is in the summary now) are decided.
+    assert decided == [asked[1], "And the delivery time?"], decided
+    assert rules.previous_at(folded, 2) == readings[3]
+    assert "Velmo K3" in after.query or after.topic_switch, after
