@@ -51,12 +51,23 @@ class FoundDocuments(Recent[tuple[str, str, int], Searched]):
         super().__init__(size)
 
 
+class ShownDocuments(Recent[tuple[str, str, int, tuple[str, ...]], tuple[Chunk, ...]]):
+    """(tenant, query, limit, the questions it continued) -> the best `PRIOR_CHUNKS` chunks (no text) a
+    follow-up's search returned. The next follow-up leans on what this one found, and leaning the remembered
+    candidates again gives that only with the same history: the history passed on is cut at a fixed depth, and
+    its oldest question, leaned on nothing, may have found another page first than it did in the conversation."""
+
+    def __init__(self, size: int = 2048) -> None:
+        super().__init__(size)
+
+
 @dataclass(frozen=True, slots=True)
 class Retriever:
     index: VectorIndex
     embedder: Embedder
     settings: RetrievalSettings
     found: FoundDocuments = field(default_factory=FoundDocuments)
+    shown: ShownDocuments = field(default_factory=ShownDocuments)
     bridges: Bridges = field(default_factory=Bridges)
 
     async def search(
@@ -72,7 +83,8 @@ class Retriever:
         prior = await self.prior(continues, tenant) if continues else {}
         if not cfg.rerank:
             found = [_to_chunk(h) for h in await self.index.search(dense, sparse, n, cfg.rrf_k, tenant=tenant)]
-            return self._remember(tenant, query, n, found, 1.0 if cfg.mode == "dense" else _rrf_scale(found), prior)
+            scale = 1.0 if cfg.mode == "dense" else _rrf_scale(found)
+            return self._remember(tenant, query, n, found, scale, prior, continues)
         # A wide pool with only the language of each hit (cheap), narrowed to the best `n` plus the other
         # language's best: the embedder ranks the question's own language first, and an English question
         # may have its answer on a Chinese page. Whole payloads are read for the narrowed pool only.
@@ -106,7 +118,8 @@ class Retriever:
         scale = 1.0 if cfg.mode == "dense" else _rrf_scale(chunks)
         if cfg.bridged:
             chunks = await self.bridged(query, dense, other, tenant, chunks, scale)
-        return self._remember(tenant, query, n, numbered(query, rerank(query, chunks, scale), scale), scale, prior)
+        ranked = numbered(query, rerank(query, chunks, scale), scale)
+        return self._remember(tenant, query, n, ranked, scale, prior, continues)
 
     async def translated(self, query: str, tenant: str | None = None) -> tuple[tuple[str, frozenset[str]], ...]:
         """The query's own words that the glossary does not know, each with its alternatives in the collection's
@@ -187,13 +200,28 @@ class Retriever:
         ]
 
     def _remember(
-        self, tenant: str | None, query: str, n: int, ranked: list[Chunk], scale: float, prior: dict[str, float]
+        self,
+        tenant: str | None,
+        query: str,
+        n: int,
+        ranked: list[Chunk],
+        scale: float,
+        prior: dict[str, float],
+        continues: Sequence[str] = (),
     ) -> list[Chunk]:
         """The search's result (its candidates leaned on `prior`); the candidates are remembered for the
-        follow-ups that will lean on this search."""
+        follow-ups that will lean on this search, and so are the documents of its result (`ShownDocuments`)."""
         own_page = has_own_page(query, ranked)
         self.found.put((tenant or "", query, n), Searched(tuple(c.without_text() for c in ranked), scale, own_page))
-        return lean(query, ranked, prior, scale, own_page)[:n]
+        result = lean(query, ranked, prior, scale, own_page)[:n]
+        if continues:
+            shown = tuple(c.without_text() for c in result[:PRIOR_CHUNKS])
+            key = tenant or ""
+            # A follow-up passes its history on cut at a fixed depth: the next question reads this one with its
+            # oldest question left out.
+            self.shown.put((key, query, n, tuple(continues[:-1])), shown)
+            self.shown.put((key, query, n, tuple(continues)), shown)
+        return result
 
     async def prior(self, continues: Sequence[str], tenant: str | None) -> dict[str, float]:
         """Document id -> weight: the documents of the best chunks the previous question found (itself read
@@ -205,6 +233,9 @@ class Retriever:
         carry no text). The previous turns usually ran these very searches, so their candidates are
         remembered and only leaned again; a search not remembered is run."""
         n = self.settings.candidates
+        shown = self.shown.get((tenant or "", chain[0], n, tuple(chain[1:])))
+        if shown is not None:
+            return list(shown)
         searched = self.found.get((tenant or "", chain[0], n))
         if searched is None:
             return await self.search(chain[0], tenant=tenant, continues=chain[1:])
@@ -258,6 +289,9 @@ OWN_BEST_RANK = 2
 # ... when its score is above the best chunk of the leaned-on pages by this much (a quarter of the full lean):
 # a question that moves on fits its own page clearly better; a follow-up that continues fits both about alike.
 OWN_BEST_MARGIN = DOC_PRIOR / 4
+# Where the best chunk of the continued page in the other language is kept at the latest (0-based, `lean`).
+ACROSS_KEPT_RANK = 0
+ACROSS_KEPT_OWN = True
 # How many chunks of the continued page a follow-up's candidates take in beyond its own best (`continued`).
 CONTINUED_CHUNKS = 1
 
@@ -296,6 +330,22 @@ def lean(
         at = next(i for i, c in enumerate(leaned) if c.id == own.id)
         if at > OWN_BEST_RANK:
             leaned.insert(OWN_BEST_RANK, leaned.pop(at))
+    return _across_kept(query, leaned, prior, own_page)
+
+
+def _across_kept(query: str, leaned: list[Chunk], prior: dict[str, float], own_page: bool) -> list[Chunk]:
+    """`leaned` with the best chunk of the page the previous question found first (weight 1 in `prior`) among
+    the first `ACROSS_KEPT_RANK` + 1 when that page is in the other language than the follow-up. The lean is in
+    cosine units, and a follow-up's own words score a page in the other language lower by the cross-language
+    gap as well as by what they leave unsaid: "100ml 的多少钱" after a question answered on an English product
+    page finds the Chinese price lists of every product above it, and the lift cannot bridge both."""
+    if ACROSS_KEPT_OWN and own_page:
+        return leaned
+    lang = language(query)
+    at = next((i for i, c in enumerate(leaned) if prior.get(c.doc_id, 0.0) >= 1.0), None)
+    if at is None or at <= ACROSS_KEPT_RANK or leaned[at].lang in ("", lang):
+        return leaned
+    leaned.insert(ACROSS_KEPT_RANK, leaned.pop(at))
     return leaned
 
 
