@@ -21,7 +21,7 @@ from rag_core.recent import Recent
 from rag_core.settings import RetrievalSettings
 from rag_core.text import language
 from rag_core.vectorstore import ScoredChunk, VectorIndex
-from rag_service.bridge import Bridges
+from rag_service.bridge import Bridge, Bridges, says
 from rag_service.domain import Chunk
 from rag_service.facts import BASE_WORDS, product_fit, products
 from rag_service.filler import search_text
@@ -90,14 +90,11 @@ class Retriever:
         # may have its answer on a Chinese page. Whole payloads are read for the narrowed pool only.
         other = other_language(query)
         size = max(n, cfg.rerank_pool)
-        docs: dict[str, str] = {}
-        if prior:
-            # A follow-up needs the documents of the pool's chunks: the pages it continues are taken in below.
-            scored = await self.index.search(dense, sparse, size, cfg.rrf_k, tenant=tenant, payload=["lang", "doc_id"])
-            pool = [(h.id, h.score, str(h.payload.get("lang", ""))) for h in scored]
-            docs = {h.id: str(h.payload.get("doc_id", "")) for h in scored}
-        else:
-            pool = await self.index.pool(dense, sparse, size, cfg.rrf_k, tenant=tenant)
+        # The documents of the pool's chunks: a follow-up takes in the pages it continues (below), and a page
+        # the best chunk refers to is taken in from the pool (`_referred`).
+        scored = await self.index.search(dense, sparse, size, cfg.rrf_k, tenant=tenant, payload=["lang", "doc_id"])
+        pool = [(h.id, h.score, str(h.payload.get("lang", ""))) for h in scored]
+        docs = {h.id: str(h.payload.get("doc_id", "")) for h in scored}
         picked = [(i, score) for i, score, _ in pool[:n]]
         others = [(i, score) for i, score, lang in pool[n:] if lang == other][: cfg.other_language_chunks]
         have = sum(lang == other for _, _, lang in pool[:n]) + len(others)
@@ -119,7 +116,50 @@ class Retriever:
         if cfg.bridged:
             chunks = await self.bridged(query, dense, other, tenant, chunks, scale)
         ranked = numbered(query, rerank(query, chunks, scale), scale)
-        return self._remember(tenant, query, n, ranked, scale, prior, continues)
+        result = self._remember(tenant, query, n, ranked, scale, prior, continues)
+        if cfg.bridged and result:
+            result = await self._referred(query, result, pool, docs, tenant)
+        return result
+
+    async def _referred(
+        self,
+        query: str,
+        result: list[Chunk],
+        pool: Sequence[tuple[str, float, str]],
+        docs: dict[str, str],
+        tenant: str | None,
+    ) -> list[Chunk]:
+        """`result` with the best chunk of the page its best chunk refers to by title ("替换件的价格见《配件价格表》")
+        second, when that page is not among its first `REFERRED_WITHIN` chunks: the page that says where the answer
+        is ranks above the page that has it, which the question's words may not reach (another language, the
+        table's terse rows), when the sentence that refers to it says something of the question's (`_refers_for`):
+        a product page points to the price list for its spare parts, which a question about instalments is not."""
+        bridge = await self.bridges.get(self.index, tenant)
+        near = {c.doc_id for c in result[:REFERRED_WITHIN]}
+        found = next(
+            (
+                (d, why)
+                for d, why in bridge.referred(result[0].text)
+                if d not in near and _refers_for(query, why, bridge)
+            ),
+            None,
+        )
+        if found is None:
+            return result
+        wanted, why = found
+        # The pool's chunks of that page (its best few by the question's dense score), read whole: the one
+        # sharing most of the referring sentence's words ("替换剑麻柱的价格") is the row it points at.
+        theirs = [(i, score) for i, score, _ in pool if docs.get(i) == wanted][:REFERRED_READ]
+        taken = {c.id for c in result}
+        payloads = await self.index.payloads([i for i, _ in theirs if i not in taken], tenant) if theirs else {}
+        read = [c for c in result if c.doc_id == wanted]
+        read += [_to_chunk(ScoredChunk(i, score, payloads[i])) for i, score in theirs if i in payloads]
+        if not read:
+            return result
+        clue = _bigrams(why)
+        best = max(read, key=lambda c: (len(clue & _bigrams(c.text)), c.score))
+        kept = [c for c in result if c.id != best.id]
+        return [kept[0], best, *kept[1:]][: len(result)]
 
     async def translated(self, query: str, tenant: str | None = None) -> tuple[tuple[str, frozenset[str]], ...]:
         """The query's own words that the glossary does not know, each with its alternatives in the collection's
@@ -270,6 +310,31 @@ def continued(
     return out
 
 
+def _refers_for(query: str, sentence: str, bridge: Bridge) -> bool:
+    """Does the sentence say something of the query's: one of its specific concepts, one of its words in the
+    other language by the dictionary bridge, or one of its words (a pair of Chinese characters, a Latin word)?"""
+    ideas = concepts(query) - GENERIC
+    if ideas and concepts(sentence, ideas):
+        return True
+    if any(says(bridge.groups(query, other_language(query)), sentence)):
+        return True
+    return bool(_bigrams(query) & _bigrams(sentence))
+
+
+_BIGRAM_TEXT = re.compile(r"[\u4e00-\u9fff]{2,}|[A-Za-z]{3,}")
+
+
+def _bigrams(text: str) -> frozenset[str]:
+    """The text's runs of Chinese characters as character pairs, and its Latin words (lowercase)."""
+    out: set[str] = set()
+    for run in _BIGRAM_TEXT.findall(text):
+        if run.isascii():
+            out.add(run.lower())
+        else:
+            out.update(run[i : i + 2] for i in range(len(run) - 1))
+    return frozenset(out)
+
+
 def _weights(found: Sequence[Chunk]) -> dict[str, float]:
     weights: dict[str, float] = {}
     for chunk in found[:PRIOR_CHUNKS]:
@@ -292,6 +357,10 @@ OWN_BEST_MARGIN = DOC_PRIOR / 4
 # Where the best chunk of the continued page in the other language is kept at the latest (0-based, `lean`).
 ACROSS_KEPT_RANK = 0
 ACROSS_KEPT_OWN = True
+# A page the best chunk refers to is taken in second unless it has one of the first this many chunks (`_referred`).
+REFERRED_WITHIN = 3
+# How many of the referred page's best chunks in the pool are read for the one the reference points at.
+REFERRED_READ = 10
 # How many chunks of the continued page a follow-up's candidates take in beyond its own best (`continued`).
 CONTINUED_CHUNKS = 1
 
