@@ -16,6 +16,7 @@ The bridge is built once per state of a collection (`Bridges`), and a turn only 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import re
 import time
@@ -166,6 +167,8 @@ class Bridge:
     to_zh: Mapping[str, Mapping[str, float]]
     en_words: Mapping[str, tuple[str, ...]]
     chunk_words: Mapping[str, frozenset[str]]
+    # A page title (spaces removed, lowercase) -> its document ids (`referred`).
+    titles: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # A turn's question is read by retrieval (`groups`) and again by the answerer (`translations`).
     _read: Recent[tuple[str, str], tuple[tuple[str, Mapping[str, float]], ...]] = field(
         default_factory=lambda: Recent(256), compare=False, repr=False
@@ -195,6 +198,24 @@ class Bridge:
                 weights[word] = max(weights.get(word, 0.0), w / total)
         return term_vector(weights)
 
+    def referred(self, text: str) -> tuple[tuple[str, str], ...]:
+        """The documents a text refers to by title in book-title marks ("价格见《配件价格表》", "按《Pet Care Plan》条款办理"),
+        each with the clause that refers to it: the one document whose title is the name, or else the one whose
+        title contains it ("Acme Pet Care Plan")."""
+        out: list[tuple[str, str]] = []
+        for m in _REFERENCE.finditer(text):
+            key = _title_key(m.group(1))
+            docs = self.titles.get(key)
+            if docs is None and len(key) >= MIN_REFERENCE and self._unique(key):
+                docs = next(v for t, v in self.titles.items() if key in t)
+            if docs is not None and len(docs) == 1 and all(d != docs[0] for d, _ in out):
+                start = max(text.rfind(p, 0, m.start()) for p in _CLAUSE_ENDS) + 1
+                out.append((docs[0], text[start : m.start()]))
+        return tuple(out)
+
+    def _unique(self, key: str) -> bool:
+        return sum(key in t for t in self.titles) == 1
+
     def share(self, chunk_id: str, groups: tuple[Mapping[str, float], ...]) -> float:
         """The share of the question's translated words that the chunk has, each by its best link's weight there
         (0 for a chunk not read)."""
@@ -202,6 +223,16 @@ class Bridge:
         if not groups or not have:
             return 0.0
         return sum(max((v for w, v in g.items() if w in have), default=0.0) for g in groups) / len(groups)
+
+
+_REFERENCE = re.compile(r"《([^《》\n]{2,60})》")
+_CLAUSE_ENDS = ("。", "；", "\n", ". ", "; ")
+# A name shorter than this (spaces removed) refers only to a page of that very title.
+MIN_REFERENCE = 4
+
+
+def _title_key(title: str) -> str:
+    return re.sub(r"\s+", "", title).lower()
 
 
 def says(groups: Sequence[Iterable[str]], text: str) -> list[bool]:
@@ -356,9 +387,12 @@ class Bridges:
 
     async def _build(self, index: VectorIndex, tenant: str | None) -> Bridge:
         texts: list[tuple[str, str, str]] = []
+        titles: dict[str, set[str]] = {}
         async for points in index.export(tenant):
             for p in points:
                 pl = p.payload
+                if (title := _title_key(str(pl.get("title", "")))) and (doc := str(pl.get("doc_id", ""))):
+                    titles.setdefault(title, set()).add(doc)
                 texts.append(
                     (
                         p.id,
@@ -368,4 +402,5 @@ class Bridges:
                 )
             if len(texts) > self.max_chunks:
                 return Bridge({}, {}, {})  # no links
-        return await asyncio.to_thread(build, texts)
+        bridge = await asyncio.to_thread(build, texts)
+        return dataclasses.replace(bridge, titles={t: tuple(sorted(d)) for t, d in titles.items()})

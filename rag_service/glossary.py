@@ -222,6 +222,17 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     # What a customer brings along to a service (a receipt, the item, an id): the page says what to show.
     "bring": ("bring*|brought|take along|carry along", "带上|带好|带着|携带|出示|要带|带什么"),
     "lens_solution": ("lens solution*|contact solution*|care solution*|multipurpose solution*", "护理液"),
+    # Services and goods of many shops that a page in the other language names its own way: a pet, a device or
+    # a trip insured; small sizes to try a product; an order wrapped as a present.
+    "insurance": ("insur*|underwrit*", "保险|投保|承保|保单"),
+    "sample": (
+        "sample*|trial size*|trial-size*|travel size*|travel-size*|tester*",
+        "小样|试用装|体验装|旅行装|样品|试用品",
+    ),
+    "gift_wrap": (
+        "gift wrap*|gift-wrap*|gift box*|gift bag*|gift packaging|wrapped as a gift",
+        "礼盒|礼品包装|礼袋|礼品袋|包装成礼物",
+    ),
 }
 
 _EN_SPLIT = re.compile(r"\s*\|\s*")

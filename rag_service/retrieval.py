@@ -21,7 +21,7 @@ from rag_core.recent import Recent
 from rag_core.settings import RetrievalSettings
 from rag_core.text import language
 from rag_core.vectorstore import ScoredChunk, VectorIndex
-from rag_service.bridge import Bridges
+from rag_service.bridge import Bridge, Bridges, says
 from rag_service.domain import Chunk
 from rag_service.facts import BASE_WORDS, product_fit, products
 from rag_service.filler import search_text
@@ -51,12 +51,23 @@ class FoundDocuments(Recent[tuple[str, str, int], Searched]):
         super().__init__(size)
 
 
+class ShownDocuments(Recent[tuple[str, str, int, tuple[str, ...]], tuple[Chunk, ...]]):
+    """(tenant, query, limit, the questions it continued) -> the best `PRIOR_CHUNKS` chunks (no text) a
+    follow-up's search returned. The next follow-up leans on what this one found, and leaning the remembered
+    candidates again gives that only with the same history: the history passed on is cut at a fixed depth, and
+    its oldest question, leaned on nothing, may have found another page first than it did in the conversation."""
+
+    def __init__(self, size: int = 2048) -> None:
+        super().__init__(size)
+
+
 @dataclass(frozen=True, slots=True)
 class Retriever:
     index: VectorIndex
     embedder: Embedder
     settings: RetrievalSettings
     found: FoundDocuments = field(default_factory=FoundDocuments)
+    shown: ShownDocuments = field(default_factory=ShownDocuments)
     bridges: Bridges = field(default_factory=Bridges)
 
     async def search(
@@ -72,20 +83,18 @@ class Retriever:
         prior = await self.prior(continues, tenant) if continues else {}
         if not cfg.rerank:
             found = [_to_chunk(h) for h in await self.index.search(dense, sparse, n, cfg.rrf_k, tenant=tenant)]
-            return self._remember(tenant, query, n, found, 1.0 if cfg.mode == "dense" else _rrf_scale(found), prior)
+            scale = 1.0 if cfg.mode == "dense" else _rrf_scale(found)
+            return self._remember(tenant, query, n, found, scale, prior, continues)
         # A wide pool with only the language of each hit (cheap), narrowed to the best `n` plus the other
         # language's best: the embedder ranks the question's own language first, and an English question
         # may have its answer on a Chinese page. Whole payloads are read for the narrowed pool only.
         other = other_language(query)
         size = max(n, cfg.rerank_pool)
-        docs: dict[str, str] = {}
-        if prior:
-            # A follow-up needs the documents of the pool's chunks: the pages it continues are taken in below.
-            scored = await self.index.search(dense, sparse, size, cfg.rrf_k, tenant=tenant, payload=["lang", "doc_id"])
-            pool = [(h.id, h.score, str(h.payload.get("lang", ""))) for h in scored]
-            docs = {h.id: str(h.payload.get("doc_id", "")) for h in scored}
-        else:
-            pool = await self.index.pool(dense, sparse, size, cfg.rrf_k, tenant=tenant)
+        # The documents of the pool's chunks: a follow-up takes in the pages it continues (below), and a page
+        # the best chunk refers to is taken in from the pool (`_referred`).
+        scored = await self.index.search(dense, sparse, size, cfg.rrf_k, tenant=tenant, payload=["lang", "doc_id"])
+        pool = [(h.id, h.score, str(h.payload.get("lang", ""))) for h in scored]
+        docs = {h.id: str(h.payload.get("doc_id", "")) for h in scored}
         picked = [(i, score) for i, score, _ in pool[:n]]
         others = [(i, score) for i, score, lang in pool[n:] if lang == other][: cfg.other_language_chunks]
         have = sum(lang == other for _, _, lang in pool[:n]) + len(others)
@@ -106,7 +115,51 @@ class Retriever:
         scale = 1.0 if cfg.mode == "dense" else _rrf_scale(chunks)
         if cfg.bridged:
             chunks = await self.bridged(query, dense, other, tenant, chunks, scale)
-        return self._remember(tenant, query, n, numbered(query, rerank(query, chunks, scale), scale), scale, prior)
+        ranked = numbered(query, rerank(query, chunks, scale), scale)
+        result = self._remember(tenant, query, n, ranked, scale, prior, continues)
+        if cfg.bridged and result:
+            result = await self._referred(query, result, pool, docs, tenant)
+        return result
+
+    async def _referred(
+        self,
+        query: str,
+        result: list[Chunk],
+        pool: Sequence[tuple[str, float, str]],
+        docs: dict[str, str],
+        tenant: str | None,
+    ) -> list[Chunk]:
+        """`result` with the best chunk of the page its best chunk refers to by title ("替换件的价格见《配件价格表》")
+        second, when that page is not among its first `REFERRED_WITHIN` chunks: the page that says where the answer
+        is ranks above the page that has it, which the question's words may not reach (another language, the
+        table's terse rows), when the sentence that refers to it says something of the question's (`_refers_for`):
+        a product page points to the price list for its spare parts, which a question about instalments is not."""
+        bridge = await self.bridges.get(self.index, tenant)
+        near = {c.doc_id for c in result[:REFERRED_WITHIN]}
+        found = next(
+            (
+                (d, why)
+                for d, why in bridge.referred(result[0].text)
+                if d not in near and _refers_for(query, why, bridge)
+            ),
+            None,
+        )
+        if found is None:
+            return result
+        wanted, why = found
+        # The pool's chunks of that page (its best few by the question's dense score), read whole: the one
+        # sharing most of the referring sentence's words ("替换剑麻柱的价格") is the row it points at.
+        theirs = [(i, score) for i, score, _ in pool if docs.get(i) == wanted][:REFERRED_READ]
+        taken = {c.id for c in result}
+        payloads = await self.index.payloads([i for i, _ in theirs if i not in taken], tenant) if theirs else {}
+        read = [c for c in result if c.doc_id == wanted]
+        read += [_to_chunk(ScoredChunk(i, score, payloads[i])) for i, score in theirs if i in payloads]
+        if not read:
+            return result
+        clue = _bigrams(why)
+        best = max(read, key=lambda c: (len(clue & _bigrams(c.text)), c.score))
+        kept = [c for c in result if c.id != best.id]
+        return [kept[0], best, *kept[1:]][: len(result)]
 
     async def translated(self, query: str, tenant: str | None = None) -> tuple[tuple[str, frozenset[str]], ...]:
         """The query's own words that the glossary does not know, each with its alternatives in the collection's
@@ -187,13 +240,28 @@ class Retriever:
         ]
 
     def _remember(
-        self, tenant: str | None, query: str, n: int, ranked: list[Chunk], scale: float, prior: dict[str, float]
+        self,
+        tenant: str | None,
+        query: str,
+        n: int,
+        ranked: list[Chunk],
+        scale: float,
+        prior: dict[str, float],
+        continues: Sequence[str] = (),
     ) -> list[Chunk]:
         """The search's result (its candidates leaned on `prior`); the candidates are remembered for the
-        follow-ups that will lean on this search."""
+        follow-ups that will lean on this search, and so are the documents of its result (`ShownDocuments`)."""
         own_page = has_own_page(query, ranked)
         self.found.put((tenant or "", query, n), Searched(tuple(c.without_text() for c in ranked), scale, own_page))
-        return lean(query, ranked, prior, scale, own_page)[:n]
+        result = lean(query, ranked, prior, scale, own_page)[:n]
+        if continues:
+            shown = tuple(c.without_text() for c in result[:PRIOR_CHUNKS])
+            key = tenant or ""
+            # A follow-up passes its history on cut at a fixed depth: the next question reads this one with its
+            # oldest question left out.
+            self.shown.put((key, query, n, tuple(continues[:-1])), shown)
+            self.shown.put((key, query, n, tuple(continues)), shown)
+        return result
 
     async def prior(self, continues: Sequence[str], tenant: str | None) -> dict[str, float]:
         """Document id -> weight: the documents of the best chunks the previous question found (itself read
@@ -205,6 +273,9 @@ class Retriever:
         carry no text). The previous turns usually ran these very searches, so their candidates are
         remembered and only leaned again; a search not remembered is run."""
         n = self.settings.candidates
+        shown = self.shown.get((tenant or "", chain[0], n, tuple(chain[1:])))
+        if shown is not None:
+            return list(shown)
         searched = self.found.get((tenant or "", chain[0], n))
         if searched is None:
             return await self.search(chain[0], tenant=tenant, continues=chain[1:])
@@ -239,6 +310,31 @@ def continued(
     return out
 
 
+def _refers_for(query: str, sentence: str, bridge: Bridge) -> bool:
+    """Does the sentence say something of the query's: one of its specific concepts, one of its words in the
+    other language by the dictionary bridge, or one of its words (a pair of Chinese characters, a Latin word)?"""
+    ideas = concepts(query) - GENERIC
+    if ideas and concepts(sentence, ideas):
+        return True
+    if any(says(bridge.groups(query, other_language(query)), sentence)):
+        return True
+    return bool(_bigrams(query) & _bigrams(sentence))
+
+
+_BIGRAM_TEXT = re.compile(r"[\u4e00-\u9fff]{2,}|[A-Za-z]{3,}")
+
+
+def _bigrams(text: str) -> frozenset[str]:
+    """The text's runs of Chinese characters as character pairs, and its Latin words (lowercase)."""
+    out: set[str] = set()
+    for run in _BIGRAM_TEXT.findall(text):
+        if run.isascii():
+            out.add(run.lower())
+        else:
+            out.update(run[i : i + 2] for i in range(len(run) - 1))
+    return frozenset(out)
+
+
 def _weights(found: Sequence[Chunk]) -> dict[str, float]:
     weights: dict[str, float] = {}
     for chunk in found[:PRIOR_CHUNKS]:
@@ -258,6 +354,13 @@ OWN_BEST_RANK = 2
 # ... when its score is above the best chunk of the leaned-on pages by this much (a quarter of the full lean):
 # a question that moves on fits its own page clearly better; a follow-up that continues fits both about alike.
 OWN_BEST_MARGIN = DOC_PRIOR / 4
+# Where the best chunk of the continued page in the other language is kept at the latest (0-based, `lean`).
+ACROSS_KEPT_RANK = 0
+ACROSS_KEPT_OWN = True
+# A page the best chunk refers to is taken in second unless it has one of the first this many chunks (`_referred`).
+REFERRED_WITHIN = 3
+# How many of the referred page's best chunks in the pool are read for the one the reference points at.
+REFERRED_READ = 10
 # How many chunks of the continued page a follow-up's candidates take in beyond its own best (`continued`).
 CONTINUED_CHUNKS = 1
 
@@ -296,6 +399,22 @@ def lean(
         at = next(i for i, c in enumerate(leaned) if c.id == own.id)
         if at > OWN_BEST_RANK:
             leaned.insert(OWN_BEST_RANK, leaned.pop(at))
+    return _across_kept(query, leaned, prior, own_page)
+
+
+def _across_kept(query: str, leaned: list[Chunk], prior: dict[str, float], own_page: bool) -> list[Chunk]:
+    """`leaned` with the best chunk of the page the previous question found first (weight 1 in `prior`) among
+    the first `ACROSS_KEPT_RANK` + 1 when that page is in the other language than the follow-up. The lean is in
+    cosine units, and a follow-up's own words score a page in the other language lower by the cross-language
+    gap as well as by what they leave unsaid: "100ml 的多少钱" after a question answered on an English product
+    page finds the Chinese price lists of every product above it, and the lift cannot bridge both."""
+    if ACROSS_KEPT_OWN and own_page:
+        return leaned
+    lang = language(query)
+    at = next((i for i, c in enumerate(leaned) if prior.get(c.doc_id, 0.0) >= 1.0), None)
+    if at is None or at <= ACROSS_KEPT_RANK or leaned[at].lang in ("", lang):
+        return leaned
+    leaned.insert(ACROSS_KEPT_RANK, leaned.pop(at))
     return leaned
 
 
