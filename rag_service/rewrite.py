@@ -66,6 +66,8 @@ from rag_service.rewrite_rules import (
     contrast_followup,
     definite_reference,
     definite_without_name,
+    described_family,
+    described_sibling,
     find_marker,
     has_determiner,
     has_slot,
@@ -483,7 +485,14 @@ class RuleRewriter:
             # "2L 保修多长时间" after "Acme 3L Pro": the family of the sibling it names, not the old model glued on.
             family = sibling_family(decision.product, question)
             completed = with_family(question, decision.product) if variant_only(own_names(question)) else None
-            if completed is not None:
+            described = described_family(decision.product) if described_sibling(question) else None
+            if described is not None and completed is None:
+                # "带定时那款什么价" after a model: another model of its family.
+                lent = Entity(described, True)
+                known = not described or mentions(question, lent)
+                query = question if known else resolve(question, lent)
+                detail = f"another model of family {described!r}"
+            elif completed is not None:
                 query, detail = completed, f"completed the variant with {decision.product!r}"
             elif family is None:
                 query, detail = resolve(question, Entity(decision.product, True)), f"added {decision.product!r}"
@@ -509,7 +518,7 @@ class RuleRewriter:
             query, detail = rule_rewrite(question, self.lendable(decision.history), personal)
         if decision.kind == "dependent" and (query != question or brings(question)) and decision.contrast is None:
             service = carried_service(question, decision.history)
-            if service:
+            if service and service not in query:  # not twice: the entity put in may be the service's word
                 query, detail = f"{service} {query}", f"{detail}; carried {service!r}"
         if len(query) > self.settings.max_query_chars:
             query, detail = question, "rewrite would exceed max_query_chars"

@@ -1,0 +1,110 @@
+"""Follow-ups whose value comes after a verb, pack sizes in words, a pet's "it" and relative clauses after "one"
+(invented shops and products)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rag_core.settings import RewriteSettings
+from rag_service.domain import MemoryView, Message, Round
+from rag_service.rewrite import RuleRewriter
+from rag_service.rewrite_rules import Entity, contrast_followup, entities, resolve
+
+
+def view(*questions: str) -> MemoryView:
+    rounds = tuple(Round(Message("user", q, 1, 0.0), Message("assistant", "", 1, 0.0)) for q in questions)
+    return MemoryView("", 0, rounds)
+
+
+@pytest.mark.parametrize(
+    ("question", "core", "kind"),
+    [
+        ("那分 12 期呢", "12 期", "term"),
+        ("延两年呢", "两年", "term"),
+        ("改成五年的呢", "五年", "term"),
+        ("换基础款的话呢", "基础款", "standard"),
+        ("选绿色的呢", "绿色", "colour"),
+        ("要 64G 的呢", "64G", "storage"),
+        ("换 Lite 呢", "Lite", "variant"),
+        ("小号呢", "小号", "size"),
+    ],
+)
+def test_a_verb_before_a_value_only_repeats_the_previous_question(question: str, core: str, kind: str) -> None:
+    contrast = contrast_followup(question)
+    assert contrast is not None and (contrast.core, contrast.kind) == (core, kind), contrast
+
+
+@pytest.mark.parametrize("question", ["那广州呢", "两年的呢", "绿色呢"])
+def test_a_value_alone_stays_whole(question: str) -> None:
+    contrast = contrast_followup(question)
+    assert contrast is not None and contrast.core == question.removeprefix("那").removesuffix("呢").removesuffix("的")
+
+
+@pytest.mark.parametrize(
+    ("history", "question", "expected"),
+    [
+        (["松果 R2 分 3 期利息怎么算"], "那分 12 期呢", "松果 R2 分 12 期利息怎么算"),
+        (["茶几买的，延保三年什么价"], "延两年呢", "茶几买的，延保两年什么价"),
+        (["蓝鲸 K5 Pro 几天能到货"], "换基础款的话呢", "蓝鲸 K5 几天能到货"),
+    ],
+)
+def test_a_verb_led_value_replaces_the_old_one(history: list[str], question: str, expected: str) -> None:
+    result = RuleRewriter(RewriteSettings(mode="rule")).rewrite_now(question, view(*history))
+    assert result.query == expected, result
+
+
+def test_a_pack_size_in_words_stays_with_the_product() -> None:
+    result = RuleRewriter(RewriteSettings(mode="rule")).rewrite_now("大袋的呢", view("咕噜猫粮 颗粒硬不硬"))
+    assert result.query.startswith("咕噜猫粮大袋"), result
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        ("颗粒硬不硬，它肠胃弱", "猫粮 颗粒硬不硬，它肠胃弱"),
+        ("打算给它挑个窝", "猫粮 打算给它挑个窝"),
+        ("它什么价", "猫粮什么价"),
+    ],
+)
+def test_a_pets_it_is_not_the_product(question: str, expected: str) -> None:
+    assert resolve(question, Entity("猫粮", False)) == expected
+
+
+def test_its_teeth_are_the_pets() -> None:
+    expected = "Acme Chew: Is the kibble gentle on its teeth?"
+    assert resolve("Is the kibble gentle on its teeth?", Entity("Acme Chew", True)) == expected
+
+
+def test_a_relative_clause_after_one_opens_with_a_verb() -> None:
+    found = [e.text for e in entities("and the family one that covers free frames?")]
+    assert "covers free frames" not in found and "free frames" in found, found
+
+
+@pytest.mark.parametrize(
+    ("history", "question", "expected"),
+    [
+        (["松果 R2 Pro 续航多久"], "带座椅那款什么价", "松果 带座椅那款什么价"),
+        (["Acme K7 多重"], "折叠的那款多重", "Acme 折叠的那款多重"),
+        (
+            ["How much is the Breeze 9 Lite?"],
+            "How much does the wooden one weigh?",
+            "Breeze: How much does the wooden one weigh?",
+        ),
+        (["Q5 有几种颜色"], "带遥控那款什么价", "带遥控那款什么价"),
+    ],
+)
+def test_a_model_told_apart_by_a_feature_takes_the_family(history: list[str], question: str, expected: str) -> None:
+    result = RuleRewriter(RewriteSettings(mode="rule")).rewrite_now(question, view(*history))
+    assert result.query == expected, result
+
+
+@pytest.mark.parametrize(
+    ("history", "question", "expected"),
+    [
+        (["Acme K7 多重"], "那款什么价", "Acme K7 那款什么价"),
+        (["How much is the Breeze 9 Lite?"], "Is that one foldable?", "Breeze 9 Lite: Is that one foldable?"),
+    ],
+)
+def test_that_one_without_a_feature_is_the_same_model(history: list[str], question: str, expected: str) -> None:
+    result = RuleRewriter(RewriteSettings(mode="rule")).rewrite_now(question, view(*history))
+    assert result.query == expected, result
