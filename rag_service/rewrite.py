@@ -66,8 +66,6 @@ from rag_service.rewrite_rules import (
     contrast_followup,
     definite_reference,
     definite_without_name,
-    described_family,
-    described_sibling,
     find_marker,
     has_determiner,
     has_slot,
@@ -485,14 +483,7 @@ class RuleRewriter:
             # "2L 保修多长时间" after "Acme 3L Pro": the family of the sibling it names, not the old model glued on.
             family = sibling_family(decision.product, question)
             completed = with_family(question, decision.product) if variant_only(own_names(question)) else None
-            described = described_family(decision.product) if described_sibling(question) else None
-            if described is not None and completed is None:
-                # "带定时那款什么价" after a model: another model of its family.
-                lent = Entity(described, True)
-                known = not described or mentions(question, lent)
-                query = question if known else resolve(question, lent)
-                detail = f"another model of family {described!r}"
-            elif completed is not None:
+            if completed is not None:
                 query, detail = completed, f"completed the variant with {decision.product!r}"
             elif family is None:
                 query, detail = resolve(question, Entity(decision.product, True)), f"added {decision.product!r}"

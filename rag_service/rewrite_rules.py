@@ -511,7 +511,7 @@ def _chinese_entities(text: str) -> list[Entity]:
     for run in _CJK_RUN.finditer(text):
         phrase: list[tuple[str, str]] = []
         before: list[str] = []  # the words before the run of nouns
-        for word, flag in (*_tagged(run.group()), ("", "x")):
+        for word, flag in (*_services_named(_tagged(run.group())), ("", "x")):
             # A doubled verb ("试试", "看看") is tagged a verbal noun: trying, no thing.
             if flag in _ZH_NOUN_TAGS and word not in _ZH_GENERIC and not (flag == "vn" and word[:1] * 2 == word):
                 phrase.append((word, flag))
@@ -527,6 +527,30 @@ def _chinese_entities(text: str) -> list[Entity]:
                 out.append(Entity(joined, named))
             phrase, before = [], [word]
     return out
+
+
+# What asks a price right after a word: a service named by its verb before it ("干洗收费吗", "熨烫价格") is a thing
+# the shop sells, a noun there.
+_ZH_PRICE_WORDS = frozenset(["多少钱", "多少", "收费", "价格", "价钱", "费用"])
+
+
+def _services_named(tagged: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """The tagged words with a two-character verb that names what the shop sells retagged a verbal noun: right
+    before a price word, or after "your" and before "have" ("你们<X>有…吗")."""
+    out = list(tagged)
+    for i in range(len(out) - 1):
+        word, flag = out[i]
+        if flag != "v" or len(word) != 2 or word[0] == word[1]:
+            continue
+        after, before = out[i + 1][0], out[i - 1][0] if i else ""
+        if after in _ZH_PRICE_WORDS or (before in _ZH_SHOP_WORDS and after in _ZH_HAVE_WORDS):
+            out[i] = (word, "vn")
+    return tuple(out)
+
+
+# "你们<X>有…的吗": what the shop has of a kind it sells, a noun after "your" even where it reads as a verb.
+_ZH_SHOP_WORDS = frozenset(["你们", "你家", "您家", "贵店", "你们家", "店里"])
+_ZH_HAVE_WORDS = frozenset(["有", "有没有", "都", "还有", "有无"])
 
 
 # What a measured attribute's name ends with (长度, 重量, 功率, 电压, 直径, 容积, 水温, 单价, 运费): no brand.
@@ -653,8 +677,24 @@ def _weighed(text: str) -> tuple[tuple[Entity, str, float, float], ...]:
     out = []
     for e in entities(text):
         size = len(e.text) / 2 if is_chinese(e.text) else len(e.key.split())
-        out.append((e, e.key, 3.0 if e.named else 1.0, 1 + 0.25 * min(size, 3.0)))
+        kind = 3.0 if e.named else _OWN_THING_WEIGHT if _owned(text, e) else 1.0
+        out.append((e, e.key, kind, 1 + 0.25 * min(size, 3.0)))
     return tuple(out)
+
+
+# "on my credit card", "for my online order", "to my company": the customer's own things and circumstances the
+# question's thing is for or goes to, less often what a later "it" or "one" is about than that thing.
+_OWN_THING_WEIGHT = 0.5
+
+
+def _owned(text: str, entity: Entity) -> bool:
+    if is_chinese(text):
+        return False
+    return re.search(rf"{_TO_MY}{re.escape(entity.text)}\b", text, re.IGNORECASE) is not None
+
+
+# After a preposition: what a thing is for, where it goes, how it is paid ("issued to my company", "back on my card").
+_TO_MY = r"\b(?:to|for|on|onto|into|in|with|from|at|by)\s+(?:my|our)\s+"
 
 
 # Remembered: each answer entity of the recent rounds is asked about again on every turn.
@@ -859,9 +899,6 @@ def rule_rewrite(question: str, candidates: Sequence[Entity], names_only: bool =
     stands for a plural noun phrase."""
     singular = _SINGULAR_IT.search(question) is not None and _PLURAL_IT.search(question) is None
     handled = _HANDLED_IT.search(question) is not None
-    if described_sibling(question):
-        # "带定时那款什么价", "the walnut one": another model of the line, named by the family, not the model.
-        candidates = [f for e in candidates if (f := _family_entity(e)) is not None]
     if (handled or concepts(question) & _THING_ASPECTS) and not own_names(question):
         candidates = [e for e in candidates if not place_names(e.text)]
     if _DEVICE.search(question):
@@ -889,55 +926,6 @@ def rule_rewrite(question: str, candidates: Sequence[Entity], names_only: bool =
             if not mentions(question, entity):
                 return resolve(question, entity), f"added {entity.text!r}"
     return question, "no entity to add"
-
-
-# "带定时那款", "双开门的那个", "贵一些那款": a model of the line told apart by a feature of its own (a word before the
-# demonstrative; "要那款", "就这个" name none). "the walnut one", "that cordless one": the same in English.
-_ZH_THAT_ONE = re.compile(r"[那这]一?(?:款|个|种|台|副|档|部)")
-_ZH_CLAUSE_MARK = re.compile(r"[，,。？?！!；;：:]")
-# What ends a clause that names no feature: a verb of buying, choosing or handing over ("能换这个", "要那款"), "to"
-# or "with" ("跟那款比"), a pronoun or an adverb.
-_ZH_NO_FEATURE = frozenset("要买选是就想问下说用看有和跟比对换退修配给拿订租送试戴穿装我你他她它")
-_EN_DESCRIBED = re.compile(
-    r"\b(?:the|that|this)\s+(?!(?:same|other|first|last|next|new|old|one|very|right|whole)\b)"
-    r"(?P<feature>[a-z][\w-]*(?:\s+[a-z][\w-]*)?)\s+ones?\b",
-    re.IGNORECASE,
-)
-
-
-def described_sibling(question: str) -> bool:
-    """Does the question tell a model of the line apart by a feature ("带定时那款什么价", "Is the walnut one
-    heavier?")? Then it asks about another model than the conversation's, of the same family."""
-    if is_chinese(question):
-        for m in _ZH_THAT_ONE.finditer(question):
-            before = question[: m.start()].rstrip()
-            before = before[:-1].rstrip() if before.endswith("的") else before
-            clause = _ZH_CLAUSE_MARK.split(before)[-1].strip()
-            if clause and clause[-1] not in _ZH_NO_FEATURE and clause[-1] not in "那这":
-                return True
-        return False
-    return any(_VARIANT.fullmatch(m.group("feature")) is None for m in _EN_DESCRIBED.finditer(question))
-
-
-def described_family(product: str) -> str | None:
-    """The family a model belongs to: its words before its model number or variant word ("光影 H600 Pro" -> "光影",
-    "F1" -> ""); None for a name with neither (it names no model of a line)."""
-    words = product.split()
-    for i, word in enumerate(words):
-        if any(ch.isdigit() for ch in word) or _VARIANT.fullmatch(word) or _ZH_EDITION.fullmatch(word):
-            return " ".join(words[:i])
-    return None
-
-
-def _family_entity(entity: Entity) -> Entity | None:
-    """A candidate for a question about another model of the line: a model's family (None when the model is
-    all its name says), anything else as it is."""
-    if not entity.named or entity.ident:
-        return entity
-    family = described_family(entity.text)
-    if family is None:
-        return entity
-    return Entity(family, True) if family else None
 
 
 # "it" as the object of a hand's work ("set it up", "deliver it", "fold it"): a thing, never the city the
