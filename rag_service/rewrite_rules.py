@@ -677,24 +677,8 @@ def _weighed(text: str) -> tuple[tuple[Entity, str, float, float], ...]:
     out = []
     for e in entities(text):
         size = len(e.text) / 2 if is_chinese(e.text) else len(e.key.split())
-        kind = 3.0 if e.named else _OWN_THING_WEIGHT if _owned(text, e) else 1.0
-        out.append((e, e.key, kind, 1 + 0.25 * min(size, 3.0)))
+        out.append((e, e.key, 3.0 if e.named else 1.0, 1 + 0.25 * min(size, 3.0)))
     return tuple(out)
-
-
-# "on my credit card", "for my online order", "to my company": the customer's own things and circumstances the
-# question's thing is for or goes to, less often what a later "it" or "one" is about than that thing.
-_OWN_THING_WEIGHT = 0.5
-
-
-def _owned(text: str, entity: Entity) -> bool:
-    if is_chinese(text):
-        return False
-    return re.search(rf"{_TO_MY}{re.escape(entity.text)}\b", text, re.IGNORECASE) is not None
-
-
-# After a preposition: what a thing is for, where it goes, how it is paid ("issued to my company", "back on my card").
-_TO_MY = r"\b(?:to|for|on|onto|into|in|with|from|at|by)\s+(?:my|our)\s+"
 
 
 # Remembered: each answer entity of the recent rounds is asked about again on every turn.

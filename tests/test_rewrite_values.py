@@ -95,15 +95,3 @@ def test_a_service_or_kind_read_as_a_verb_is_a_noun(question: str, entity: str) 
 def test_the_service_priced_is_lent_to_a_follow_up() -> None:
     result = RuleRewriter(RewriteSettings(mode="rule")).rewrite_now("剪一回需要几分钟", view("你们中型犬洗澡价格贵吗"))
     assert "洗澡" in result.query, result
-
-
-def test_what_a_thing_is_for_is_not_what_it_refers_to() -> None:
-    history = ("Can I get a receipt for my group booking?",)
-    result = RuleRewriter(RewriteSettings(mode="rule")).rewrite_now("Can it be sent by post?", view(*history))
-    assert result.query == "Can receipt be sent by post?", result
-
-
-def test_my_thing_stated_alone_stays_the_subject() -> None:
-    history = ("My pressure cooker lid is stuck, what should I do?",)
-    result = RuleRewriter(RewriteSettings(mode="rule")).rewrite_now("Is it safe to force it?", view(*history))
-    assert "pressure cooker lid" in result.query, result
