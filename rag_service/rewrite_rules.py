@@ -883,6 +883,9 @@ def rule_rewrite(question: str, candidates: Sequence[Entity], names_only: bool =
     stands for a plural noun phrase."""
     singular = _SINGULAR_IT.search(question) is not None and _PLURAL_IT.search(question) is None
     handled = _HANDLED_IT.search(question) is not None
+    if candidates and place_names(question) and place_names(candidates[0].text):
+        # "那如果人在<city>市区，…": the place the question names is where it asks about, not the conversation's.
+        return question, "names its own place"
     if (handled or concepts(question) & _THING_ASPECTS) and not own_names(question):
         candidates = [e for e in candidates if not place_names(e.text)]
     if _DEVICE.search(question):

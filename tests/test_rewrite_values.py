@@ -95,3 +95,16 @@ def test_a_service_or_kind_read_as_a_verb_is_a_noun(question: str, entity: str) 
 def test_the_service_priced_is_lent_to_a_follow_up() -> None:
     result = RuleRewriter(RewriteSettings(mode="rule")).rewrite_now("剪一回需要几分钟", view("你们中型犬洗澡价格贵吗"))
     assert "洗澡" in result.query, result
+
+
+def test_a_place_of_its_own_takes_no_other_place() -> None:
+    rounds = (
+        Round(
+            Message("user", "顺便问下，寄到西藏运费多少", 1, 0.0),
+            Message("assistant", "西藏每单 25 元，成都每单 9 元。", 1, 0.0),
+        ),
+        Round(Message("user", "满多少能免运费", 1, 0.0), Message("assistant", "满 199 元免运费。", 1, 0.0)),
+    )
+    question = "那如果人在成都市区，隔天可以送达吗"
+    result = RuleRewriter(RewriteSettings(mode="rule")).rewrite_now(question, MemoryView("", 0, rounds))
+    assert result.query == question, result
