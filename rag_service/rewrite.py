@@ -519,7 +519,7 @@ class RuleRewriter:
             query, detail = rule_rewrite(question, self.lendable(decision.history), personal)
         if decision.kind == "dependent" and (query != question or brings(question)) and decision.contrast is None:
             service = carried_service(question, decision.history)
-            if service:
+            if service and service not in query:  # not twice: the entity put in may be the service's word
                 query, detail = f"{service} {query}", f"{detail}; carried {service!r}"
         if len(query) > self.settings.max_query_chars:
             query, detail = question, "rewrite would exceed max_query_chars"

@@ -244,7 +244,7 @@ _EN_NOT_SUBJECT = re.compile(
 _BODY_PART = re.compile(
     r"^(?:(?:my|his|her|our|their|your|two|both|one|left|right)\s+)*"
     r"(?:eyes?|head|face|hands?|arms?|legs?|feet|foot|ears?|nose|skin|teeth|tooth|hair|knees?|neck|shoulders?|wrists?)$"
-    r"|^(?:眼睛|双眼|眼|头|脸|手|脚|耳朵|鼻子|皮肤|牙齿?|头发|膝盖|腰|脖子|肩膀?|手腕)$",
+    r"|^(?:眼睛|双眼|眼|头|脸|手|脚|耳朵|鼻子|皮肤|牙齿?|牙口|肠胃|关节|头发|膝盖|腰|脖子|肩膀?|手腕)$",
     re.IGNORECASE,
 )
 # A Chinese noun phrase holding a question word ("多长时间", "多少钱", "什么时候") asks; it names nothing.
@@ -421,7 +421,8 @@ def _latin_entities(text: str) -> list[Entity]:
         # "How fast …", "how often …": the word after "how" is an adjective or an adverb, never a subject.
         after_how = previous == "how"
         after_subject, previous = previous in _EN_SUBJECTS or relative, lower
-        noun_before, in_run = in_run, False
+        # "one"/"something" stand for a noun: "the one that includes …" opens a relative clause as "the plan that …".
+        noun_before, in_run = in_run, lower in _NOUN_PRONOUNS
         if kind == "name" and lower in _NAME_JOINERS:
             pending.append(word)
             continue
@@ -455,6 +456,7 @@ def _latin_entities(text: str) -> list[Entity]:
 _POSSESSIVE = re.compile(r"['’]s\b", re.IGNORECASE)
 # After a noun, these open a relative clause whose first word is its verb ("a card which lists the fees").
 _RELATIVES = frozenset(["that", "which", "who"])
+_NOUN_PRONOUNS = frozenset(["one", "ones", "something", "anything", "everything", "nothing", "someone", "anyone"])
 
 
 def _sentence_start(text: str, at: int) -> bool:
@@ -509,7 +511,7 @@ def _chinese_entities(text: str) -> list[Entity]:
     for run in _CJK_RUN.finditer(text):
         phrase: list[tuple[str, str]] = []
         before: list[str] = []  # the words before the run of nouns
-        for word, flag in (*_tagged(run.group()), ("", "x")):
+        for word, flag in (*_services_named(_tagged(run.group())), ("", "x")):
             # A doubled verb ("试试", "看看") is tagged a verbal noun: trying, no thing.
             if flag in _ZH_NOUN_TAGS and word not in _ZH_GENERIC and not (flag == "vn" and word[:1] * 2 == word):
                 phrase.append((word, flag))
@@ -525,6 +527,30 @@ def _chinese_entities(text: str) -> list[Entity]:
                 out.append(Entity(joined, named))
             phrase, before = [], [word]
     return out
+
+
+# What asks a price right after a word: a service named by its verb before it ("干洗收费吗", "熨烫价格") is a thing
+# the shop sells, a noun there.
+_ZH_PRICE_WORDS = frozenset(["多少钱", "多少", "收费", "价格", "价钱", "费用"])
+
+
+def _services_named(tagged: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """The tagged words with a two-character verb that names what the shop sells retagged a verbal noun: right
+    before a price word, or after "your" and before "have" ("你们<X>有…吗")."""
+    out = list(tagged)
+    for i in range(len(out) - 1):
+        word, flag = out[i]
+        if flag != "v" or len(word) != 2 or word[0] == word[1]:
+            continue
+        after, before = out[i + 1][0], out[i - 1][0] if i else ""
+        if after in _ZH_PRICE_WORDS or (before in _ZH_SHOP_WORDS and after in _ZH_HAVE_WORDS):
+            out[i] = (word, "vn")
+    return tuple(out)
+
+
+# "你们<X>有…的吗": what the shop has of a kind it sells, a noun after "your" even where it reads as a verb.
+_ZH_SHOP_WORDS = frozenset(["你们", "你家", "您家", "贵店", "你们家", "店里"])
+_ZH_HAVE_WORDS = frozenset(["有", "有没有", "都", "还有", "有无"])
 
 
 # What a measured attribute's name ends with (长度, 重量, 功率, 电压, 直径, 容积, 水温, 单价, 运费): no brand.
@@ -724,6 +750,8 @@ def resolve(question: str, entity: Entity) -> str:
         m = _ZH_IT.search(question)
         if m is not None and personless and m.group()[0] in "他她":
             m = None
+        if m is not None and _ANIMATE_IT.match(question, m.start()):
+            m = None  # "它肠胃弱": the customer's pet, of whom the thing is asked
         if m is None:
             return f"{entity.text} {question.lstrip()}"
         before, after = question[: m.start()], question[m.end() :]
@@ -732,6 +760,7 @@ def resolve(question: str, entity: Entity) -> str:
         right = " " if after and _CJK.match(after[0]) and entity.text[-1].isascii() else ""
         return f"{before}{left}{entity.text}{right}{after}"
     dummies = [d.span() for d in _EXPLETIVE_IT.finditer(question)]
+    dummies += [d.span() for d in _ANIMATE_IT.finditer(question)]
     for m in _EN_IT.finditer(question):
         if any(a <= m.start() < b for a, b in dummies):
             continue  # "is it better to ...": nothing to replace
@@ -742,6 +771,16 @@ def resolve(question: str, entity: Entity) -> str:
         repl = f"{entity.text}'s" if possessive else entity.text
         return question[: m.start()] + repl + question[m.end() :]
     return f"{entity.text}: {question.lstrip()}"
+
+
+# "它肠胃弱", "给它挑个窝", "its fur": "it" is an animal (the customer's pet), whose body a thing is asked for or
+# for whom it is bought; the conversation's product put in its place would ask about the product's teeth.
+_ANIMATE_IT = re.compile(
+    r"[它他她]们?的?(?:牙口|牙齿?|眼睛|耳朵|皮肤|毛发?|肠胃|胃口?|关节|体重|岁数|年纪|身体|爪子)"
+    r"|(?<=给)[它他她]们?(?=买|挑|选|办|投保|报名|预约|洗澡|美容|剪毛|吃|喝)"
+    r"|\b(?:its|it's)\s+(?:teeth|tooth|fur|coat|paws?|stomach|tummy|joints?|gums|eyes|ears|skin)\b",
+    re.IGNORECASE,
+)
 
 
 def is_product_model(text: str) -> bool:
@@ -844,6 +883,9 @@ def rule_rewrite(question: str, candidates: Sequence[Entity], names_only: bool =
     stands for a plural noun phrase."""
     singular = _SINGULAR_IT.search(question) is not None and _PLURAL_IT.search(question) is None
     handled = _HANDLED_IT.search(question) is not None
+    if candidates and place_names(question) and place_names(candidates[0].text):
+        # "那如果人在<city>市区，…": the place the question names is where it asks about, not the conversation's.
+        return question, "names its own place"
     if (handled or concepts(question) & _THING_ASPECTS) and not own_names(question):
         candidates = [e for e in candidates if not place_names(e.text)]
     if _DEVICE.search(question):
@@ -1093,8 +1135,11 @@ _STORAGE = re.compile(
 _SIZE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s*(?:-?\s*inch(?:es)?(?![A-Za-z])|英寸|寸|吋|[\"”″])", re.IGNORECASE)
 # A contrast on a size is also one on a bottle's or a bag's contents ("and the 50ml one?" after "… in 30ml"): the
 # value replaces the previous question's, like a screen size, and the product stays the previous question's.
+# So is a pack's size in words ("大包的呢", "小号呢"): a size of the same product, not a product of its own.
 _SIZE_SLOT = re.compile(
-    _SIZE.pattern + r"|(?<![\w.])\d+(?:\.\d+)?\s*(?:ml|毫升|kg|公斤|g|克|oz)(?![A-Za-z])", re.IGNORECASE
+    _SIZE.pattern + r"|(?<![\w.])\d+(?:\.\d+)?\s*(?:ml|毫升|kg|公斤|g|克|oz)(?![A-Za-z])"
+    r"|[大中小](?:号|包|瓶|袋|罐|盒|桶|杯|份)装?",
+    re.IGNORECASE,
 )
 _EN_COLOURS = (
     "black white silver gold blue red green pink purple yellow grey gray orange midnight starlight graphite titanium"
@@ -1267,6 +1312,9 @@ def contrast_followup(question: str) -> Contrast | None:
         raw = _ZH_MOTION.sub("", m.group("x").strip()) or m.group("x").strip()
         if _ZH_X_BLOCK.search(raw) or len(_CJK.findall(raw)) > _MAX_X_CJK:
             return None
+        if (led := _verb_led_value(raw)) is not None:
+            # "延两年呢", "那改 24 期呢", "改基础款的话呢": the verb repeats the previous question's, the value is new.
+            return Contrast(led[0], raw, led[1], True)
         if _has_verb(raw):
             # "换个颜色的话呢": a condition on the previous question, carried with it; "觉得他怎么样", "还没呢" are
             # clauses of their own.
@@ -1316,6 +1364,36 @@ def _question_of_its_own(core: str) -> bool:
     """ "iPhone 16 的保修期呢？": a name and more: the question names its own product, it is no contrast."""
     named = [e for e in entities(core) if e.named and not _VARIANT.fullmatch(e.text)]
     return bool(named) and _squash(named[0].text) != _squash(core)
+
+
+# The kinds of value a verb may lead ("分 6 期", "换标准版", "选黑色的"): the value is all the contrast says.
+_LED_KINDS = frozenset({"storage", "size", "colour", "term", "standard", "variant"})
+
+
+def _verb_led_value(raw: str) -> tuple[str, ContrastKind] | None:
+    """ "分 6 期" -> ("6 期", "term"), "换标准版" -> ("标准版", "standard"): a value of a known kind after a verb of one
+    or two characters, which only repeats what the previous question did with the old value (分 3 期, 延保三年).
+    None when the text is not a verb and such a value, or is a value of its own ("三年", "上海")."""
+    if _value_kind(raw) is not None:
+        return None
+    for n in (1, 2):
+        head, rest = raw[:n], raw[n:].strip()
+        if rest and all(_CJK.match(ch) for ch in head) and (kind := _value_kind(rest)) in _LED_KINDS:
+            return (rest if kind == "standard" else _ZH_X_TAIL.sub("", rest).strip()), kind
+    return None
+
+
+def _value_kind(text: str) -> ContrastKind | None:
+    """The kind of value the text is, all of it (without a tail such as 的 or 版): "6 期" is a term, "延保一年" none."""
+    core = text if _STANDARD.match(text) else _ZH_X_TAIL.sub("", text).strip()
+    if not core:
+        return None
+    kind = _contrast_kind(core, text)
+    pattern = _SLOTS.get(kind)
+    if kind in ("standard", "variant"):
+        return kind
+    value = pattern.search(core) if pattern is not None else None
+    return kind if value is not None and value.group().strip() == core else None
 
 
 def _contrast_kind(core: str, raw: str) -> ContrastKind:
@@ -1478,6 +1556,9 @@ def substitute(previous: str, contrast: Contrast, question: str) -> tuple[str, s
         if not subj.named:
             return None if kind == "standard" else (_join(prev, value) + tail, f"added {value!r}")
         new_name = _with_variant(name, value if kind == "variant" else None)
+        if kind == "standard" and not any(ch.isdigit() for ch in new_name):
+            # "护童 Pro" -> "护童 标准版": with no model number the brand alone would name the whole line.
+            new_name = f"{new_name} {value}"
         return put(*span, new_name), f"{name!r} -> {new_name!r}"
     if kind == "pronoun":
         # "那它的保修期呢" -> "<product> 的保修期"; "What about its warranty?" -> "What about <product>'s warranty?"
