@@ -798,16 +798,16 @@ _FAMILY_BEFORE = re.compile(r"(?:\b(?:every|all|each|any)\s(?:of\s)?(?:the\s|our
 
 def _names_family(c: Candidate, q: Question) -> bool:
     """A sentence that names the asked model's family as such ("T5 系列整机保修 3 年", "every Brisa fan has
-    ..."): it is said of every model of the family, the asked one included."""
-    if c.row is not None:
-        return False
-    for n in products(c.text):
+    ..."): it is said of every model of the family, the asked one included. A row is its name cell's ("喂喂 F1
+    系列喂食器" in a warranty table: the family's row)."""
+    text = c.row.name if c.row is not None else c.text
+    for n in products(text):
         if n.variants or not any(n.core <= a.core for a in q.named):
             continue
-        at = c.text.find(n.text)
+        at = text.find(n.text)
         if at < 0:
             continue
-        if _FAMILY_AFTER.match(c.text, at + len(n.text)) or _FAMILY_BEFORE.search(c.text[max(0, at - 16) : at]):
+        if _FAMILY_AFTER.match(text, at + len(n.text)) or _FAMILY_BEFORE.search(text[max(0, at - 16) : at]):
             return True
     return False
 
@@ -1206,6 +1206,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     )
     takes = primary is Ask.DURATION and _TAKES.search(q.text) is not None
     own_statement = False
+    placed: set[str] = set()  # the pages with a line naming the asked place
     for c in candidates:
         # How much of what the question says the sentence covers: its words (rarer ones weigh more) and
         # its concepts. In the question's language they are mostly the same evidence ("warranty" is both),
@@ -1342,6 +1343,13 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             # A sentence that names no place, on a page that names others but not the one asked ("满 99 元包邮"
             # on the domestic page for a US question), is about somewhere else.
             score *= 0.4
+        if (
+            "place" in sentence_attrs
+            and "place" in q.attrs
+            and attribute_fit(q.attrs, {"place": sentence_attrs["place"]}) > 1
+            and not _OTHERS.match(c.text)
+        ):
+            placed.add(c.chunk.doc_id)
         if any(kind not in sentence_attrs for kind in q.attrs if kind in TIER_KINDS):
             score *= 0.5  # says nothing of the tier or size asked about
         score *= _label_fit(q, c, asked_words)
@@ -1388,11 +1396,12 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         c.score = score / _rank_discount(c)
         if fit is not None and fit >= 0.8 and (primary is Ask.GENERAL or shows(c.text, primary)):
             own_statement = True
-    if own_statement:
+    if own_statement or placed:
         # "其他品牌镜架：1 年", "Other models: 1 year": the default for what has no line of its own, and the asked
-        # product has one among the sentences.
+        # product has one among the sentences. "Other provinces: ¥12" is the default for the places its page does
+        # not list, and the asked place has a line of its own there ("Xinjiang, Tibet ...: no free delivery").
         for c in candidates:
-            if _OTHERS.match(c.text) and not products(c.text):
+            if _OTHERS.match(c.text) and not products(c.text) and (own_statement or c.chunk.doc_id in placed):
                 c.score *= _OTHERS_MISS
     _by_size(q, candidates)
 
