@@ -1136,6 +1136,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     often = primary is Ask.COUNT and _HOW_OFTEN.search(q.text) is not None
     # A length asked for ("how long should it last?"): a line's length in hours is what it states, not a sub-topic.
     lasting = primary is Ask.DURATION
+    asked_states = _states(q.text)
     for c in candidates:
         # A FAQ's question heading frames its answer but is worded like the customer's question: its words
         # would make every answer under it look like the answer.
@@ -1379,6 +1380,11 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         elif asks_part and not _PART.search(c.text):
             # "what would a replacement blade set me back?": the part's line, not the model's own price or specs.
             score *= _PART_MISS
+        if asked_states and (own := _states(f"{c.section} {c.text}")):
+            # "opened one of the packs, can I return it?": the rule for opened goods, not the one for unopened goods.
+            for i, so in asked_states.items():
+                if i in own:
+                    score *= _STATE_HIT if own[i] == so else _STATE_MISS
         if window and shows(c.text, Ask.DURATION):
             # "几天以内得办好": the time within which it must be done ("签收后 30 天内购买"), not a length ("延保 1 年").
             score *= _WINDOW_HIT if _WINDOW_STATED.search(c.text) else _WINDOW_MISS
@@ -1473,6 +1479,42 @@ _WINDOW_STATED = re.compile(
     re.I,
 )
 _WINDOW_HIT, _WINDOW_MISS = 1.5, 0.7
+# The state of the goods a customer says theirs is in ("I opened it", "穿过一次", "never used") against the state a
+# rule is written for: "未拆封的 7 天内可退" is the rule for unopened goods, not for an opened box. Per state: what
+# says it is not so (read first), and what says it is.
+_STATES = (
+    (
+        re.compile(
+            r"(?:未|没有?|尚未|不曾)(?:拆封|开封|拆开|打开|拆)|\bunopened\b|\bsealed\b|\bnot (?:been )?opened\b", re.I
+        ),
+        re.compile(r"拆封|开封|拆开|打开过|开过|拆过|\bopened\b|\bunsealed\b", re.I),
+    ),
+    (
+        re.compile(
+            r"(?:未|没有?|尚未|不曾)(?:使用|用过|穿过|穿着|佩戴|戴过|骑行|骑过)|\bun(?:used|worn)\b"
+            r"|\b(?:not|never) (?:been )?(?:used|worn|ridden)\b",
+            re.I,
+        ),
+        re.compile(
+            r"用过|使用过|已使用|使用后|穿过|穿出去|戴过|骑过|已骑行|\b(?:used|worn|wore|ridden|rode)\b(?! (?:for|to)\b)",
+            re.I,
+        ),
+    ),
+)
+_STATE_MISS, _STATE_HIT = 0.5, 1.5
+
+
+def _states(text: str) -> dict[int, bool]:
+    """The goods' states a text names, as not so (False) or so (True): {0: False} for "未拆封"."""
+    out: dict[int, bool] = {}
+    for i, (negated, stated) in enumerate(_STATES):
+        if negated.search(text):
+            out[i] = False
+        elif stated.search(text):
+            out[i] = True
+    return out
+
+
 # A length in hours ("for 48 hours", "a 2-hour class") names no opening hours unless the line says what opens.
 _HOURS_LONG = re.compile(r"\d\s?-?(?:hours?|hrs?)\b", re.I)
 _OPENING = re.compile(r"\bopen|\bclos|营业|开门|关门", re.I)
