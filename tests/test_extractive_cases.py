@@ -1,0 +1,93 @@
+"""Which rule a line is written for (sixteenth session), on invented shops:
+- "其他省份 …" / "Other regions …" is the default for the places its page does not list: a place the customer asks
+  about that has a line of its own is answered by that line;
+- a table row whose name cell names a model family ("X 系列") is that family's row, every model of it included;
+- the state the customer says the goods are in (opened, used) picks the rule written for that state, not the
+  one for goods in the other state ("未拆封的 7 天内可退" is not for an opened pack)."""
+
+from __future__ import annotations
+
+from tests.extractive_kit import answer, chunk
+
+TEA_SHIPPING = chunk(
+    "tea-shipping",
+    "青禾茶庄 配送说明",
+    "\n".join(
+        [
+            "江苏、浙江、上海：每单 6 元，满 99 元包邮。",
+            "其他省份：每单 10 元，满 199 元包邮。",
+            "新疆、西藏：每单 20 元，不参加包邮。",
+        ]
+    ),
+    section="快递费用",
+)
+
+
+def test_a_place_with_a_line_of_its_own_is_not_answered_by_the_other_line() -> None:
+    out = answer("寄到乌鲁木齐满多少能包邮", [TEA_SHIPPING])
+    assert "不参加包邮" in out, out
+
+
+def test_the_other_line_still_answers_a_place_the_page_does_not_list() -> None:
+    out = answer("寄到成都满多少能包邮", [TEA_SHIPPING])
+    assert "199 元" in out.splitlines()[1], out
+
+
+COFFEE_WARRANTY = chunk(
+    "coffee-warranty",
+    "松果咖啡机 保修政策",
+    "\n".join(
+        [
+            "| 商品 | 保修期 | 说明 |",
+            "|---|---|---|",
+            "| 松果 K2 系列咖啡机 | 整机 1 年 | 加热模块保修 3 年 |",
+            "| 松果 手冲壶 | 6 个月 | 只保温控底座 |",
+        ]
+    ),
+    section="保修期",
+)
+COFFEE_RETURNS = chunk(
+    "coffee-returns",
+    "松果咖啡 退换货说明",
+    "\n".join(["签收 7 天内出现故障可以直接换新。", "超过 7 天的按保修处理。"]),
+    section="质量问题",
+)
+
+
+def test_a_row_naming_the_family_is_the_asked_models_row() -> None:
+    out = answer("K2 Pro 加热模块坏了保几年", [COFFEE_WARRANTY, COFFEE_RETURNS], query="松果 K2 Pro 加热模块坏了保几年")
+    assert "3 年" in out.splitlines()[1], out
+
+
+LENS_CARE_RETURNS = chunk(
+    "lens-care-returns",
+    "明眸眼镜 退换货政策",
+    "\n".join(["未拆封的护理液 7 天内可以退。", "护理液是卫生用品，拆封后不退不换。"]),
+    section="护理用品",
+)
+
+
+def test_an_opened_pack_is_answered_by_the_rule_for_opened_goods() -> None:
+    out = answer("护理液拆开了还能退吗", [LENS_CARE_RETURNS])
+    assert "拆封后不退不换" in out.splitlines()[1], out
+
+
+def test_an_unopened_pack_is_answered_by_the_rule_for_unopened_goods() -> None:
+    out = answer("护理液还没拆封，能退吗", [LENS_CARE_RETURNS])
+    assert "7 天内" in out.splitlines()[1], out
+
+
+def test_goods_worn_outside_are_answered_by_the_rule_for_used_goods() -> None:
+    shoes = chunk(
+        "shoe-returns",
+        "远山鞋履 退换货政策",
+        "\n".join(
+            [
+                "鞋子没有穿过、鞋盒和吊牌完好的，签收 7 天内可以退货。",
+                "已经在户外穿过的不能无理由退。",
+            ]
+        ),
+        section="无理由退货",
+    )
+    out = answer("鞋子穿出去走了一天，鞋盒还在，还能退货吗", [shoes])
+    assert "不能无理由退" in out.splitlines()[1], out
