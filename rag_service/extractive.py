@@ -1380,11 +1380,11 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         elif asks_part and not _PART.search(c.text):
             # "what would a replacement blade set me back?": the part's line, not the model's own price or specs.
             score *= _PART_MISS
-        if asked_states and (own := _states(f"{c.section} {c.text}")):
+        if asked_states and (written_for := _states(f"{c.section} {c.text}")):
             # "opened one of the packs, can I return it?": the rule for opened goods, not the one for unopened goods.
             for i, so in asked_states.items():
-                if i in own:
-                    score *= _STATE_HIT if own[i] == so else _STATE_MISS
+                if i in written_for:
+                    score *= _STATE_HIT if written_for[i] == so else _STATE_MISS
         if window and shows(c.text, Ask.DURATION):
             # "几天以内得办好": the time within which it must be done ("签收后 30 天内购买"), not a length ("延保 1 年").
             score *= _WINDOW_HIT if _WINDOW_STATED.search(c.text) else _WINDOW_MISS
