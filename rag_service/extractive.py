@@ -1278,6 +1278,9 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         if takes and (held := (c.ideas if not _HOWTO_HEADING.search(c.section) else concepts(c.text)) & _VALIDITY):
             # A time to do something, not how long a right holds.
             score *= 1.0 if held & q.ideas else _VALIDITY_MISS
+        elif takes and _RIGHT_WITHIN.search(c.text):
+            # "配镜后 6 个月内…可免费更换一次": a time within which the customer may do something, not how long it takes.
+            score *= _VALIDITY_MISS
         if priced and primary in (Ask.YESNO, Ask.GENERAL) and states_threshold(c.text):
             score *= 2.0  # "a 900 yuan basket, may I split it?": the amount from which one can
         context = _context_products(c, q)
@@ -1557,11 +1560,18 @@ def _store_in_focus(q: Question, candidates: Sequence[Candidate]) -> str:
 # warranty, a return window, a validity).
 _TAKES = re.compile(
     r"\bhow long (?:does|will|would|did|do) (?:it|this|that|they|[\w' -]{1,40}?) (?:take|last)\b|\bhow long to\b"
-    r"|多久(?:能|才能|可以)|多长时间(?:能|才能|可以)?(?:好|完|搭|装|修|做)|要多久|几天能|需要多(?:久|长时间)",
+    r"|多久(?:能|才能|可以)|多长时间(?:能|才能|可以)?(?:好|完|搭|装|修|做)|要多久|几天能|需要多(?:久|长时间)"
+    r"|等(?:几天|多久|多长时间)",
     re.I,
 )
 _VALIDITY = frozenset({"warranty", "extended_warranty", "return", "expiry"})
 _VALIDITY_MISS = 0.2
+# A right that holds within a time: "取镜后 30 天内 … 可以免费重配", "within 30 days you may exchange it".
+_RIGHT_WITHIN = re.compile(
+    r"\d\s?(?:个)?(?:工作日|自然日|天|日|周|个月|年)(?:之内|以内|内)[^。；;]{0,30}?(?:可以|可|能|免费)"
+    r"|\bwithin \d+ (?:days?|weeks?|months?|years?)\b[^.;]{0,40}?\b(?:can|may|free)\b",
+    re.I,
+)
 
 
 # A line about what the others have ("其他品牌镜架：", "其余型号", "Other brands:", "All other models"): a default.

@@ -91,3 +91,19 @@ def test_goods_worn_outside_are_answered_by_the_rule_for_used_goods() -> None:
     )
     out = answer("鞋子穿出去走了一天，鞋盒还在，还能退货吗", [shoes])
     assert "不能无理由退" in out.splitlines()[1], out
+
+
+def test_how_long_it_takes_is_no_window_for_a_right() -> None:
+    lenses = chunk(
+        "lenses",
+        "明眸 防控镜片 商品详情",
+        "\n".join(
+            [
+                "配镜后 6 个月内度数增加满 50 度，可免费更换一次同款镜片。",
+                "加工周期：10 个工作日。",
+            ]
+        ),
+        section="明眸 Pro",
+    )
+    out = answer("配的明眸 Pro 镜片，几天能做好", [lenses])
+    assert "10 个工作日" in out.splitlines()[1], out
