@@ -1205,6 +1205,14 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         if primary is Ask.CONTACT and Ask.YESNO in q.asks
         else frozenset()
     )
+    # "英文客服电话多少": a number asked for a purpose (a language, a service) that one of the numbers is labelled with.
+    purpose = (
+        (q.ideas - q.added_ideas) - _CONTACT_LABEL_IDEAS - GENERIC - {"contact"}
+        if primary is Ask.CONTACT and not contact_topic
+        else frozenset()
+    )
+    if purpose and not any(purpose & c.ideas and shows(c.text, Ask.CONTACT) for c in candidates):
+        purpose = frozenset()
     takes = primary is Ask.DURATION and _TAKES.search(q.text) is not None
     own_statement = False
     placed: set[str] = set()  # the pages with a line naming the asked place
@@ -1368,6 +1376,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             score *= _line_purpose_fit(q, c)
             if contact_topic and not contact_topic & c.ideas:
                 score *= _OTHER_PURPOSE
+            elif purpose and not purpose & c.ideas and shows(c.text, Ask.CONTACT):
+                score *= _OTHER_PURPOSE  # a store's number for "the English service line"
         head, under = _subject_words(c) if own_words else (set(), set())
         if head & own_words:
             score *= _SUBJECT_BONUS  # "滤网（2 片装）：49 元" for "滤网什么价", not a spec line naming it in passing

@@ -107,3 +107,20 @@ def test_how_long_it_takes_is_no_window_for_a_right() -> None:
     )
     out = answer("配的明眸 Pro 镜片，几天能做好", [lenses])
     assert "10 个工作日" in out.splitlines()[1], out
+
+
+def test_a_number_asked_for_a_purpose_is_the_line_labelled_with_it() -> None:
+    faq = chunk(
+        "faq-en",
+        "FAQ for Visitors",
+        "Yes. Our English service line is 021-5555 1234, weekdays 9:00-17:00.",
+        section="Is there an English-speaking service?",
+    )
+    stores = [
+        chunk(f"store-{i}", "门店与营业时间", f"电话：021-5555 000{i}。", section=name, index=i)
+        for i, name in enumerate(["上海徐汇店", "杭州西湖店"], start=1)
+    ]
+    out = answer("英文客服电话是多少？", [faq, *stores])
+    quoted = [line for line in out.splitlines() if line.startswith("- ")]
+    assert "021-5555 1234" in quoted[0], out
+    assert "021-5555 0001" not in out and "021-5555 0002" not in out, out
