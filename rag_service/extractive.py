@@ -33,6 +33,7 @@ from rag_service.domain import Chunk, GenerationInput
 from rag_service.facts import (
     BASE_WORDS,
     TIER_KINDS,
+    VALUE_PATTERNS,
     VARIANT_WORDS,
     Ask,
     Product,
@@ -1214,6 +1215,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     if purpose and not any(purpose & c.ideas and shows(c.text, Ask.CONTACT) for c in candidates):
         purpose = frozenset()
     takes = primary is Ask.DURATION and _TAKES.search(q.text) is not None
+    # An amount the customer states in a price question is theirs (what they spend), not the price asked for.
+    echoed = primary is Ask.PRICE and Ask.YESNO not in q.asks and bool(numbers)
     own_statement = False
     placed: set[str] = set()  # the pages with a line naming the asked place
     for c in candidates:
@@ -1262,6 +1265,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             # unless the question asks for a rate, nor does a heading over such rates ask for one.
             rate = primary is Ask.PRICE and not asks_rate and _PER_PERIOD.search(f"{c.section} {c.text}") is not None
             fits = fits and not rate
+            if fits and echoed and _echoes(c.text, numbers):
+                fits = False  # "if I spend 600 yuan, what's the fee?": "Orders of 600 yuan or more …" repeats the 600
             costed = cost_yesno and (shows(c.text, Ask.PRICE) or _FREE.search(c.text) is not None)
             if primary is Ask.HOWTO:
                 score *= 1.4 if fits else 0.9
@@ -2008,6 +2013,12 @@ def _other_row(c: Candidate, best: Candidate) -> bool:
     )
 
 
+def _echoes(text: str, numbers: frozenset[str]) -> bool:
+    """Every amount the sentence states is one the customer stated."""
+    found = [re.sub(r"[^\d.]", "", v.replace(",", "")) for v in values(text, Ask.PRICE)]
+    return bool(found) and all(f in numbers for f in found)
+
+
 def _first_number(text: str, ask: Ask) -> float:
     found = values(text, ask)
     digits = re.search(r"\d+(?:\.\d+)?", found[0].replace(",", "")) if found else None
@@ -2128,9 +2139,23 @@ def _subject(c: Candidate, text: str) -> str:
         return "" if places(text) else section
     # "Acme Pro" names a model by its family and variant word as surely as a parsed product name does.
     variant = any(w.lower() in VARIANT_WORDS and w[0].isupper() for w in _WORD.findall(section))
-    if products(section) or editions(section) or variant or _named_by_heading(section):
+    if _heading_product(section) or editions(section) or variant or _named_by_heading(section):
         return "" if _line_products(text) or editions(text) or variant_marks(text) - {"base"} else section
     return ""
+
+
+def _heading_product(section: str) -> bool:
+    """The heading names a product, not a figure of a value it states ("periods 2" read in "3 periods 2.3%", a
+    table's first row taken for a heading; "ClearView Family - 699 yuan per year" names its plan)."""
+    found = products(section)
+    if not found:
+        return False
+    spans = [m.span() for a in _HEADING_VALUES if (p := VALUE_PATTERNS.get(a)) for m in p.finditer(section)]
+    for n in found:
+        at = section.find(n.text)
+        if at < 0 or not any(lo < at + len(n.text) and at < hi for lo, hi in spans):
+            return True
+    return False
 
 
 def _named_by_heading(section: str) -> bool:

@@ -124,3 +124,21 @@ def test_a_number_asked_for_a_purpose_is_the_line_labelled_with_it() -> None:
     quoted = [line for line in out.splitlines() if line.startswith("- ")]
     assert "021-5555 1234" in quoted[0], out
     assert "021-5555 0001" not in out and "021-5555 0002" not in out, out
+
+
+def test_the_amount_the_customer_states_is_not_the_price_asked() -> None:
+    # A table read from a PDF: its first row became the heading of the rows under it.
+    rule = chunk(
+        "plans",
+        "Tea Club Installment Payments",
+        "Orders of 600 yuan or more can be paid in installments.",
+        section="Plans",
+    )
+    rates = chunk(
+        "plans", "Tea Club Installment Payments", "6 periods 4.5%\n12 periods 7.5%", section="3 periods 2.3%", index=1
+    )
+    out = answer(
+        "Another thing: if I spend 600 yuan, can I pay it off in 6 installments, and what's the fee?", [rule, rates]
+    )
+    assert "4.5%" in out, out
+    assert "2.3%" not in out, out
