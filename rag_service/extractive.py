@@ -799,8 +799,8 @@ _FAMILY_BEFORE = re.compile(r"(?:\b(?:every|all|each|any)\s(?:of\s)?(?:the\s|our
 
 def _names_family(c: Candidate, q: Question) -> bool:
     """A sentence that names the asked model's family as such ("T5 系列整机保修 3 年", "every Brisa fan has
-    ..."): it is said of every model of the family, the asked one included. A row is its name cell's ("喂喂 F1
-    系列喂食器" in a warranty table: the family's row)."""
+    ..."): it is said of every model of the family, the asked one included. A row is its name cell's ("松果 K2
+    系列咖啡机" in a warranty table: the family's row)."""
     text = c.row.name if c.row is not None else c.text
     for n in products(text):
         if n.variants or not any(n.core <= a.core for a in q.named):
@@ -1206,7 +1206,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         if primary is Ask.CONTACT and Ask.YESNO in q.asks
         else frozenset()
     )
-    # "英文客服电话多少": a number asked for a purpose (a language, a service) that one of the numbers is labelled with.
+    # "the Japanese-language helpline's number": a number asked for a purpose (a language, a service) that one of the
+    # numbers is labelled with.
     purpose = (
         (q.ideas - q.added_ideas) - _CONTACT_LABEL_IDEAS - GENERIC - {"contact"}
         if primary is Ask.CONTACT and not contact_topic
@@ -1266,7 +1267,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             rate = primary is Ask.PRICE and not asks_rate and _PER_PERIOD.search(f"{c.section} {c.text}") is not None
             fits = fits and not rate
             if fits and echoed and _echoes(c.text, numbers):
-                fits = False  # "if I spend 600 yuan, what's the fee?": "Orders of 600 yuan or more …" repeats the 600
+                fits = False  # "my basket is 900 yuan, what's the surcharge?": "满 900 元可分期" repeats the 900
             costed = cost_yesno and (shows(c.text, Ask.PRICE) or _FREE.search(c.text) is not None)
             if primary is Ask.HOWTO:
                 score *= 1.4 if fits else 0.9
@@ -1292,7 +1293,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             # A time to do something, not how long a right holds.
             score *= 1.0 if held & q.ideas else _VALIDITY_MISS
         elif takes and _RIGHT_WITHIN.search(c.text):
-            # "配镜后 6 个月内…可免费更换一次": a time within which the customer may do something, not how long it takes.
+            # "购买后 3 个月内…可免费换新": a time within which the customer may do something, not how long it takes.
             score *= _VALIDITY_MISS
         if priced and primary in (Ask.YESNO, Ask.GENERAL) and states_threshold(c.text):
             score *= 2.0  # "a 900 yuan basket, may I split it?": the amount from which one can
@@ -1382,7 +1383,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             if contact_topic and not contact_topic & c.ideas:
                 score *= _OTHER_PURPOSE
             elif purpose and not purpose & c.ideas and shows(c.text, Ask.CONTACT):
-                score *= _OTHER_PURPOSE  # a store's number for "the English service line"
+                score *= _OTHER_PURPOSE  # a store's number for "the English-language line"
         head, under = _subject_words(c) if own_words else (set(), set())
         if head & own_words:
             score *= _SUBJECT_BONUS  # "滤网（2 片装）：49 元" for "滤网什么价", not a spec line naming it in passing
@@ -1399,7 +1400,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             # "what would a replacement blade set me back?": the part's line, not the model's own price or specs.
             score *= _PART_MISS
         if asked_states and (written_for := _states(f"{c.section} {c.text}")):
-            # "opened one of the packs, can I return it?": the rule for opened goods, not the one for unopened goods.
+            # "I broke the seal on the tin, may I send it back?": the rule for opened goods, not for unopened ones.
             for i, so in asked_states.items():
                 if i in written_for:
                     score *= _STATE_HIT if written_for[i] == so else _STATE_MISS
@@ -1422,8 +1423,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             own_statement = True
     if own_statement or placed:
         # "其他品牌镜架：1 年", "Other models: 1 year": the default for what has no line of its own, and the asked
-        # product has one among the sentences. "Other provinces: ¥12" is the default for the places its page does
-        # not list, and the asked place has a line of its own there ("Xinjiang, Tibet ...: no free delivery").
+        # product has one among the sentences. "其余地区：每单 15 元" is the default for the places its page does
+        # not list, and the asked place has a line of its own there ("青海、西藏：不包邮").
         for c in candidates:
             if _OTHERS.match(c.text) and not products(c.text) and (own_statement or c.chunk.doc_id in placed):
                 c.score *= _OTHERS_MISS
@@ -1497,8 +1498,8 @@ _WINDOW_STATED = re.compile(
     re.I,
 )
 _WINDOW_HIT, _WINDOW_MISS = 1.5, 0.7
-# The state of the goods a customer says theirs is in ("I opened it", "穿过一次", "never used") against the state a
-# rule is written for: "未拆封的 7 天内可退" is the rule for unopened goods, not for an opened box. Per state: what
+# The state of the goods a customer says theirs is in ("I broke the seal", "穿过两回", "never worn") against the state a
+# rule is written for: "未开封的茶叶 10 天内可换" is the rule for unopened goods, not for an opened tin. Per state: what
 # says it is not so (read first), and what says it is.
 _STATES = (
     (
@@ -1581,7 +1582,7 @@ _TAKES = re.compile(
 )
 _VALIDITY = frozenset({"warranty", "extended_warranty", "return", "expiry"})
 _VALIDITY_MISS = 0.2
-# A right that holds within a time: "取镜后 30 天内 … 可以免费重配", "within 30 days you may exchange it".
+# A right that holds within a time: "收货后 20 天内 … 可以免费调换", "within 20 days you may swap it".
 _RIGHT_WITHIN = re.compile(
     r"\d\s?(?:个)?(?:工作日|自然日|天|日|周|个月|年)(?:之内|以内|内)[^。；;]{0,30}?(?:可以|可|能|免费)"
     r"|\bwithin \d+ (?:days?|weeks?|months?|years?)\b[^.;]{0,40}?\b(?:can|may|free)\b",
@@ -2145,8 +2146,8 @@ def _subject(c: Candidate, text: str) -> str:
 
 
 def _heading_product(section: str) -> bool:
-    """The heading names a product, not a figure of a value it states ("periods 2" read in "3 periods 2.3%", a
-    table's first row taken for a heading; "ClearView Family - 699 yuan per year" names its plan)."""
+    """The heading names a product, not a figure of a value it states ("months 1" read in "3 months 1.9%", a
+    table's first row taken for a heading; "Brewer Club Duo - 399 yuan per year" names its plan)."""
     found = products(section)
     if not found:
         return False

@@ -24,12 +24,12 @@ TEA_SHIPPING = chunk(
 
 
 def test_a_place_with_a_line_of_its_own_is_not_answered_by_the_other_line() -> None:
-    out = answer("寄到乌鲁木齐满多少能包邮", [TEA_SHIPPING])
+    out = answer("乌鲁木齐包邮的门槛", [TEA_SHIPPING])
     assert "不参加包邮" in out, out
 
 
 def test_the_other_line_still_answers_a_place_the_page_does_not_list() -> None:
-    out = answer("寄到成都满多少能包邮", [TEA_SHIPPING])
+    out = answer("成都包邮的门槛", [TEA_SHIPPING])
     assert "199 元" in out.splitlines()[1], out
 
 
@@ -55,7 +55,9 @@ COFFEE_RETURNS = chunk(
 
 
 def test_a_row_naming_the_family_is_the_asked_models_row() -> None:
-    out = answer("K2 Pro 加热模块坏了保几年", [COFFEE_WARRANTY, COFFEE_RETURNS], query="松果 K2 Pro 加热模块坏了保几年")
+    out = answer(
+        "K2 Pro 的加热模块保修期有几年", [COFFEE_WARRANTY, COFFEE_RETURNS], query="松果 K2 Pro 的加热模块保修期有几年"
+    )
     assert "3 年" in out.splitlines()[1], out
 
 
@@ -68,7 +70,7 @@ LENS_CARE_RETURNS = chunk(
 
 
 def test_an_opened_pack_is_answered_by_the_rule_for_opened_goods() -> None:
-    out = answer("护理液拆开了还能退吗", [LENS_CARE_RETURNS])
+    out = answer("护理液拆开以后可以退么", [LENS_CARE_RETURNS])
     assert "拆封后不退不换" in out.splitlines()[1], out
 
 
@@ -105,8 +107,9 @@ def test_how_long_it_takes_is_no_window_for_a_right() -> None:
         ),
         section="明眸 Pro",
     )
-    out = answer("配的明眸 Pro 镜片，几天能做好", [lenses])
+    out = answer("订的明眸 Pro 镜片，要等几天", [lenses])
     assert "10 个工作日" in out.splitlines()[1], out
+    assert "可免费更换" not in out, out
 
 
 def test_a_number_asked_for_a_purpose_is_the_line_labelled_with_it() -> None:
@@ -114,13 +117,13 @@ def test_a_number_asked_for_a_purpose_is_the_line_labelled_with_it() -> None:
         "faq-en",
         "FAQ for Visitors",
         "Yes. Our English service line is 021-5555 1234, weekdays 9:00-17:00.",
-        section="Is there an English-speaking service?",
+        section="Help in other languages",
     )
     stores = [
         chunk(f"store-{i}", "门店与营业时间", f"电话：021-5555 000{i}。", section=name, index=i)
-        for i, name in enumerate(["上海徐汇店", "杭州西湖店"], start=1)
+        for i, name in enumerate(["上海长宁店", "杭州西湖店"], start=1)
     ]
-    out = answer("英文客服电话是多少？", [faq, *stores])
+    out = answer("英语热线的号码", [faq, *stores])
     quoted = [line for line in out.splitlines() if line.startswith("- ")]
     assert "021-5555 1234" in quoted[0], out
     assert "021-5555 0001" not in out and "021-5555 0002" not in out, out
@@ -131,14 +134,12 @@ def test_the_amount_the_customer_states_is_not_the_price_asked() -> None:
     rule = chunk(
         "plans",
         "Tea Club Installment Payments",
-        "Orders of 600 yuan or more can be paid in installments.",
+        "Baskets from 600 yuan can be split into installments.",
         section="Plans",
     )
     rates = chunk(
-        "plans", "Tea Club Installment Payments", "6 periods 4.5%\n12 periods 7.5%", section="3 periods 2.3%", index=1
+        "plans", "Tea Club Installment Payments", "6 periods 3.9%\n12 periods 6.8%", section="3 periods 1.9%", index=1
     )
-    out = answer(
-        "Another thing: if I spend 600 yuan, can I pay it off in 6 installments, and what's the fee?", [rule, rates]
-    )
-    assert "4.5%" in out, out
-    assert "2.3%" not in out, out
+    out = answer("My basket comes to 600 yuan. If I split it into 6 installments, what is the fee?", [rule, rates])
+    assert "3.9%" in out, out
+    assert "1.9%" not in out and "6.8%" not in out, out
