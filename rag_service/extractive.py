@@ -1519,6 +1519,15 @@ _STATES = (
             re.I,
         ),
     ),
+    # Why the goods go back: a change of mind ("不喜欢", "don't want it any more") against a fault.
+    (
+        re.compile(
+            r"无理由|不喜欢|不想要|不合适|不满意|改变主意|\bchange of mind\b|\bchanged my mind\b"
+            r"|\bdo(?:n't| not) (?:like|want)\b|\bno longer (?:want|need)\b|\bno reason\b",
+            re.I,
+        ),
+        re.compile(r"质量问题|故障|损坏|破损|\bdefect|\bfaulty\b|\bdamaged\b|\bquality (?:problem|issue)", re.I),
+    ),
 )
 _STATE_MISS, _STATE_HIT = 0.5, 1.5
 

@@ -143,3 +143,19 @@ def test_the_amount_the_customer_states_is_not_the_price_asked() -> None:
     out = answer("My basket comes to 600 yuan. If I split it into 6 installments, what is the fee?", [rule, rates])
     assert "3.9%" in out, out
     assert "1.9%" not in out and "6.8%" not in out, out
+
+
+def test_a_change_of_mind_is_answered_by_the_no_reason_rule() -> None:
+    returns = chunk(
+        "frame-returns",
+        "青柳眼镜 退换货政策",
+        "\n".join(
+            [
+                "自签收起 10 天内出现质量问题，可以退货或换同款。",
+                "按处方加工的镜片不支持无理由退货。",
+            ]
+        ),
+        section="定制镜片",
+    )
+    out = answer("不喜欢这副镜片，10 天内能退货吗", [returns])
+    assert "不支持无理由退货" in out.splitlines()[1], out
