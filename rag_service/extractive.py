@@ -33,6 +33,7 @@ from rag_service.domain import Chunk, GenerationInput
 from rag_service.facts import (
     BASE_WORDS,
     TIER_KINDS,
+    VALUE_PATTERNS,
     VARIANT_WORDS,
     Ask,
     Product,
@@ -798,16 +799,16 @@ _FAMILY_BEFORE = re.compile(r"(?:\b(?:every|all|each|any)\s(?:of\s)?(?:the\s|our
 
 def _names_family(c: Candidate, q: Question) -> bool:
     """A sentence that names the asked model's family as such ("T5 系列整机保修 3 年", "every Brisa fan has
-    ..."): it is said of every model of the family, the asked one included."""
-    if c.row is not None:
-        return False
-    for n in products(c.text):
+    ..."): it is said of every model of the family, the asked one included. A row is its name cell's ("松果 K2
+    系列咖啡机" in a warranty table: the family's row)."""
+    text = c.row.name if c.row is not None else c.text
+    for n in products(text):
         if n.variants or not any(n.core <= a.core for a in q.named):
             continue
-        at = c.text.find(n.text)
+        at = text.find(n.text)
         if at < 0:
             continue
-        if _FAMILY_AFTER.match(c.text, at + len(n.text)) or _FAMILY_BEFORE.search(c.text[max(0, at - 16) : at]):
+        if _FAMILY_AFTER.match(text, at + len(n.text)) or _FAMILY_BEFORE.search(text[max(0, at - 16) : at]):
             return True
     return False
 
@@ -1136,6 +1137,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     often = primary is Ask.COUNT and _HOW_OFTEN.search(q.text) is not None
     # A length asked for ("how long should it last?"): a line's length in hours is what it states, not a sub-topic.
     lasting = primary is Ask.DURATION
+    asked_states = _states(q.text)
     for c in candidates:
         # A FAQ's question heading frames its answer but is worded like the customer's question: its words
         # would make every answer under it look like the answer.
@@ -1204,8 +1206,20 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         if primary is Ask.CONTACT and Ask.YESNO in q.asks
         else frozenset()
     )
+    # "the Japanese-language helpline's number": a number asked for a purpose (a language, a service) that one of the
+    # numbers is labelled with.
+    purpose = (
+        (q.ideas - q.added_ideas) - _CONTACT_LABEL_IDEAS - GENERIC - {"contact"}
+        if primary is Ask.CONTACT and not contact_topic
+        else frozenset()
+    )
+    if purpose and not any(purpose & c.ideas and shows(c.text, Ask.CONTACT) for c in candidates):
+        purpose = frozenset()
     takes = primary is Ask.DURATION and _TAKES.search(q.text) is not None
+    # An amount the customer states in a price question is theirs (what they spend), not the price asked for.
+    echoed = primary is Ask.PRICE and Ask.YESNO not in q.asks and bool(numbers)
     own_statement = False
+    placed: set[str] = set()  # the pages with a line naming the asked place
     for c in candidates:
         # How much of what the question says the sentence covers: its words (rarer ones weigh more) and
         # its concepts. In the question's language they are mostly the same evidence ("warranty" is both),
@@ -1252,6 +1266,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             # unless the question asks for a rate, nor does a heading over such rates ask for one.
             rate = primary is Ask.PRICE and not asks_rate and _PER_PERIOD.search(f"{c.section} {c.text}") is not None
             fits = fits and not rate
+            if fits and echoed and _echoes(c.text, numbers):
+                fits = False  # "my basket is 900 yuan, what's the surcharge?": "满 900 元可分期" repeats the 900
             costed = cost_yesno and (shows(c.text, Ask.PRICE) or _FREE.search(c.text) is not None)
             if primary is Ask.HOWTO:
                 score *= 1.4 if fits else 0.9
@@ -1276,6 +1292,9 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         if takes and (held := (c.ideas if not _HOWTO_HEADING.search(c.section) else concepts(c.text)) & _VALIDITY):
             # A time to do something, not how long a right holds.
             score *= 1.0 if held & q.ideas else _VALIDITY_MISS
+        elif takes and _RIGHT_WITHIN.search(c.text):
+            # "购买后 3 个月内…可免费换新": a time within which the customer may do something, not how long it takes.
+            score *= _VALIDITY_MISS
         if priced and primary in (Ask.YESNO, Ask.GENERAL) and states_threshold(c.text):
             score *= 2.0  # "a 900 yuan basket, may I split it?": the amount from which one can
         context = _context_products(c, q)
@@ -1342,6 +1361,13 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             # A sentence that names no place, on a page that names others but not the one asked ("满 99 元包邮"
             # on the domestic page for a US question), is about somewhere else.
             score *= 0.4
+        if (
+            "place" in sentence_attrs
+            and "place" in q.attrs
+            and attribute_fit(q.attrs, {"place": sentence_attrs["place"]}) > 1
+            and not _OTHERS.match(c.text)
+        ):
+            placed.add(c.chunk.doc_id)
         if any(kind not in sentence_attrs for kind in q.attrs if kind in TIER_KINDS):
             score *= 0.5  # says nothing of the tier or size asked about
         score *= _label_fit(q, c, asked_words)
@@ -1356,6 +1382,8 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             score *= _line_purpose_fit(q, c)
             if contact_topic and not contact_topic & c.ideas:
                 score *= _OTHER_PURPOSE
+            elif purpose and not purpose & c.ideas and shows(c.text, Ask.CONTACT):
+                score *= _OTHER_PURPOSE  # a store's number for "the English-language line"
         head, under = _subject_words(c) if own_words else (set(), set())
         if head & own_words:
             score *= _SUBJECT_BONUS  # "滤网（2 片装）：49 元" for "滤网什么价", not a spec line naming it in passing
@@ -1371,6 +1399,11 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         elif asks_part and not _PART.search(c.text):
             # "what would a replacement blade set me back?": the part's line, not the model's own price or specs.
             score *= _PART_MISS
+        if asked_states and (written_for := _states(f"{c.section} {c.text}")):
+            # "I broke the seal on the tin, may I send it back?": the rule for opened goods, not for unopened ones.
+            for i, so in asked_states.items():
+                if i in written_for:
+                    score *= _STATE_HIT if written_for[i] == so else _STATE_MISS
         if window and shows(c.text, Ask.DURATION):
             # "几天以内得办好": the time within which it must be done ("签收后 30 天内购买"), not a length ("延保 1 年").
             score *= _WINDOW_HIT if _WINDOW_STATED.search(c.text) else _WINDOW_MISS
@@ -1388,11 +1421,12 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         c.score = score / _rank_discount(c)
         if fit is not None and fit >= 0.8 and (primary is Ask.GENERAL or shows(c.text, primary)):
             own_statement = True
-    if own_statement:
+    if own_statement or placed:
         # "其他品牌镜架：1 年", "Other models: 1 year": the default for what has no line of its own, and the asked
-        # product has one among the sentences.
+        # product has one among the sentences. "其余地区：每单 15 元" is the default for the places its page does
+        # not list, and the asked place has a line of its own there ("青海、西藏：不包邮").
         for c in candidates:
-            if _OTHERS.match(c.text) and not products(c.text):
+            if _OTHERS.match(c.text) and not products(c.text) and (own_statement or c.chunk.doc_id in placed):
                 c.score *= _OTHERS_MISS
     _by_size(q, candidates)
 
@@ -1464,6 +1498,51 @@ _WINDOW_STATED = re.compile(
     re.I,
 )
 _WINDOW_HIT, _WINDOW_MISS = 1.5, 0.7
+# The state of the goods a customer says theirs is in ("I broke the seal", "穿过两回", "never worn") against the state a
+# rule is written for: "未开封的茶叶 10 天内可换" is the rule for unopened goods, not for an opened tin. Per state: what
+# says it is not so (read first), and what says it is.
+_STATES = (
+    (
+        re.compile(
+            r"(?:未|没有?|尚未|不曾)(?:拆封|开封|拆开|打开|拆)|\bunopened\b|\bsealed\b|\bnot (?:been )?opened\b", re.I
+        ),
+        re.compile(r"拆封|开封|拆开|打开过|开过|拆过|\bopened\b|\bunsealed\b", re.I),
+    ),
+    (
+        re.compile(
+            r"(?:未|没有?|尚未|不曾)(?:使用|用过|穿过|穿着|佩戴|戴过|骑行|骑过)|\bun(?:used|worn)\b"
+            r"|\b(?:not|never) (?:been )?(?:used|worn|ridden)\b",
+            re.I,
+        ),
+        re.compile(
+            r"用过|使用过|已使用|使用后|穿过|穿出去|戴过|骑过|已骑行|\b(?:used|worn|wore|ridden|rode)\b(?! (?:for|to)\b)",
+            re.I,
+        ),
+    ),
+    # Why the goods go back: a change of mind ("不喜欢", "don't want it any more") against a fault.
+    (
+        re.compile(
+            r"无理由|不喜欢|不想要|不合适|不满意|改变主意|\bchange of mind\b|\bchanged my mind\b"
+            r"|\bdo(?:n't| not) (?:like|want)\b|\bno longer (?:want|need)\b|\bno reason\b",
+            re.I,
+        ),
+        re.compile(r"质量问题|故障|损坏|破损|\bdefect|\bfaulty\b|\bdamaged\b|\bquality (?:problem|issue)", re.I),
+    ),
+)
+_STATE_MISS, _STATE_HIT = 0.5, 1.5
+
+
+def _states(text: str) -> dict[int, bool]:
+    """The goods' states a text names, as not so (False) or so (True): {0: False} for "未拆封"."""
+    out: dict[int, bool] = {}
+    for i, (negated, stated) in enumerate(_STATES):
+        if negated.search(text):
+            out[i] = False
+        elif stated.search(text):
+            out[i] = True
+    return out
+
+
 # A length in hours ("for 48 hours", "a 2-hour class") names no opening hours unless the line says what opens.
 _HOURS_LONG = re.compile(r"\d\s?-?(?:hours?|hrs?)\b", re.I)
 _OPENING = re.compile(r"\bopen|\bclos|营业|开门|关门", re.I)
@@ -1506,11 +1585,18 @@ def _store_in_focus(q: Question, candidates: Sequence[Candidate]) -> str:
 # warranty, a return window, a validity).
 _TAKES = re.compile(
     r"\bhow long (?:does|will|would|did|do) (?:it|this|that|they|[\w' -]{1,40}?) (?:take|last)\b|\bhow long to\b"
-    r"|多久(?:能|才能|可以)|多长时间(?:能|才能|可以)?(?:好|完|搭|装|修|做)|要多久|几天能|需要多(?:久|长时间)",
+    r"|多久(?:能|才能|可以)|多长时间(?:能|才能|可以)?(?:好|完|搭|装|修|做)|要多久|几天能|需要多(?:久|长时间)"
+    r"|等(?:几天|多久|多长时间)",
     re.I,
 )
 _VALIDITY = frozenset({"warranty", "extended_warranty", "return", "expiry"})
 _VALIDITY_MISS = 0.2
+# A right that holds within a time: "收货后 20 天内 … 可以免费调换", "within 20 days you may swap it".
+_RIGHT_WITHIN = re.compile(
+    r"\d\s?(?:个)?(?:工作日|自然日|天|日|周|个月|年)(?:之内|以内|内)[^。；;]{0,30}?(?:可以|可|能|免费)"
+    r"|\bwithin \d+ (?:days?|weeks?|months?|years?)\b[^.;]{0,40}?\b(?:can|may|free)\b",
+    re.I,
+)
 
 
 # A line about what the others have ("其他品牌镜架：", "其余型号", "Other brands:", "All other models"): a default.
@@ -1937,6 +2023,12 @@ def _other_row(c: Candidate, best: Candidate) -> bool:
     )
 
 
+def _echoes(text: str, numbers: frozenset[str]) -> bool:
+    """Every amount the sentence states is one the customer stated."""
+    found = [re.sub(r"[^\d.]", "", v.replace(",", "")) for v in values(text, Ask.PRICE)]
+    return bool(found) and all(f in numbers for f in found)
+
+
 def _first_number(text: str, ask: Ask) -> float:
     found = values(text, ask)
     digits = re.search(r"\d+(?:\.\d+)?", found[0].replace(",", "")) if found else None
@@ -2057,9 +2149,23 @@ def _subject(c: Candidate, text: str) -> str:
         return "" if places(text) else section
     # "Acme Pro" names a model by its family and variant word as surely as a parsed product name does.
     variant = any(w.lower() in VARIANT_WORDS and w[0].isupper() for w in _WORD.findall(section))
-    if products(section) or editions(section) or variant or _named_by_heading(section):
+    if _heading_product(section) or editions(section) or variant or _named_by_heading(section):
         return "" if _line_products(text) or editions(text) or variant_marks(text) - {"base"} else section
     return ""
+
+
+def _heading_product(section: str) -> bool:
+    """The heading names a product, not a figure of a value it states ("months 1" read in "3 months 1.9%", a
+    table's first row taken for a heading; "Brewer Club Duo - 399 yuan per year" names its plan)."""
+    found = products(section)
+    if not found:
+        return False
+    spans = [m.span() for a in _HEADING_VALUES if (p := VALUE_PATTERNS.get(a)) for m in p.finditer(section)]
+    for n in found:
+        at = section.find(n.text)
+        if at < 0 or not any(lo < at + len(n.text) and at < hi for lo, hi in spans):
+            return True
+    return False
 
 
 def _named_by_heading(section: str) -> bool:
