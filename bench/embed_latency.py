@@ -32,7 +32,7 @@ from rag_core.settings import EmbeddingSettings  # noqa: E402
 QUESTIONS = (
     "这款电水壶的保温功能能维持多长时间？",
     "How long does delivery to a rural address usually take?",
-    "能开发票吗？",
+    "周末门店营业到几点？",
 )
 
 

@@ -988,7 +988,7 @@ def test_kept_questions_keep_their_reading_after_a_compression(monkeypatch: pyte
     monkeypatch.setattr(rules.gate, "decide", counted)
     asked = [
         "How much is the Velmo K3 kettle?",
-        "How long is its warranty?",
+        "What warranty does it carry?",
         "Does it come in grey?",
         "Is it BPA free?",
     ]
