@@ -5,8 +5,6 @@ dependencies (rag_service.api.deps): nothing here is global."""
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from dataclasses import dataclass, field
 
 from rag_core.documents.faq import faq_collection
@@ -37,8 +35,6 @@ from rag_service.sessions.interface import SessionStore
 from rag_service.summary import ExtractiveSummarizer, LLMSummarizer, Summarizer
 from rag_service.user_memory import FactExtractor, LLMFactExtractor, RedisVersions, RuleFactExtractor, UserMemory
 
-log = logging.getLogger(__name__)
-
 
 @dataclass
 class Services:
@@ -59,27 +55,12 @@ class Services:
     faq_index: VectorIndex | None = None
     feedback: FeedbackStore | None = None
     annotations: Annotations | None = None
-    _warming: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
 
     async def start(self) -> None:
-        """Work that needs the event loop: the archive takes up writes spooled by an earlier run; the default
-        tenant's cross-language bridge is read from the collection in the background, so that the first
-        question does not wait for it (~120 ms over the sample knowledge base, more for a larger one)."""
+        """Work that needs the event loop: the archive takes up writes spooled by an earlier run."""
         await self.store.start()
-        if self.settings.retrieval.bridged:
-            self._warming = asyncio.create_task(self._warm_bridge())
-
-    async def _warm_bridge(self) -> None:
-        retriever = self.pipeline.s.retriever
-        try:
-            await retriever.bridges.get(retriever.index, None)
-        except Exception as exc:  # an index not reachable yet: the first question builds it, as without this
-            log.warning("cross-language bridge not built at start-up: %s", exc)
 
     async def close(self) -> None:
-        if self._warming is not None and not self._warming.done():
-            self._warming.cancel()
-            await asyncio.gather(self._warming, return_exceptions=True)
         await self.pipeline.drain()
         for client in self.clients:
             await client.close()

@@ -5,18 +5,16 @@ embedded index, Qdrant Edge and local mode, with four-dimensional vectors and a 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from rag_core.settings import RetrievalSettings, Settings
-from rag_core.tokens import TokenCounter
+from rag_core.settings import RetrievalSettings
 from rag_core.vectorstore import ChunkPoint, VectorIndex
 from rag_service.bridge import MAX_SHARE, Bridges, _gloss_words, build, glosses, stem
 from rag_service.retrieval import Retriever
-from rag_service.wiring import build_services
 from tests.test_retrieval_across import FixedEmbedder, counted_matching, opened, point
 
 # English pages close to any question (the embedder prefers the question's language); the Chinese repair-parts
@@ -250,30 +248,3 @@ def test_a_question_is_read_once_per_bridge() -> None:
     first = bridge.translations(question, "zh")
     assert bridge.translations(question, "zh") is first
     assert bridge.groups(question, "zh") == tuple(g for _, g in first)
-
-
-async def test_the_default_tenants_bridge_is_read_at_start_up(
-    shop_index: VectorIndex, settings_factory: Callable[..., Settings], counter: TokenCounter
-) -> None:
-    # The first question must not wait for the collection to be read: the service reads it once it starts.
-    reads: list[Any] = []
-    original = shop_index.export
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        reads.append(args[0] if args else kwargs.get("tenant"))
-        return original(*args, **kwargs)
-
-    shop_index.export = counted  # type: ignore[method-assign]
-    services = build_services(settings_factory(), counter=counter, embedder=FixedEmbedder(), index=shop_index)
-    await services.start()
-    try:
-        for _ in range(1000):  # the start-up task runs when the loop gets to it
-            if reads:
-                break
-            await asyncio.sleep(0)
-        assert reads == [None]
-        bridge = await services.pipeline.s.retriever.bridges.get(shop_index, None)
-        assert bridge.groups("Is there a patch for a torn sail?", "zh")
-        assert reads == [None]  # the question took the bridge read at start-up
-    finally:
-        await services.close()
