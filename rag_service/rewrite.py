@@ -423,11 +423,10 @@ class RuleRewriter:
         self._memo: Recent[tuple[str, str, tuple[str, ...], KnownNames | None], RewriteResult] = Recent(_MEMO_SIZE)
         # Each stored question's reading on the turn it was asked, by the message (its text and time): the memo's key
         # holds the rounds before the question, which a compression (a new summary, fewer verbatim rounds) or a
-        # sliding window changes, and the rules would then read every kept question again (each against its own
-        # earlier ones, embedding questions as asked for the similarity check: 80 ms on a bench turn after a
-        # compression). The question keeps the reading it was searched with.
-        # With the round before it in the key: a client's own history (the OpenAI route) stamps all its messages
-        # with the request's time, and the same question may come twice in it.
+        # sliding window changes, and the rules would then decide every kept question again, each against its own
+        # earlier ones. The question keeps the reading it was searched with. The round before it is in the key too:
+        # a client's own history (the OpenAI route) stamps all its messages with the request's time, and the same
+        # question may come twice in it.
         self._readings: Recent[tuple[str, float, tuple[str, str], KnownNames | None], RewriteResult] = Recent(
             _MEMO_SIZE
         )
