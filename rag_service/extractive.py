@@ -26,7 +26,7 @@ from functools import lru_cache
 from typing import Any
 
 from rag_core.lexical import terms
-from rag_core.text import EN_GENERIC_WORDS, HAN_CLASS, LIST_MARK, is_heading, language, name_aliases, split_sentences
+from rag_core.text import EN_GENERIC_WORDS, HAN_CLASS, is_heading, language, name_aliases, split_sentences
 from rag_service.bridge import says
 from rag_service.bridge import stem as bridge_stem
 from rag_service.domain import Chunk, GenerationInput
@@ -80,6 +80,9 @@ _FRAMES = {
 }
 
 _LINE_SPLIT = re.compile(r"\n+")
+# A list item's marker ("- ", "1. ", "（2）"), not the whole part of a figure that opens the line: "7.5kg 装：398 元"
+# read as item "7." of a list would quote another pack size ("5kg 装：398 元").
+_LIST_MARK = re.compile(r"^\s*(?:[-*•·]|\d{1,2}[.、)](?!\d)|[（(]\d{1,2}[)）])\s*")
 _BOILERPLATE = re.compile(
     r"^(?:更新日期|最后更新|更新时间|发布日期|last updated|updated on|updated:|effective date)"
     r"|本页(?:面)?(?:介绍|说明|列出|汇总)|本文(?:介绍|说明)|以下是|如下[。:：]?$|详见下文|请继续阅读"
@@ -130,7 +133,7 @@ def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
             # before it has that text with its heading), so whose fact it states is unknown here.
             cut = lines.index(section)
             for line in lines[:cut]:
-                for sentence in split_sentences(LIST_MARK.sub("", line).strip(" #*")):
+                for sentence in split_sentences(_LIST_MARK.sub("", line).strip(" #*")):
                     held = (chunk.doc_id, sentence)
                     overlap[held] = min(rank, overlap.get(held, rank))
             lines = lines[cut:]
@@ -170,7 +173,7 @@ def sentences_of(chunks: Sequence[Chunk]) -> list[Candidate]:
                 section = line.strip("*_ ") or line  # "**Q: ...?**" is read as the question it sets in bold
                 continue
             previous_body = True
-            body = LIST_MARK.sub("", line).strip(" #*")
+            body = _LIST_MARK.sub("", line).strip(" #*")
             reply = ""
             for s in split_sentences(body):
                 if _BARE_REPLY.fullmatch(s):
