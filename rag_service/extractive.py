@@ -289,6 +289,9 @@ class Question:
     # What the previous answer's quoted lines were about ("型号 晨星 16 寸" of a row it quoted), for a follow-up
     # that names no model of its own: "这款怎么卖" after an answer that settled on one of a page's siblings.
     answered_subjects: tuple[str, ...] = ()
+    # The lines themselves the previous answer quoted, for the same follow-ups: a line quoted without the heading
+    # that names its sibling ("15kg 装：689 元" under one formula's heading) still says which sibling was settled on.
+    answered_lines: frozenset[str] = frozenset()
     # A follow-up that names what it moves on to ("配件呢"): the sibling quoted before holds only where it names none.
     moved_on: bool = False
     # The amount the customer says they spent, in this question or one just before: the tier it reaches.
@@ -390,6 +393,11 @@ class Question:
         # "能打几折" after "我今年花了 3500，是什么级别": the spend said before still picks the tier's row.
         spend = stated_spend(question)
         spend_carried = spend is None
+        points_back = (
+            bool(answered)
+            and bool(_ANAPHOR.search(question) or _elliptic(question) or _FOLLOW_UP.search(question))
+            and not _names_own_subject(question)
+        )
         if spend is None and not asked_numbers(question, []):
             spend = next((s for e in reversed(earlier[-_CONTEXT_ROUNDS:]) if (s := stated_spend(e)) is not None), None)
         return cls(
@@ -408,11 +416,8 @@ class Question:
             # is on the table can be what it asks about.
             # A follow-up that moves on to another thing ("配件呢" after the silver level's discount on bikes) keeps
             # the sibling settled on, unless it names one of that page's siblings itself.
-            answered_subjects=quoted_subjects(answered)
-            if answered
-            and (_ANAPHOR.search(question) or _elliptic(question) or _FOLLOW_UP.search(question))
-            and not _names_own_subject(question)
-            else (),
+            answered_subjects=quoted_subjects(answered) if points_back else (),
+            answered_lines=quoted_lines(answered) if points_back else frozenset(),
             moved_on=bool(_FOLLOW_UP.search(question)) and not (_ANAPHOR.search(question) or _elliptic(question)),
             base_model=BASE_WORDS.search(question) is not None,
             attrs=_with_place_pointed_at(attributes(question) or attributes(query), question, earlier),
@@ -617,6 +622,17 @@ def quoted_subjects(answer: str) -> tuple[str, ...]:
         end = _SUBJECT_END.search(line)
         out.append(line[: end.start()] if end else line)
     return tuple(o.strip().lower() for o in out)
+
+
+@lru_cache(maxsize=1024)
+def quoted_lines(answer: str) -> frozenset[str]:
+    """The lines an extractive answer quoted, without their citations."""
+    return frozenset(_without_citation(m.group(1)).strip() for m in _QUOTED_LINE.finditer(answer))
+
+
+def _was_quoted(c: Candidate, lines: frozenset[str]) -> bool:
+    # `_cite` may put the heading before the line ("Acme Pro：售价 99 元").
+    return len(c.text) >= 4 and any(line == c.text or line.endswith(f"：{c.text}") or line.endswith(f": {c.text}") for line in lines)
 
 
 _ANAPHOR = re.compile(r"\b(?:that|this|it|its|those|these|them|they)\b|这个|那个|这项|那项|该|它", re.I)
@@ -986,6 +1002,12 @@ class _Siblings:
             # model the rewriter carried is the one they move away from (its words name no sibling then).
             self.added = frozenset()
         self.distinct: dict[str, str] = {}
+        # The siblings whose lines the previous answer quoted.
+        answered = (
+            {(c.chunk.doc_id, n) for c in candidates if _was_quoted(c, q.answered_lines) and (n := self.name(c))}
+            if q.answered_lines
+            else set()
+        )
         for doc, names in by_doc.items():
             if len(names) < 2:
                 continue
@@ -1001,7 +1023,9 @@ class _Siblings:
             settled = not q.moved_on or not any(own.values())
             for name in names:
                 hit = own[name]
-                if settled and name in filed and _quotes_sibling(q.answered_subjects, name):
+                if settled and (
+                    (name in filed and _quotes_sibling(q.answered_subjects, name)) or (doc, name) in answered
+                ):
                     # The sibling the previous answer quoted, for a follow-up that names none ("那这款怎么卖"): the
                     # one the conversation settled on, weighed as the rewriter's additions are.
                     hit += _ADDED
@@ -1431,7 +1455,32 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         for c in candidates:
             if _OTHERS.match(c.text) and not products(c.text) and (own_statement or c.chunk.doc_id in placed):
                 c.score *= _OTHERS_MISS
+    if q.answered_lines:
+        _settled_section(q, candidates)
     _by_size(q, candidates)
+
+
+_SETTLED_MISS = 0.5
+# A line's label, a decimal figure in it too ("7.5kg 装：…").
+_LINE_LABEL = re.compile(r"^((?:[^:：，,。.!?！？]|(?<=\d)\.(?=\d)){1,24})[:：]\s*\S")
+
+
+def _settled_section(q: Question, candidates: list[Candidate]) -> None:
+    """"And the 7.5kg bag of that one?" after "15kg 装：689 元" quoted under one formula's heading: sections of a page
+    that repeat the same labelled lines ("2kg 装：…", "7.5kg 装：…" under each formula) are siblings, and the one the
+    previous answer quoted from is the one pointed back at: the same label under another of them is a sibling's."""
+    settled = {(c.chunk.doc_id, c.section) for c in candidates if c.row is None and _was_quoted(c, q.answered_lines)}
+    if not settled:
+        return
+    labelled: dict[tuple[str, str], set[str]] = {}
+    for c in candidates:
+        if c.row is None and (m := _LINE_LABEL.match(c.text)):
+            labelled.setdefault((c.chunk.doc_id, m.group(1).strip()), set()).add(c.section)
+    for c in candidates:
+        if c.row is None and (m := _LINE_LABEL.match(c.text)) and (c.chunk.doc_id, c.section) not in settled:
+            sections = labelled[(c.chunk.doc_id, m.group(1).strip())]
+            if any((c.chunk.doc_id, s) in settled for s in sections):
+                c.score *= _SETTLED_MISS
 
 
 # "大包的呢", "the big bottle", "小袋": the largest (or smallest) pack among the lines that answer, by its size.
