@@ -632,7 +632,9 @@ def quoted_lines(answer: str) -> frozenset[str]:
 
 def _was_quoted(c: Candidate, lines: frozenset[str]) -> bool:
     # `_cite` may put the heading before the line ("Acme Pro：售价 99 元").
-    return len(c.text) >= 4 and any(line == c.text or line.endswith(f"：{c.text}") or line.endswith(f": {c.text}") for line in lines)
+    return len(c.text) >= 4 and any(
+        line == c.text or line.endswith(f"：{c.text}") or line.endswith(f": {c.text}") for line in lines
+    )
 
 
 _ANAPHOR = re.compile(r"\b(?:that|this|it|its|those|these|them|they)\b|这个|那个|这项|那项|该|它", re.I)
@@ -1466,9 +1468,9 @@ _LINE_LABEL = re.compile(r"^((?:[^:：，,。.!?！？]|(?<=\d)\.(?=\d)){1,24})[
 
 
 def _settled_section(q: Question, candidates: list[Candidate]) -> None:
-    """"And the 7.5kg bag of that one?" after "15kg 装：689 元" quoted under one formula's heading: sections of a page
-    that repeat the same labelled lines ("2kg 装：…", "7.5kg 装：…" under each formula) are siblings, and the one the
-    previous answer quoted from is the one pointed back at: the same label under another of them is a sibling's."""
+    """Sections of a page that repeat the same labelled lines ("2kg 装：…", "7.5kg 装：…" under each formula) are
+    siblings, and the one the previous answer quoted from is the one a follow-up points back at ("And the 7.5kg bag of
+    that one?" after "15kg 装：689 元"): the same label under another of them is a sibling's."""
     settled = {(c.chunk.doc_id, c.section) for c in candidates if c.row is None and _was_quoted(c, q.answered_lines)}
     if not settled:
         return
@@ -1610,6 +1612,7 @@ _EVERY = re.compile(
 
 _SIZED = re.compile(r"\d+(?:\.\d+)?[a-z]{1,3}")
 _STORE_FIT = 2.0
+_STORE_FACTS = frozenset({"opening_hours", "address", "contact"})
 _STORE_MISS = 0.35
 
 
@@ -1617,17 +1620,29 @@ def _store_in_focus(q: Question, candidates: Sequence[Candidate]) -> str:
     """The store the customer is asking about when the retrieved lines are of several stores ("周末开门吗",
     "what's the address?"): the one their question names, else the one named last before (by the rewriter
     or in an earlier question). A city named in the question itself overrules stores named before it."""
-    names = {n for c in candidates if (n := store_name(c.section))}
-    if len(names) < 2:
+    cities: dict[str, frozenset[str]] = {}
+    for c in candidates:
+        if (n := store_name(c.section)) and n not in cities:
+            cities[n] = places(c.section)
+    if len(cities) < 2:
         return ""
     own_place = bool(places(q.text))
+    # A city picks its store only for what a store's own lines state (its hours, address, phone): "is there a minimum
+    # spend?" after "the Shanghai store" is asked of a rule, not of that store's lines.
+    by_city = bool(q.ideas & _STORE_FACTS) or bool(set(q.asks[:1]) & {Ask.TIME, Ask.LOCATION, Ask.CONTACT})
     for i, text in enumerate(q.recent):
         lowered = text.lower()
-        said = {n for n in names if n in lowered}
+        said = {n for n in cities if n in lowered}
         if len(said) > 1:
             return ""  # "湖滨店和滨江店哪家近": a choice between stores, none in focus
         if said:
             return said.pop()
+        if (
+            by_city
+            and (named := places(text))
+            and len(in_city := {n for n, found in cities.items() if found & named}) == 1
+        ):
+            return in_city.pop()  # "合肥那家店": the one store the shop has in the city named
         if own_place and i == 0:
             return ""
     return ""
