@@ -2,7 +2,7 @@
 - a line that opens with a decimal figure ("2.5kg 装：…") is no numbered list item: its figure is quoted whole;
 - a follow-up pointing back at the previous answer ("那它 3 kg 装的呢") is about the section that answer quoted from, when
   the page repeats the same labelled lines under sibling headings;
-- a city named before picks the shop's one store there for its hours, address or phone ("南京那家店" then "周末几点开门")."""
+- a city named before picks the shop's one store there for its hours, address or phone ("南京那边的门店" then "星期天营业到几点")."""
 
 from __future__ import annotations
 
@@ -91,20 +91,20 @@ STORES_PAGE = chunk(
 def test_a_city_with_one_store_picks_that_stores_hours() -> None:
     memory = conversation(
         (
-            "南京那家店能自提吗",
+            "南京那边的门店可以取货吗",
             "[extractive answer, no LLM configured] 根据知识库：\n- 所有门店都可以自提。（青禾茶庄 门店）",
         )
     )
-    out = answer("周末几点开门", [STORES_PAGE], query="周末几点开门", memory=memory)
+    out = answer("星期天营业到几点", [STORES_PAGE], query="星期天营业到几点", memory=memory)
     assert "9:00–21:30" in out.splitlines()[1], out
 
 
 def test_a_city_with_two_stores_picks_none() -> None:
     memory = conversation(
         (
-            "杭州那家店能自提吗",
+            "杭州那边的门店可以取货吗",
             "[extractive answer, no LLM configured] 根据知识库：\n- 所有门店都可以自提。（青禾茶庄 门店）",
         )
     )
-    out = answer("周末几点开门", [STORES_PAGE], query="周末几点开门", memory=memory)
+    out = answer("星期天营业到几点", [STORES_PAGE], query="星期天营业到几点", memory=memory)
     assert "10:00–21:00" in out and "10:00–20:00" in out, out
