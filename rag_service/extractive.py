@@ -80,8 +80,8 @@ _FRAMES = {
 }
 
 _LINE_SPLIT = re.compile(r"\n+")
-# A list item's marker ("- ", "1. ", "（2）"), not the whole part of a figure that opens the line: "7.5kg 装：398 元"
-# read as item "7." of a list would quote another pack size ("5kg 装：398 元").
+# A list item's marker ("- ", "1. ", "（2）"), not the whole part of a figure that opens the line: "2.5kg 装：99 元"
+# read as item "2." of a list would quote another pack size ("5kg 装：99 元").
 _LIST_MARK = re.compile(r"^\s*(?:[-*•·]|\d{1,2}[.、)](?!\d)|[（(]\d{1,2}[)）])\s*")
 _BOILERPLATE = re.compile(
     r"^(?:更新日期|最后更新|更新时间|发布日期|last updated|updated on|updated:|effective date)"
@@ -290,7 +290,7 @@ class Question:
     # that names no model of its own: "这款怎么卖" after an answer that settled on one of a page's siblings.
     answered_subjects: tuple[str, ...] = ()
     # The lines themselves the previous answer quoted, for the same follow-ups: a line quoted without the heading
-    # that names its sibling ("15kg 装：689 元" under one formula's heading) still says which sibling was settled on.
+    # that names its sibling ("10kg 装：310 元" under one formula's heading) still says which sibling was settled on.
     answered_lines: frozenset[str] = frozenset()
     # A follow-up that names what it moves on to ("配件呢"): the sibling quoted before holds only where it names none.
     moved_on: bool = False
@@ -1463,14 +1463,14 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
 
 
 _SETTLED_MISS = 0.5
-# A line's label, a decimal figure in it too ("7.5kg 装：…").
+# A line's label, a decimal figure in it too ("2.5kg 装：…").
 _LINE_LABEL = re.compile(r"^((?:[^:：，,。.!?！？]|(?<=\d)\.(?=\d)){1,24})[:：]\s*\S")
 
 
 def _settled_section(q: Question, candidates: list[Candidate]) -> None:
-    """Sections of a page that repeat the same labelled lines ("2kg 装：…", "7.5kg 装：…" under each formula) are
-    siblings, and the one the previous answer quoted from is the one a follow-up points back at ("And the 7.5kg bag of
-    that one?" after "15kg 装：689 元"): the same label under another of them is a sibling's."""
+    """Sections of a page that repeat the same labelled lines ("1kg 装：…", "3kg 装：…" under each formula) are
+    siblings, and the one the previous answer quoted from is the one a follow-up points back at ("那它 3 kg 装的呢"
+    after "1kg 装：35 元" was quoted from the adult formula's section): the same label under another is a sibling's."""
     settled = {(c.chunk.doc_id, c.section) for c in candidates if c.row is None and _was_quoted(c, q.answered_lines)}
     if not settled:
         return
@@ -1627,8 +1627,8 @@ def _store_in_focus(q: Question, candidates: Sequence[Candidate]) -> str:
     if len(cities) < 2:
         return ""
     own_place = bool(places(q.text))
-    # A city picks its store only for what a store's own lines state (its hours, address, phone): "is there a minimum
-    # spend?" after "the Shanghai store" is asked of a rule, not of that store's lines.
+    # A city picks its store only for what a store's own lines state (its hours, address, phone): a rule's threshold
+    # asked after a store's city was named is asked of the rule's page, not of that store's lines.
     by_city = bool(q.ideas & _STORE_FACTS) or bool(set(q.asks[:1]) & {Ask.TIME, Ask.LOCATION, Ask.CONTACT})
     for i, text in enumerate(q.recent):
         lowered = text.lower()
