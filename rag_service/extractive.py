@@ -1642,7 +1642,7 @@ def _store_in_focus(q: Question, candidates: Sequence[Candidate]) -> str:
             and (named := places(text))
             and len(in_city := {n for n, found in cities.items() if found & named}) == 1
         ):
-            return in_city.pop()  # "南京那边的门店": the one store the shop has in the city named
+            return in_city.pop()  # "青岛那边的门店": the one store the shop has in the city named
         if own_place and i == 0:
             return ""
     return ""

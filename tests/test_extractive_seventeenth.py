@@ -2,7 +2,7 @@
 - a line that opens with a decimal figure ("2.5kg 装：…") is no numbered list item: its figure is quoted whole;
 - a follow-up pointing back at the previous answer ("那它 3 kg 装的呢") is about the section that answer quoted from, when
   the page repeats the same labelled lines under sibling headings;
-- a city named before picks the shop's one store there for its hours, address or phone ("南京那边的门店" then "星期天营业到几点")."""
+- a city named before picks the shop's one store there for its hours, address or phone ("青岛那边的门店" then "星期天营业到几点")."""
 
 from __future__ import annotations
 
@@ -74,14 +74,14 @@ def test_without_a_quoted_line_every_section_still_answers() -> None:
 
 STORES_PAGE = chunk(
     "tea-stores",
-    "青禾茶庄 门店",
+    "松涧茶庄 门店",
     "\n".join(
         [
-            "杭州湖滨店",
+            "厦门中山路店",
             "营业时间：每天 10:00–21:00",
-            "杭州西溪店",
+            "厦门鼓浪屿店",
             "营业时间：每天 10:00–20:00",
-            "南京新街口店",
+            "青岛八大关店",
             "营业时间：周一至周五 11:00–20:00，周六周日 9:00–21:30",
         ]
     ),
@@ -91,8 +91,8 @@ STORES_PAGE = chunk(
 def test_a_city_with_one_store_picks_that_stores_hours() -> None:
     memory = conversation(
         (
-            "南京那边的门店可以取货吗",
-            "[extractive answer, no LLM configured] 根据知识库：\n- 所有门店都可以自提。（青禾茶庄 门店）",
+            "青岛那边的门店可以取货吗",
+            "[extractive answer, no LLM configured] 根据知识库：\n- 所有门店都可以自提。（松涧茶庄 门店）",
         )
     )
     out = answer("星期天营业到几点", [STORES_PAGE], query="星期天营业到几点", memory=memory)
@@ -102,8 +102,8 @@ def test_a_city_with_one_store_picks_that_stores_hours() -> None:
 def test_a_city_with_two_stores_picks_none() -> None:
     memory = conversation(
         (
-            "杭州那边的门店可以取货吗",
-            "[extractive answer, no LLM configured] 根据知识库：\n- 所有门店都可以自提。（青禾茶庄 门店）",
+            "厦门那边的门店可以取货吗",
+            "[extractive answer, no LLM configured] 根据知识库：\n- 所有门店都可以自提。（松涧茶庄 门店）",
         )
     )
     out = answer("星期天营业到几点", [STORES_PAGE], query="星期天营业到几点", memory=memory)
