@@ -135,6 +135,21 @@ def romanised_brand(han: Sequence[str], chunk: Chunk, titled: Sequence[Product])
     return all(t.text.lower() in glossed for t in titled)
 
 
+def _line_names(asked: list[Product], base: bool, named: list[Product], titled: list[Product], aliases: str) -> bool:
+    """Does the chunk name the asked product as a product of the title's line ("Daily 50ml" as "ShieldLight Daily
+    SPF50" on the page titled "ShieldLight Sunscreen"), or name it on a page whose title's products are only the
+    brand it romanises ("喂喂（Weiwei）智能喂食器": every product on it is the brand's)? Then the page is the line's,
+    with the asked model on it, though the question leaves the line's name out."""
+    glossed = {latin for _, latin in _alias_pairs(aliases)}
+    brand_page = all(t.text.lower() in glossed for t in titled)
+    return any(
+        (fit := product_fit(asked, base, [p])) is not None
+        and fit >= OWN_PAGE_FIT
+        and (brand_page or related_product([p], titled))
+        for p in named
+    )
+
+
 def alias_names_page(words: frozenset[str], chunk: Chunk) -> bool:
     """Does the query name, in Latin letters, a Chinese name in the chunk's title (by the page's own aliases)?"""
     return bool(words) and any(latin in words and han in chunk.title for han, latin in _alias_pairs(chunk.aliases))
@@ -178,7 +193,8 @@ def _product_bonus(q: Query, chunk: Chunk, own_page: bool) -> float:
             return SAME_PRODUCT * 0.5
         return 0.0 if related_product(asked, named) else OTHER_PRODUCTS_NAMED
     if not related_product(asked, titled):
-        return OTHER_PRODUCT
+        # The line's page names the asked model as a price list does: a mention, not a page about it.
+        return SAME_PRODUCT * 0.5 if _line_names(asked, q.base_model, named, titled, chunk.aliases) else OTHER_PRODUCT
     # The title names the asked product's family (or the family under another naming).
     return SAME_PRODUCT * (1.0 if mentioned is not None and mentioned >= OWN_PAGE_FIT else 0.5)
 

@@ -356,7 +356,10 @@ OWN_BEST_RANK = 2
 OWN_BEST_MARGIN = DOC_PRIOR / 4
 # Where the best chunk of the continued page in the other language is kept at the latest (0-based, `lean`).
 ACROSS_KEPT_RANK = 0
-ACROSS_KEPT_OWN = True
+# ... and at the latest this one when the follow-up has a page of its own (`has_own_page`): its own page stays
+# first, and the continued page may still have the answer ("can I cancel it?" after questions about a plan: the
+# returns policy is the question's own page, the plan's page has its own terms).
+ACROSS_KEPT_OWN_RANK = 2
 # A page the best chunk refers to is taken in second unless it has one of the first this many chunks (`_referred`).
 REFERRED_WITHIN = 3
 # How many of the referred page's best chunks in the pool are read for the one the reference points at.
@@ -404,17 +407,23 @@ def lean(
 
 def _across_kept(query: str, leaned: list[Chunk], prior: dict[str, float], own_page: bool) -> list[Chunk]:
     """`leaned` with the best chunk of the page the previous question found first (weight 1 in `prior`) among
-    the first `ACROSS_KEPT_RANK` + 1 when that page is in the other language than the follow-up. The lean is in
+    the first `ACROSS_KEPT_RANK` + 1 (`ACROSS_KEPT_OWN_RANK` + 1 after the follow-up's own new page) when that page
+    is in the other language than the follow-up. The lean is in
     cosine units, and a follow-up's own words score a page in the other language lower by the cross-language
     gap as well as by what they leave unsaid: "100ml 的多少钱" after a question answered on an English product
     page finds the Chinese price lists of every product above it, and the lift cannot bridge both."""
-    if ACROSS_KEPT_OWN and own_page:
-        return leaned
+    rank = ACROSS_KEPT_RANK
+    if own_page:
+        # Only a follow-up that moves to a page the conversation has not shown: one whose own page is among the
+        # previous pages is on them already.
+        if not leaned or leaned[0].doc_id in prior:
+            return leaned
+        rank = ACROSS_KEPT_OWN_RANK
     lang = language(query)
     at = next((i for i, c in enumerate(leaned) if prior.get(c.doc_id, 0.0) >= 1.0), None)
-    if at is None or at <= ACROSS_KEPT_RANK or leaned[at].lang in ("", lang):
+    if at is None or at <= rank or leaned[at].lang in ("", lang):
         return leaned
-    leaned.insert(ACROSS_KEPT_RANK, leaned.pop(at))
+    leaned.insert(rank, leaned.pop(at))
     return leaned
 
 

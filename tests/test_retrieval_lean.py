@@ -7,7 +7,7 @@ from typing import Any
 
 from rag_core.settings import RetrievalSettings
 from rag_service.domain import Chunk
-from rag_service.retrieval import ACROSS_KEPT_RANK, PRIOR_CHUNKS, Retriever, Searched, lean
+from rag_service.retrieval import ACROSS_KEPT_OWN_RANK, ACROSS_KEPT_RANK, PRIOR_CHUNKS, Retriever, Searched, lean
 
 
 def _chunk(doc: str, score: float, lang: str, text: str = "text") -> Chunk:
@@ -30,10 +30,18 @@ def test_a_continued_page_in_the_questions_language_is_only_lifted() -> None:
     assert [c.doc_id for c in leaned].index("cloudleaf-tin") == len(PRICE_LISTS)
 
 
-def test_a_follow_up_with_its_own_page_is_only_lifted() -> None:
-    # Its own best chunk has a specific concept of the question's: the question names what it moves on to.
+def test_a_follow_up_with_its_own_page_keeps_the_continued_page_below_it() -> None:
+    # Its own best chunk has a specific concept of the question's: the question names what it moves on to (its
+    # own page first), and the page in the other language it continues may have its own terms on that.
     tin = _chunk("cloudleaf-tin", 0.84, "en")
     leaned = lean("大罐的多少钱", [*PRICE_LISTS, tin], {"cloudleaf-tin": 1.0}, own_page=True)
+    assert [c.doc_id for c in leaned].index("cloudleaf-tin") == ACROSS_KEPT_OWN_RANK
+    assert leaned[0].doc_id == "prices-0"
+
+
+def test_a_follow_up_whose_own_page_the_conversation_showed_is_only_lifted() -> None:
+    tin = _chunk("cloudleaf-tin", 0.84, "en")
+    leaned = lean("大罐的多少钱", [*PRICE_LISTS, tin], {"cloudleaf-tin": 1.0, "prices-0": 0.5}, own_page=True)
     assert [c.doc_id for c in leaned].index("cloudleaf-tin") == len(PRICE_LISTS)
     # Only the page the previous question found first is kept, not the next one it found.
     leaned = lean("大罐的多少钱", [*PRICE_LISTS, tin], {"prices-5": 1.0, "cloudleaf-tin": 0.5})
