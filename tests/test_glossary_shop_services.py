@@ -60,6 +60,9 @@ def test_an_english_where_is_my_parcel_question_finds_the_chinese_tracking_lines
         ("How long does it take to set it up?", "install"),
         ("Do I have to put it together myself?", "install"),
         ("书架需要自己组装吗", "install"),
+        ("台灯坏了能修吗", "repair"),
+        ("保修期过了还管吗", "out_of_warranty"),
+        ("能自己去门店拿吗", "pickup"),
     ],
 )
 def test_everyday_wording_of_a_fault_a_pickup_or_an_assembly(question: str, concept: str) -> None:
