@@ -37,7 +37,7 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "out_of_warranty": (
         "out of warranty|out-of-warranty|after the warranty|after warranty|warranty expired|warranty has expired"
         "|warranty ends|expired warranty|post-warranty|no longer under warranty",
-        "保外|过保|保修期外|超出保修|保修期满|保修期过后|过了保修期|保修期过了|保修过期",
+        "保外|过保|保修期外|超出保修|保修期满|保修期过后|过了保修|保修期过了|保修过期",
     ),
     "keyboard": ("keyboard*|keycap*|trackpad*|touchpad*", "键盘|触控板"),
     "motherboard": ("motherboard*|logic board*|mainboard*", "主板"),

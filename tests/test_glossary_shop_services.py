@@ -57,7 +57,7 @@ def test_an_english_where_is_my_parcel_question_finds_the_chinese_tracking_lines
         ("What if the grinder breaks after a month?", "quality"),
         ("The lamp stopped working.", "quality"),
         ("Can I pick them up at the shop myself?", "pickup"),
-        ("How long does it take to set it up?", "install"),
+        ("Any tips to set it up quickly?", "install"),
         ("Do I have to put it together myself?", "install"),
         ("书架需要自己组装吗", "install"),
         ("台灯坏了能修吗", "repair"),
