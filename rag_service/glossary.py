@@ -33,7 +33,7 @@ CONCEPTS: dict[str, tuple[str, str]] = {
         "accident*|damage protection|dropped|drop it|drops and|drop damage|spill*|crack*|broken",
         "意外|摔|碎屏|碎裂|进水",
     ),
-    "repair": ("repair*|fix*|service cent*", "维修|修理|报修|送修|能修|可以修|修一下"),
+    "repair": ("repair*|fix*|service cent*", "维修|修理|报修|送修"),
     "out_of_warranty": (
         "out of warranty|out-of-warranty|after the warranty|after warranty|warranty expired|warranty has expired"
         "|warranty ends|expired warranty|post-warranty|no longer under warranty",
