@@ -37,7 +37,7 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "out_of_warranty": (
         "out of warranty|out-of-warranty|after the warranty|after warranty|warranty expired|warranty has expired"
         "|warranty ends|expired warranty|post-warranty|no longer under warranty",
-        "保外|过保|保修期外|超出保修|保修期满|保修期过后|过了保修|保修期过了|保修过期",
+        "保外|过保|保修期外|超出保修|保修期满|保修期过后",
     ),
     "keyboard": ("keyboard*|keycap*|trackpad*|touchpad*", "键盘|触控板"),
     "motherboard": ("motherboard*|logic board*|mainboard*", "主板"),
@@ -124,10 +124,7 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "video_editing": ("video edit*|4k|editing", "视频剪辑|剪辑|4K"),
     "policy": ("polic*|rule*|terms|conditions", "政策|规则|条款|规定|说明"),
     "deposit": ("pre-order|preorder|reserve*|book*", "预订|预约|订购"),
-    "pickup": (
-        "pick up|pickup|pick it up|pick them up|collect*",
-        "上门取件|取件|自提|到店自取|取送|上门取|店里拿|门店拿|自己去拿|自己来拿",
-    ),
+    "pickup": ("pick up|pickup|collect*", "上门取件|取件|自提|到店自取|取送|上门取"),
     "auto": ("automatic*", "自动"),
     "time_limit": ("how long|within|deadline|time limit|period", "多久|期限|以内|之内|时效|期间"),
     "cost_free": ("free|no charge|at no cost|complimentary", "免费|不收费|包邮|无需付费"),

@@ -49,15 +49,3 @@ def test_an_english_where_is_my_parcel_question_finds_the_chinese_tracking_lines
     change = _chunk("orders", "订单帮助", "发货前可以在小程序里改一次收货地址。", 0.84, "zh")
     status = _chunk("orders", "订单帮助", "在小程序的订单页可以查看物流进度。", 0.82, "zh")
     assert rerank("How do I see where my order is?", [change, status])[0].text == status.text
-
-
-@pytest.mark.parametrize(
-    ("question", "concept"),
-    [
-        ("Can I pick them up at the shop myself?", "pickup"),
-        ("保修期过了还管吗", "out_of_warranty"),
-        ("能自己去门店拿吗", "pickup"),
-    ],
-)
-def test_everyday_wording_of_a_pickup_or_an_expired_warranty(question: str, concept: str) -> None:
-    assert concept in concepts(question)
