@@ -32,6 +32,9 @@ class Recent(Generic[K, V]):
         while len(self._entries) > self._size:
             self._entries.popitem(last=False)
 
+    def pop(self, key: K) -> None:
+        self._entries.pop(key, None)
+
     def clear(self) -> None:
         self._entries.clear()
 

@@ -181,6 +181,8 @@ class RetrievalSettings(BaseModel):
     bridge_lift: float = 0.06
     # A collection of more chunks than this gets no bridge (its word sets grow with it, ~1 MB a hundred chunks).
     bridge_max_chunks: int = 5000
+    # The bridges a process keeps, in their collections' chunks (the least recently asked dropped first).
+    bridge_kept_chunks: int = 20000
 
     @property
     def bridged(self) -> bool:

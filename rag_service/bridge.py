@@ -20,7 +20,7 @@ import dataclasses
 import itertools
 import re
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -351,14 +351,20 @@ class Bridges:
     bridge yet, and take the one before it when there is (a server's collection re-read every few minutes must not
     stall every turn of a busy process). A collection of more than `max_chunks` chunks gets no bridge: the
     per-chunk word sets grow with the collection (about 1 MB a hundred chunks), and reading it whole on a question
-    is a cost for small shops' collections, not for a large one."""
+    is a cost for small shops' collections, not for a large one.
 
-    def __init__(self, max_chunks: int = 5000) -> None:
+    The bridges kept hold at most `kept_chunks` chunks' worth of collections, the least recently asked dropped
+    first (read again on its next question): a server of many tenants would otherwise keep every tenant's
+    bridge for good, tens of MB each for a large shop."""
+
+    def __init__(self, max_chunks: int = 5000, kept_chunks: int = 20000) -> None:
         self.max_chunks = max_chunks
-        self._kept: dict[tuple[int, str], tuple[int | None, float, Bridge]] = {}
+        self.kept_chunks = kept_chunks
+        # key -> (the collection's write count, when it was read, the bridge, its chunks), least recent first.
+        self._kept: OrderedDict[tuple[int, str], tuple[int | None, float, Bridge, int]] = OrderedDict()
         self._building: dict[tuple[int, str], asyncio.Lock] = {}
 
-    def _fresh(self, kept: tuple[int | None, float, Bridge] | None, writes: int | None) -> bool:
+    def _fresh(self, kept: tuple[int | None, float, Bridge, int] | None, writes: int | None) -> bool:
         if kept is None or kept[0] != writes:
             return False
         return writes is not None or time.monotonic() - kept[1] < SERVER_TTL_S
@@ -368,6 +374,7 @@ class Bridges:
         kept = self._kept.get(key)
         if self._fresh(kept, index.writes(tenant)):
             assert kept is not None
+            self._kept.move_to_end(key)
             return kept[2]
         lock = self._building.setdefault(key, asyncio.Lock())
         if lock.locked() and kept is not None:
@@ -380,12 +387,23 @@ class Bridges:
                 assert kept is not None
                 return kept[2]
             now = time.monotonic()
-            bridge = await self._build(index, tenant)
+            bridge, chunks = await self._build(index, tenant)
             # A write while it was read leaves the count changed: the next question reads the collection again.
-            self._kept[key] = (writes, now, bridge)
+            self._keep(key, (writes, now, bridge, chunks))
             return bridge
 
-    async def _build(self, index: VectorIndex, tenant: str | None) -> Bridge:
+    def _keep(self, key: tuple[int, str], entry: tuple[int | None, float, Bridge, int]) -> None:
+        self._kept[key] = entry
+        self._kept.move_to_end(key)
+        held = sum(kept[3] for kept in self._kept.values())
+        while held > self.kept_chunks and len(self._kept) > 1:
+            dropped, kept = self._kept.popitem(last=False)
+            held -= kept[3]
+            lock = self._building.get(dropped)
+            if lock is not None and not lock.locked():
+                del self._building[dropped]
+
+    async def _build(self, index: VectorIndex, tenant: str | None) -> tuple[Bridge, int]:
         texts: list[tuple[str, str, str]] = []
         titles: dict[str, set[str]] = {}
         async for points in index.export(tenant):
@@ -401,6 +419,6 @@ class Bridges:
                     )
                 )
             if len(texts) > self.max_chunks:
-                return Bridge({}, {}, {})  # no links
+                return Bridge({}, {}, {}), 0  # no links
         bridge = await asyncio.to_thread(build, texts)
-        return dataclasses.replace(bridge, titles={t: tuple(sorted(d)) for t, d in titles.items()})
+        return dataclasses.replace(bridge, titles={t: tuple(sorted(d)) for t, d in titles.items()}), len(texts)

@@ -85,7 +85,11 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     ),
     "order": ("order*", "订单|下单|单号"),
     "cancel": ("cancel*|unpaid", "取消|未付款|自动关闭"),
-    "track": ("track*|status|where is my", "查询|物流信息|查物流|查快递|物流|跟踪|进度|状态"),
+    "track": (
+        "track*|status|where is my|where's my|where’s my|where my order*|where my parcel*|where my package*"
+        "|where my deliver*|where my shipment*",
+        "查询|物流信息|查物流|查快递|物流|跟踪|进度|状态",
+    ),
     "payment": ("pay*|paid|alipay|wechat pay|card|cards", "支付|付款|付钱|支付宝|微信支付|银行卡"),
     "e_wallet": (
         "alipay|wechat pay|weixin pay|e-wallet*|mobile wallet*|digital wallet*",

@@ -21,6 +21,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from rag_core.recent import Recent
 from rag_core.settings import UserMemorySettings
 from rag_core.text import split_sentences
 from rag_core.tokens import TokenCounter
@@ -32,6 +33,9 @@ from rag_service.prompt import escape_data, profile_message
 from rag_service.sessions.archive.memory_repo import StoredFact
 
 log = logging.getLogger(__name__)
+
+# Users whose profile a process keeps read (a few hundred bytes each).
+PROFILES_CACHED = 10_000
 
 EXTRACT_PROMPT = (
     "From the user's messages inside <user_messages> below, list durable facts about the user that would "
@@ -137,8 +141,9 @@ class UserMemory:
     ) -> None:
         self.store, self.extractor, self.counter, self.settings = store, extractor, counter, settings
         self.masker, self.versions = masker, versions
-        # user -> (when cached, version, text, tokens)
-        self._cache: dict[str, tuple[float, int, str, int]] = {}
+        # user -> (when cached, version, text, tokens); bounded, as a process meets ever more users and an
+        # entry past `cache_s` is only ever replaced, never removed.
+        self._cache: Recent[str, tuple[float, int, str, int]] = Recent(PROFILES_CACHED)
 
     @staticmethod
     def key(tenant: str, user: str) -> str:
@@ -173,7 +178,7 @@ class UserMemory:
         text = profile_message(self.settings.prompt_header, facts) if facts else ""
         tokens = self.counter.count(text) if text else 0
         if version is not None:
-            self._cache[user_key] = (time.monotonic(), version, text, tokens)
+            self._cache.put(user_key, (time.monotonic(), version, text, tokens))
         return text, tokens
 
     async def _version(self, user_key: str) -> int | None:
@@ -204,7 +209,7 @@ class UserMemory:
 
     async def changed(self, user_key: str) -> None:
         """The user's facts changed (learnt, deleted): no process may answer from its old cache."""
-        self._cache.pop(user_key, None)
+        self._cache.pop(user_key)
         if self.versions is not None:
             await self.versions.bump(user_key)
 

@@ -203,7 +203,12 @@ def build_services(
     stages = Stages(
         settings=settings,
         counter=counter,
-        retriever=Retriever(index, embedder, settings.retrieval, bridges=Bridges(settings.retrieval.bridge_max_chunks)),
+        retriever=Retriever(
+            index,
+            embedder,
+            settings.retrieval,
+            bridges=Bridges(settings.retrieval.bridge_max_chunks, settings.retrieval.bridge_kept_chunks),
+        ),
         store=store,
         memory=make_memory(settings.memory, settings.budget.history_budget, settings.tokens.per_message_overhead),
         rewriter=build_rewriter(settings, embedder, clients, index),

@@ -248,3 +248,34 @@ def test_a_question_is_read_once_per_bridge() -> None:
     first = bridge.translations(question, "zh")
     assert bridge.translations(question, "zh") is first
     assert bridge.groups(question, "zh") == tuple(g for _, g in first)
+
+
+async def test_the_least_recently_asked_bridge_is_dropped_past_the_kept_chunks(shop_index: VectorIndex) -> None:
+    # Three tenants of the kite shop's size; room for two of them.
+    for tenant in ("east", "west"):
+        await shop_index.upsert(SHOP, tenant)
+    reads: list[str | None] = []
+    original = shop_index.export
+
+    def counted(tenant: str | None = None, *args: Any, **kwargs: Any) -> Any:
+        reads.append(tenant)
+        return original(tenant, *args, **kwargs)
+
+    shop_index.export = counted  # type: ignore[method-assign]
+    bridges = Bridges(kept_chunks=2 * len(SHOP))
+    first = await bridges.get(shop_index, None)
+    await bridges.get(shop_index, "east")
+    # Asking the first again makes "east" the least recent one, which the third tenant's bridge pushes out.
+    assert await bridges.get(shop_index, None) is first
+    await bridges.get(shop_index, "west")
+    assert reads == [None, "east", "west"]
+    assert await bridges.get(shop_index, None) is first
+    again = await bridges.get(shop_index, "east")
+    assert reads == [None, "east", "west", "east"]
+    assert again.groups("Is there a patch for a torn sail?", "zh") == ({"补丁": 1.0},)
+
+
+async def test_a_collection_larger_than_the_kept_chunks_is_still_kept_alone(shop_index: VectorIndex) -> None:
+    bridges = Bridges(kept_chunks=1)
+    first = await bridges.get(shop_index, None)
+    assert await bridges.get(shop_index, None) is first

@@ -32,3 +32,20 @@ def test_a_chinese_question_about_gift_boxes_finds_the_english_gift_wrapping_pag
     returns = _chunk("returns", "退换货政策", "已经刻字的礼盒不退不换。", 0.86, "zh")
     wrapping = _chunk("wrapping", "Gift Wrapping and Cards", "A rigid box with a ribbon, 16 yuan.", 0.80, "en")
     assert rerank("礼盒怎么收费", [returns, wrapping])[0].doc_id == "wrapping"
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["Could you check where my parcel is?", "Where's my package? It said shipped.", "where is my order right now"],
+)
+def test_asking_where_ones_order_is_is_tracking(question: str) -> None:
+    assert "track" in concepts(question)
+    # "where" alone is a place, not a parcel's progress.
+    assert "track" not in concepts("I can't remember where my warranty card went.")
+
+
+def test_an_english_where_is_my_parcel_question_finds_the_chinese_tracking_lines() -> None:
+    # Same page, two sections: the order-change lines share "order" with the question, the tracking ones "track".
+    change = _chunk("orders", "订单帮助", "发货前可以在小程序里改一次收货地址。", 0.84, "zh")
+    status = _chunk("orders", "订单帮助", "在小程序的订单页可以查看物流进度。", 0.82, "zh")
+    assert rerank("How do I see where my order is?", [change, status])[0].text == status.text

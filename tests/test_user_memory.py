@@ -200,3 +200,23 @@ async def test_rule_facts_are_whole_sentences_of_the_users_own_statements() -> N
         "用户说：I have an iPhone 15.",
         "用户说：我家里有两台电脑",
     ]
+
+
+async def test_a_process_keeps_a_bounded_number_of_users_profiles(app_factory: Any, monkeypatch: Any) -> None:
+    import rag_service.user_memory as user_memory
+
+    monkeypatch.setattr(user_memory, "PROFILES_CACHED", 2)
+    app: AppClient = _as_admin(await app_factory(user_memory={"every_turns": 1}, auth=ADMIN))
+    memory = app.services.pipeline.s.user_memory
+    assert memory is not None
+    for user in ("u-1", "u-2", "u-3"):
+        await app.ask(await _session(app, user), "我住在杭州，我更喜欢顺丰快递。运费多少？")
+        await app.services.pipeline.drain()
+    # Learning a fact drops the user's profile; the next session's first turn reads it again.
+    for user in ("u-1", "u-2", "u-3"):
+        assert "杭州" in (await memory.profile(f"shop:{user}"))[0]
+    # The first user's profile was pushed out; read again, it still has the fact (from the archive).
+    assert len(memory._cache) == 2 and memory._cache.get("shop:u-1") is None
+    text, tokens = await memory.profile("shop:u-1")
+    assert "杭州" in text and tokens > 0
+    assert memory._cache.get("shop:u-1") is not None and memory._cache.get("shop:u-2") is None
