@@ -531,7 +531,7 @@ class RuleRewriter:
         question about a trip), and the old phrase put in for "it" or an ellipsis would pull the search back to that
         question's page. Names (products, models, brands, order numbers) stay: a question on a policy in between
         does not end the conversation's product."""
-        candidates = history.candidates
+        candidates = latest_place_first(history.candidates, history.rounds[-1].user.content if history.rounds else "")
         rounds = history.view.rounds
         if len(history.rounds) < 2 or not candidates:
             return candidates
@@ -621,6 +621,21 @@ class RuleRewriter:
                 break
         pair = (named[1], named[0]) if len(named) >= 2 else None
         return Topic(named[0] if named else None, place, pair)
+
+
+def latest_place_first(candidates: list[Entity], last: str) -> list[Entity]:
+    """The candidates with the place the latest question named before the other places: "周末几点开门" after a
+    question about the store in one city goes on about that city, though an earlier city the customer lives in
+    was said (and put in) more often."""
+    if not last or not place_names(last):
+        return candidates
+    places = [i for i, e in enumerate(candidates) if place_names(e.text)]
+    latest = [i for i in places if mentions(last, candidates[i])]
+    if not latest or not places or latest[0] == places[0]:
+        return candidates
+    out = list(candidates)
+    out.insert(places[0], out.pop(latest[0]))
+    return out
 
 
 def hard_switch(result: RewriteResult) -> bool:

@@ -249,9 +249,16 @@ _BODY_PART = re.compile(
 )
 # A Chinese noun phrase holding a question word ("多长时间", "多少钱", "什么时候") asks; it names nothing.
 _ZH_QUESTION_WORD = re.compile(r"多长|多久|多少|多大|多重|什么|怎么|怎样|哪|几")
+_AUX = ("m", "re", "ve", "d", "ll")
 # A subject pronoun or "be": the word after it is a verb or a complement ("it turns out", "should I leave",
 # "to be faulty"), not a noun.
-_EN_SUBJECTS = frozenset(["i", "you", "we", "they", "he", "she", "it", "be", "been", "being"])
+_EN_SUBJECTS = frozenset(
+    [
+        *("i", "you", "we", "they", "he", "she", "it", "be", "been", "being"),
+        # A subject with its auxiliary in one word ("I'm flying home", "we've booked"): a verb follows all the same.
+        *(f"{who}{apostrophe}{aux}" for who in ("i", "you", "we", "they") for apostrophe in "'’" for aux in _AUX),
+    ]
+)
 # jieba's person/place/organisation tags; a tag makes a name only on a word that stands alone
 # ("李宇春", "上海"), never inside a run of nouns ("电池续航": 续航 is tagged nr).
 _ZH_NAME_TAGS = frozenset({"nr", "ns", "nt", "nrt", "nrfg"})
@@ -883,6 +890,7 @@ def rule_rewrite(question: str, candidates: Sequence[Entity], names_only: bool =
     stands for a plural noun phrase."""
     singular = _SINGULAR_IT.search(question) is not None and _PLURAL_IT.search(question) is None
     handled = _HANDLED_IT.search(question) is not None
+    candidates = [e for e in candidates if not attribute_only(e)]
     if candidates and place_names(question) and place_names(candidates[0].text):
         # "那如果人在<city>市区，…": the place the question names is where it asks about, not the conversation's.
         return question, "names its own place"
@@ -913,6 +921,22 @@ def rule_rewrite(question: str, candidates: Sequence[Entity], names_only: bool =
             if not mentions(question, entity):
                 return resolve(question, entity), f"added {entity.text!r}"
     return question, "no entity to add"
+
+
+# What a question asks of a store or a place (its address, phone, opening hours), never the place itself.
+_PLACE_ATTRIBUTES = frozenset(["address", "contact", "phone", "opening_hours"])
+_ATTRIBUTE_WORDS = 2  # "the address", "phone number", "营业时间": the attribute's word alone, nothing it belongs to
+
+
+def attribute_only(entity: Entity) -> bool:
+    """Is the entity only the name of what a question asked of a place ("What's the address?", "电话多少")? It is
+    no subject: "And when does it close?" after the address asks about the store, and a follow-up's ellipsis
+    ("坐地铁怎么去") goes on about the store, not about its phone number."""
+    if entity.named:
+        return False
+    ideas = concepts(entity.text)
+    size = len(_CJK.findall(entity.text)) / 2 + len(_EN_WORD.findall(entity.text))
+    return bool(ideas) and ideas <= _PLACE_ATTRIBUTES and size <= _ATTRIBUTE_WORDS
 
 
 # "it" as the object of a hand's work ("set it up", "deliver it", "fold it"): a thing, never the city the
