@@ -73,6 +73,7 @@ from rag_service.rewrite_rules import (
     history_texts,
     identifies_it,
     is_fragment,
+    is_model_token,
     is_noun_slot,
     mentions,
     normalize,
@@ -118,7 +119,11 @@ class KnownNames:
     codes, zones and figures in them ("Zone 1", "MIL-STD-810H") are no subject of the conversation."""
 
     def __init__(self, titles: Iterable[str]) -> None:
+        titles = list(titles)
         self.keys = frozenset(p.key for p in ProductCatalog(titles).names)
+        # The brands the titles spell with their romanisation ("<brand>（<Latin>）…"): a brand jieba reads as a verb or
+        # splits is still the brand before a model number in a question.
+        self.brands = tuple(dict.fromkeys(m.group(1) for t in titles for m in _SPELLED_BRAND.finditer(t)))
 
     def __call__(self, text: str) -> bool:
         key = _squash(text)
@@ -127,6 +132,21 @@ class KnownNames:
 
 def _squash(text: str) -> str:
     return "".join(unicodedata.normalize("NFKC", text).lower().split())
+
+
+_SPELLED_BRAND = re.compile(r"([\u4e00-\u9fff]{2,4})\s*[（(]\s*[A-Za-z][A-Za-z -]*[)）]")
+
+
+def with_brand(name: str, texts: Iterable[str], known: KnownNames | None) -> str:
+    """A bare model number ("F1") with the knowledge base's brand the customer wrote before it ("喂喂 F1"), when the
+    rules' reading of the words did not take the brand as a noun; else the name as it is."""
+    if known is None or not known.brands or not is_model_token(name):
+        return name
+    for text in texts:
+        for brand in known.brands:
+            if re.search(rf"{re.escape(brand)}\s*{re.escape(name)}(?![A-Za-z0-9])", text):
+                return f"{brand} {name}"
+    return name
 
 
 class History:
@@ -162,7 +182,9 @@ class History:
         if self.asked is not None:
             pairs = [(q, r.assistant.content if q else "") for q, r in zip(self.asked, self.rounds, strict=True)]
             texts = history_texts(self.summary, pairs)
-        return salient_entities(texts, limit=5, known=self.known)
+        found = salient_entities(texts, limit=5, known=self.known)
+        said = [t.text for t in texts if t.source != "assistant"]
+        return [Entity(with_brand(e.text, said, self.known), e.named) if e.named else e for e in found]
 
     @cached_property
     def words(self) -> set[str]:
@@ -615,7 +637,8 @@ class RuleRewriter:
             result = self.previous_at(view, i, known)
             if result is None:
                 continue
-            named.extend(p for p in product_names(result.query) if p not in named)
+            said = (result.query, rounds[i].user.content)
+            named.extend(q for p in product_names(result.query) if (q := with_brand(p, said, known)) not in named)
             place = place or next(iter(place_names(result.query)), None)
             if (len(named) >= 2 and place) or result.topic_switch:
                 break

@@ -591,6 +591,11 @@ def mentions(question: str, entity: Entity) -> bool:
         return True
     if is_chinese(entity.text) and not entity.named:
         return False
+    if is_chinese(entity.text):
+        # "喂喂 F1" is named by its model number ("F1 能连 5G 吗"), as "X1 Carbon" names "ThinkPad X1 Carbon".
+        tokens = [w for w in entity.text.split() if is_model_token(w)]
+        if tokens and all(normalize(w) in _latin_words(q) for w in tokens):
+            return True
     words = [w for w in re.split(r"[\s\-]+", entity.key) if len(w) >= 3 and w not in _EN_STOP]
     if not words:
         return False
@@ -1192,6 +1197,11 @@ def _variant_tokens(text: str) -> list[str]:
     found += [m.group(0) for m in _VARIANT.finditer(text)]
     found += [m.group(0) for m in _ZH_EDITION.finditer(text)]
     return found
+
+
+def is_model_token(text: str) -> bool:
+    """A model number of letters and digits on its own ("F1", "X9", "2L"), not a spec ("230g")."""
+    return _MODEL_TOKEN.fullmatch(text) is not None and not _SPEC.match(text)
 
 
 def variant_only(names: Sequence[Entity]) -> bool:
