@@ -647,7 +647,7 @@ class RuleRewriter:
 
 
 def latest_place_first(candidates: list[Entity], last: str) -> list[Entity]:
-    """The candidates with the place the latest question named before the other places: "周末几点开门" after a
+    """The candidates with the place the latest question named before the other places: "明天营业吗" after a
     question about the store in one city goes on about that city, though an earlier city the customer lives in
     was said (and put in) more often."""
     if not last or not place_names(last):

@@ -935,8 +935,8 @@ _ATTRIBUTE_WORDS = 2  # "the address", "phone number", "营业时间": the attri
 
 def attribute_only(entity: Entity) -> bool:
     """Is the entity only the name of what a question asked of a place ("What's the address?", "电话多少")? It is
-    no subject: "And when does it close?" after the address asks about the store, and a follow-up's ellipsis
-    ("坐地铁怎么去") goes on about the store, not about its phone number."""
+    no subject: "Is it open late?" after the address asks about the store, and a follow-up's ellipsis
+    ("怎么停车") goes on about the store, not about its phone number."""
     if entity.named:
         return False
     ideas = concepts(entity.text)
