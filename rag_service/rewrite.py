@@ -764,18 +764,33 @@ _THAT_OBJECT = re.compile(
     r"(?=\s*(?:[?.!,]|$)|\s+(?:for|too|as well|on|with|at|in|here|there)\b)",
     re.IGNORECASE,
 )
+# "that service", "this offer", "这个活动", "这项服务": a demonstrative before a word for a service names none of its own.
+_SERVICE_POINTER = re.compile(
+    r"\b(?:that|this)\s+(?:service|offer|deal|promotion|scheme)\b|[这那](?:个|项)?(?:活动|服务|业务)", re.IGNORECASE
+)
 # The services a bare "that" can stand for: what the shop does for the customer, not a product's aspect.
-_POINTABLE = (*CARRIED_SERVICES, "rush", "registration", "maintenance", "cleaning", "pickup", "customized")
+_POINTABLE = (
+    *CARRIED_SERVICES,
+    *("rush", "registration", "maintenance", "cleaning", "pickup", "customized", "same_day"),
+)
 
 
 def pointed_service(question: str, history: History) -> str:
     """The words by which the previous question (as rewritten) asked for a service, when the question takes a
     bare "that" as its object: "Would you arrange that for my son's bike?" after "What does the express repair
-    add to the bill?"."""
-    if not history.rounds or _THAT_OBJECT.search(question) is None:
+    add to the bill?". "How much is that service?", "这个活动到哪天": the latest recent question that asked for one."""
+    if not history.rounds:
         return ""
-    previous = history.asked[-1] if history.asked and history.asked[-1] else history.rounds[-1].user.content
-    return _asked_services(previous, concepts(previous), _POINTABLE)
+    said = history.asked or [""] * len(history.rounds)
+    asked = [a or r.user.content for a, r in zip(said, history.rounds, strict=True)]
+    if _THAT_OBJECT.search(question) is not None:
+        return _asked_services(asked[-1], concepts(asked[-1]), _POINTABLE)
+    if _SERVICE_POINTER.search(question) is None:
+        return ""
+    for previous in reversed(asked):
+        if words := _asked_services(previous, concepts(previous), _POINTABLE):
+            return words
+    return ""
 
 
 def traded_in(question: str, history: History) -> str:

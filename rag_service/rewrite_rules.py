@@ -638,6 +638,8 @@ _OWNED_THING = re.compile(
     re.IGNORECASE,
 )
 _IT_WORDS = frozenset(["it", "its", "itself"])
+_THAT = frozenset(["that", "this"])
+_FOR_THAT = re.compile(r"\bfor\s*$", re.IGNORECASE)
 
 
 def antecedent_inside(question: str, marker: Marker, names: Sequence[Entity]) -> bool:
@@ -654,6 +656,11 @@ def antecedent_inside(question: str, marker: Marker, names: Sequence[Entity]) ->
         return True
     if marker.text.lower() in _IT_WORDS:
         return _OWNED_THING.search(question[: marker.start]) is not None
+    if _FOR_THAT.search(question[: marker.start]) is not None and normalize(marker.text).rstrip("?.! ") in _THAT:
+        # "My lenses keep drying out. Anything for that?": what the customer said before is what "that" is.
+        head = question[: marker.start]
+        cut = max(head.rfind(ch) for ch in ",.;:!?")
+        return cut > 0 and bool(entities(head[:cut]))
     return marker.text.lower() in {"they", "them", "their", "theirs", "themselves"} and _plural_noun_before(
         question, marker.start
     )
