@@ -778,7 +778,7 @@ _POINTABLE = (
 def pointed_service(question: str, history: History) -> str:
     """The words by which the previous question (as rewritten) asked for a service, when the question takes a
     bare "that" as its object: "Would you arrange that for my son's bike?" after "What does the express repair
-    add to the bill?". "How much is that service?", "这个活动到哪天": the latest recent question that asked for one."""
+    add to the bill?". "Is that service free?", "这项服务要预约吗": the latest recent question that asked for one."""
     if not history.rounds:
         return ""
     said = history.asked or [""] * len(history.rounds)
