@@ -11,7 +11,7 @@ import numpy.typing as npt
 from rag_core.settings import RewriteSettings
 from rag_service.domain import MemoryView, Message, Round
 from rag_service.rewrite import Gate, KnownNames, RuleRewriter, latest_place_first, with_brand
-from rag_service.rewrite_rules import Entity, attribute_only, content_size, entities, find_marker
+from rag_service.rewrite_rules import Entity, antecedent_inside, attribute_only, content_size, entities, find_marker
 
 
 def view(*turns: tuple[str, str]) -> MemoryView:
@@ -543,3 +543,21 @@ def test_a_bare_model_number_takes_the_brand_the_titles_spell() -> None:
     plain = RuleRewriter(RewriteSettings(mode="rule"))
     assert plain.rewrite_now("一次能铺多少砂", view(*turns)).query.startswith("K3 ")
     assert with_brand("K3", ["买的乐乐 K3"], known) == "乐乐 K3" and with_brand("K3", ["买的 K3"], known) == "K3"
+
+
+def test_that_service_is_the_service_asked_for_before() -> None:
+    query = rule("Is that service free?", ("Do you do same day delivery to the suburbs?", ""))
+    assert "same day" in query
+    turns = (("旧平板可以参与以旧换新活动不", ""), ("屏幕有划痕还收吗", ""))
+    query = rule("这项服务什么时候结束", *turns)
+    assert "以旧换新" in query and query.endswith("这项服务什么时候结束")
+
+
+def test_that_after_a_clause_of_the_question_points_inside_it() -> None:
+    question = "Unrelated: my lips keep cracking in winter. Do you stock anything for that?"
+    query = rule(question, ("What does the Breeze 3 humidifier cost?", ""))
+    assert "Breeze" not in query
+    marker = find_marker("My lips keep cracking, anything for that?")
+    assert marker is not None and antecedent_inside("My lips keep cracking, anything for that?", marker, [])
+    marker = find_marker("Any charge for that?")
+    assert marker is not None and not antecedent_inside("Any charge for that?", marker, [])
