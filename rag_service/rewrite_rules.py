@@ -1174,6 +1174,8 @@ _SIZE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s*(?:-?\s*inch(?:es)?(?![A-Za-z])|�
 # So is a pack's size in words ("大包的呢", "小号呢"): a size of the same product, not a product of its own.
 _SIZE_SLOT = re.compile(
     _SIZE.pattern + r"|(?<![\w.])\d+(?:\.\d+)?\s*(?:ml|毫升|kg|公斤|g|克|oz)(?![A-Za-z])"
+    # A pack's count ("the 30-pack", "90 片装"): how many of the same product, as a bottle's contents are.
+    r"|(?<![\w.])\d+\s*-?\s*(?:packs?|pk|pcs|pieces|count)(?![A-Za-z])|(?<![\w.])\d+\s*(?:片|粒|支|只|袋|包|瓶|盒)装"
     r"|[大中小](?:号|包|瓶|袋|罐|盒|桶|杯|份)装?",
     re.IGNORECASE,
 )
