@@ -59,6 +59,24 @@ def test_a_pack_size_in_words_stays_with_the_product() -> None:
 
 
 @pytest.mark.parametrize(
+    ("history", "question", "expected"),
+    [
+        (
+            ["What does a 60-pack of Lumen Aqua monthly lenses cost?"],
+            "and the 12-pack?",
+            "What does a 12-pack of Lumen Aqua monthly lenses cost?",
+        ),
+        (["蓝湾日抛 90 片装多少钱"], "30 片装的呢", "蓝湾日抛 30 片装多少钱"),
+    ],
+)
+def test_a_packs_count_is_a_size_of_the_same_product(history: list[str], question: str, expected: str) -> None:
+    contrast = contrast_followup(question)
+    assert contrast is not None and contrast.kind == "size", contrast
+    result = RuleRewriter(RewriteSettings(mode="rule")).rewrite_now(question, view(*history))
+    assert result.query == expected, result
+
+
+@pytest.mark.parametrize(
     ("question", "expected"),
     [
         ("颗粒硬不硬，它肠胃弱", "猫粮 颗粒硬不硬，它肠胃弱"),
