@@ -1174,8 +1174,6 @@ _SIZE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s*(?:-?\s*inch(?:es)?(?![A-Za-z])|�
 # So is a pack's size in words ("大包的呢", "小号呢"): a size of the same product, not a product of its own.
 _SIZE_SLOT = re.compile(
     _SIZE.pattern + r"|(?<![\w.])\d+(?:\.\d+)?\s*(?:ml|毫升|kg|公斤|g|克|oz)(?![A-Za-z])"
-    # A pack's count ("the 30-pack", "90 片装"): how many of the same product, as a bottle's contents are.
-    r"|(?<![\w.])\d+\s*-?\s*(?:packs?|pk|pcs|pieces|count)(?![A-Za-z])|(?<![\w.])\d+\s*(?:片|粒|支|只|袋|包|瓶|盒)装"
     r"|[大中小](?:号|包|瓶|袋|罐|盒|桶|杯|份)装?",
     re.IGNORECASE,
 )
@@ -1598,10 +1596,14 @@ def substitute(previous: str, contrast: Contrast, question: str) -> tuple[str, s
     if kind in ("variant", "standard"):
         if not subj.named:
             return None if kind == "standard" else (_join(prev, value) + tail, f"added {value!r}")
-        new_name = _with_variant(name, value if kind == "variant" else None)
+        # "Acme R8's" -> "Acme R8 Pro's": the variant goes with the name, before its possessive.
+        owner = _POSSESSIVE.search(name)
+        cut = owner.start() if owner is not None and owner.end() == len(name) else len(name)
+        new_name = _with_variant(name[:cut], value if kind == "variant" else None)
         if kind == "standard" and not any(ch.isdigit() for ch in new_name):
             # "护童 Pro" -> "护童 标准版": with no model number the brand alone would name the whole line.
             new_name = f"{new_name} {value}"
+        new_name += name[cut:]
         return put(*span, new_name), f"{name!r} -> {new_name!r}"
     if kind == "pronoun":
         # "那它的保修期呢" -> "<product> 的保修期"; "What about its warranty?" -> "What about <product>'s warranty?"
