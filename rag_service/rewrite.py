@@ -149,6 +149,21 @@ def with_brand(name: str, texts: Iterable[str], known: KnownNames | None) -> str
     return name
 
 
+def _branded(entity: Entity, said: Sequence[str], known: KnownNames | None) -> Entity:
+    """The entity with the knowledge base's brand the customer wrote before it: a model number ("喂喂 F1"), or a
+    Chinese noun the brand's line goes by ("<brand>老年犬粮" for "犬粮", the brand read as no noun), then a name."""
+    if entity.named:
+        return Entity(with_brand(entity.text, said, known), True)
+    if known is None or not known.brands or not is_chinese(entity.text):
+        return entity
+    for text in said:
+        for brand in known.brands:
+            m = re.search(rf"{re.escape(brand)}[\u4e00-\u9fff]{{0,4}}?{re.escape(entity.text)}", text)
+            if m is not None:
+                return Entity(m.group(), True)
+    return entity
+
+
 class History:
     """The conversation as the rules see it (the summary and the recent rounds); entities are extracted
     once, on first use."""
@@ -184,7 +199,7 @@ class History:
             texts = history_texts(self.summary, pairs)
         found = salient_entities(texts, limit=5, known=self.known)
         said = [t.text for t in texts if t.source != "assistant"]
-        return [Entity(with_brand(e.text, said, self.known), e.named) if e.named else e for e in found]
+        return [_branded(e, said, self.known) for e in found]
 
     @cached_property
     def words(self) -> set[str]:
