@@ -561,3 +561,13 @@ def test_that_after_a_clause_of_the_question_points_inside_it() -> None:
     assert marker is not None and antecedent_inside("My lips keep cracking, anything for that?", marker, [])
     marker = find_marker("Any charge for that?")
     assert marker is not None and not antecedent_inside("Any charge for that?", marker, [])
+
+
+def test_a_chinese_noun_takes_the_brand_the_titles_spell_before_it() -> None:
+    known = KnownNames(["跳跳（Tiaotiao）冻干猫零食 商品详情", "配送说明"])
+    turns = (("家里猫 2 岁，跳跳冻干零食一袋多少钱", ""),)
+    query = RuleRewriter(RewriteSettings(mode="rule")).rewrite_now("开封后能放多久", view(*turns), known).query
+    assert query == "跳跳冻干零食 开封后能放多久", query
+    # Without the titles the brand (read as a verb) is left out.
+    plain = RuleRewriter(RewriteSettings(mode="rule")).rewrite_now("开封后能放多久", view(*turns)).query
+    assert plain == "冻干零食 开封后能放多久", plain
