@@ -144,7 +144,7 @@ def with_brand(name: str, texts: Iterable[str], known: KnownNames | None) -> str
         return name
     for text in texts:
         for brand in known.brands:
-            if re.search(rf"{re.escape(brand)}\s*{re.escape(name)}(?![A-Za-z0-9])", text):
+            if _after_brand(text, brand, name, 0, " ") is not None:
                 return f"{brand} {name}"
     return name
 
@@ -158,10 +158,29 @@ def _branded(entity: Entity, said: Sequence[str], known: KnownNames | None) -> E
         return entity
     for text in said:
         for brand in known.brands:
-            m = re.search(rf"{re.escape(brand)}[\u4e00-\u9fff]{{0,4}}?{re.escape(entity.text)}", text)
-            if m is not None:
-                return Entity(m.group(), True)
+            if (found := _after_brand(text, brand, entity.text, _BRAND_GAP, "")) is not None:
+                return Entity(found, True)
     return entity
+
+
+_BRAND_GAP = 4  # Chinese characters between a brand and the noun its line goes by ("老年" in "<brand>老年犬粮")
+
+
+def _after_brand(text: str, brand: str, name: str, gap: int, spaces: str) -> str | None:
+    """The text from `brand` to `name` when `name` follows the brand with at most `gap` Chinese characters (or only
+    `spaces`) between, and ends a word; else None. Plain string search: the pair changes with every entity, and a
+    pattern compiled for each pair cost more than the rest of the rewrite."""
+    at = text.find(brand)
+    while at >= 0:
+        start = at + len(brand)
+        end = text.find(name, start, start + gap + len(name) + (1 if spaces else 0))
+        between = text[start:end] if end >= 0 else ""
+        fits = between.strip(spaces) == "" if spaces else all("\u4e00" <= ch <= "\u9fff" for ch in between)
+        after = text[end + len(name) : end + len(name) + 1] if end >= 0 else ""
+        if end >= 0 and fits and not (after.isascii() and after.isalnum()):
+            return text[at : end + len(name)]
+        at = text.find(brand, at + 1)
+    return None
 
 
 class History:
