@@ -73,6 +73,7 @@ from rag_service.rewrite_rules import (
     history_texts,
     identifies_it,
     is_fragment,
+    is_model_token,
     is_noun_slot,
     mentions,
     normalize,
@@ -118,7 +119,11 @@ class KnownNames:
     codes, zones and figures in them ("Zone 1", "MIL-STD-810H") are no subject of the conversation."""
 
     def __init__(self, titles: Iterable[str]) -> None:
+        titles = list(titles)
         self.keys = frozenset(p.key for p in ProductCatalog(titles).names)
+        # The brands the titles spell with their romanisation ("<brand>（<Latin>）…"): a brand jieba reads as a verb or
+        # splits is still the brand before a model number in a question.
+        self.brands = tuple(dict.fromkeys(m.group(1) for t in titles for m in _SPELLED_BRAND.finditer(t)))
 
     def __call__(self, text: str) -> bool:
         key = _squash(text)
@@ -127,6 +132,55 @@ class KnownNames:
 
 def _squash(text: str) -> str:
     return "".join(unicodedata.normalize("NFKC", text).lower().split())
+
+
+_SPELLED_BRAND = re.compile(r"([\u4e00-\u9fff]{2,4})\s*[（(]\s*[A-Za-z][A-Za-z -]*[)）]")
+
+
+def with_brand(name: str, texts: Iterable[str], known: KnownNames | None) -> str:
+    """A bare model number ("F1") with the knowledge base's brand the customer wrote before it ("喂喂 F1"), when the
+    rules' reading of the words did not take the brand as a noun; else the name as it is."""
+    if known is None or not known.brands or not is_model_token(name):
+        return name
+    for text in texts:
+        for brand in known.brands:
+            if _after_brand(text, brand, name, 0, " ") is not None:
+                return f"{brand} {name}"
+    return name
+
+
+def _branded(entity: Entity, said: Sequence[str], known: KnownNames | None) -> Entity:
+    """The entity with the knowledge base's brand the customer wrote before it: a model number ("喂喂 F1"), or a
+    Chinese noun the brand's line goes by ("<brand>老年犬粮" for "犬粮", the brand read as no noun), then a name."""
+    if entity.named:
+        return Entity(with_brand(entity.text, said, known), True)
+    if known is None or not known.brands or not is_chinese(entity.text):
+        return entity
+    for text in said:
+        for brand in known.brands:
+            if (found := _after_brand(text, brand, entity.text, _BRAND_GAP, "")) is not None:
+                return Entity(found, True)
+    return entity
+
+
+_BRAND_GAP = 4  # Chinese characters between a brand and the noun its line goes by ("老年" in "<brand>老年犬粮")
+
+
+def _after_brand(text: str, brand: str, name: str, gap: int, spaces: str) -> str | None:
+    """The text from `brand` to `name` when `name` follows the brand with at most `gap` Chinese characters (or only
+    `spaces`) between, and ends a word; else None. Plain string search: the pair changes with every entity, and a
+    pattern compiled for each pair cost more than the rest of the rewrite."""
+    at = text.find(brand)
+    while at >= 0:
+        start = at + len(brand)
+        end = text.find(name, start, start + gap + len(name) + (1 if spaces else 0))
+        between = text[start:end] if end >= 0 else ""
+        fits = between.strip(spaces) == "" if spaces else all("\u4e00" <= ch <= "\u9fff" for ch in between)
+        after = text[end + len(name) : end + len(name) + 1] if end >= 0 else ""
+        if end >= 0 and fits and not (after.isascii() and after.isalnum()):
+            return text[at : end + len(name)]
+        at = text.find(brand, at + 1)
+    return None
 
 
 class History:
@@ -162,7 +216,9 @@ class History:
         if self.asked is not None:
             pairs = [(q, r.assistant.content if q else "") for q, r in zip(self.asked, self.rounds, strict=True)]
             texts = history_texts(self.summary, pairs)
-        return salient_entities(texts, limit=5, known=self.known)
+        found = salient_entities(texts, limit=5, known=self.known)
+        said = [t.text for t in texts if t.source != "assistant"]
+        return [_branded(e, said, self.known) for e in found]
 
     @cached_property
     def words(self) -> set[str]:
@@ -531,7 +587,7 @@ class RuleRewriter:
         question about a trip), and the old phrase put in for "it" or an ellipsis would pull the search back to that
         question's page. Names (products, models, brands, order numbers) stay: a question on a policy in between
         does not end the conversation's product."""
-        candidates = history.candidates
+        candidates = latest_place_first(history.candidates, history.rounds[-1].user.content if history.rounds else "")
         rounds = history.view.rounds
         if len(history.rounds) < 2 or not candidates:
             return candidates
@@ -615,12 +671,28 @@ class RuleRewriter:
             result = self.previous_at(view, i, known)
             if result is None:
                 continue
-            named.extend(p for p in product_names(result.query) if p not in named)
+            said = (result.query, rounds[i].user.content)
+            named.extend(q for p in product_names(result.query) if (q := with_brand(p, said, known)) not in named)
             place = place or next(iter(place_names(result.query)), None)
             if (len(named) >= 2 and place) or result.topic_switch:
                 break
         pair = (named[1], named[0]) if len(named) >= 2 else None
         return Topic(named[0] if named else None, place, pair)
+
+
+def latest_place_first(candidates: list[Entity], last: str) -> list[Entity]:
+    """The candidates with the place the latest question named before the other places: "明天营业吗" after a
+    question about the store in one city goes on about that city, though an earlier city the customer lives in
+    was said (and put in) more often."""
+    if not last or not place_names(last):
+        return candidates
+    places = [i for i, e in enumerate(candidates) if place_names(e.text)]
+    latest = [i for i in places if mentions(last, candidates[i])]
+    if not latest or not places or latest[0] == places[0]:
+        return candidates
+    out = list(candidates)
+    out.insert(places[0], out.pop(latest[0]))
+    return out
 
 
 def hard_switch(result: RewriteResult) -> bool:
@@ -726,18 +798,33 @@ _THAT_OBJECT = re.compile(
     r"(?=\s*(?:[?.!,]|$)|\s+(?:for|too|as well|on|with|at|in|here|there)\b)",
     re.IGNORECASE,
 )
+# "that service", "this offer", "这个活动", "这项服务": a demonstrative before a word for a service names none of its own.
+_SERVICE_POINTER = re.compile(
+    r"\b(?:that|this)\s+(?:service|offer|deal|promotion|scheme)\b|[这那](?:个|项)?(?:活动|服务|业务)", re.IGNORECASE
+)
 # The services a bare "that" can stand for: what the shop does for the customer, not a product's aspect.
-_POINTABLE = (*CARRIED_SERVICES, "rush", "registration", "maintenance", "cleaning", "pickup", "customized")
+_POINTABLE = (
+    *CARRIED_SERVICES,
+    *("rush", "registration", "maintenance", "cleaning", "pickup", "customized", "same_day"),
+)
 
 
 def pointed_service(question: str, history: History) -> str:
     """The words by which the previous question (as rewritten) asked for a service, when the question takes a
     bare "that" as its object: "Would you arrange that for my son's bike?" after "What does the express repair
-    add to the bill?"."""
-    if not history.rounds or _THAT_OBJECT.search(question) is None:
+    add to the bill?". "Is that service free?", "这项服务要预约吗": the latest recent question that asked for one."""
+    if not history.rounds:
         return ""
-    previous = history.asked[-1] if history.asked and history.asked[-1] else history.rounds[-1].user.content
-    return _asked_services(previous, concepts(previous), _POINTABLE)
+    said = history.asked or [""] * len(history.rounds)
+    asked = [a or r.user.content for a, r in zip(said, history.rounds, strict=True)]
+    if _THAT_OBJECT.search(question) is not None:
+        return _asked_services(asked[-1], concepts(asked[-1]), _POINTABLE)
+    if _SERVICE_POINTER.search(question) is None:
+        return ""
+    for previous in reversed(asked):
+        if words := _asked_services(previous, concepts(previous), _POINTABLE):
+            return words
+    return ""
 
 
 def traded_in(question: str, history: History) -> str:

@@ -249,9 +249,16 @@ _BODY_PART = re.compile(
 )
 # A Chinese noun phrase holding a question word ("多长时间", "多少钱", "什么时候") asks; it names nothing.
 _ZH_QUESTION_WORD = re.compile(r"多长|多久|多少|多大|多重|什么|怎么|怎样|哪|几")
+_AUX = ("m", "re", "ve", "d", "ll")
 # A subject pronoun or "be": the word after it is a verb or a complement ("it turns out", "should I leave",
 # "to be faulty"), not a noun.
-_EN_SUBJECTS = frozenset(["i", "you", "we", "they", "he", "she", "it", "be", "been", "being"])
+_EN_SUBJECTS = frozenset(
+    [
+        *("i", "you", "we", "they", "he", "she", "it", "be", "been", "being"),
+        # A subject with its auxiliary in one word ("I'm flying home", "we've booked"): a verb follows all the same.
+        *(f"{who}{apostrophe}{aux}" for who in ("i", "you", "we", "they") for apostrophe in "'’" for aux in _AUX),
+    ]
+)
 # jieba's person/place/organisation tags; a tag makes a name only on a word that stands alone
 # ("李宇春", "上海"), never inside a run of nouns ("电池续航": 续航 is tagged nr).
 _ZH_NAME_TAGS = frozenset({"nr", "ns", "nt", "nrt", "nrfg"})
@@ -584,6 +591,11 @@ def mentions(question: str, entity: Entity) -> bool:
         return True
     if is_chinese(entity.text) and not entity.named:
         return False
+    if is_chinese(entity.text):
+        # "喂喂 F1" is named by its model number ("F1 能连 5G 吗"), as "X1 Carbon" names "ThinkPad X1 Carbon".
+        tokens = [w for w in entity.text.split() if is_model_token(w)]
+        if tokens and all(normalize(w) in _latin_words(q) for w in tokens):
+            return True
     words = [w for w in re.split(r"[\s\-]+", entity.key) if len(w) >= 3 and w not in _EN_STOP]
     if not words:
         return False
@@ -626,6 +638,8 @@ _OWNED_THING = re.compile(
     re.IGNORECASE,
 )
 _IT_WORDS = frozenset(["it", "its", "itself"])
+_THAT = frozenset(["that", "this"])
+_FOR_THAT = re.compile(r"\bfor\s*$", re.IGNORECASE)
 
 
 def antecedent_inside(question: str, marker: Marker, names: Sequence[Entity]) -> bool:
@@ -642,6 +656,11 @@ def antecedent_inside(question: str, marker: Marker, names: Sequence[Entity]) ->
         return True
     if marker.text.lower() in _IT_WORDS:
         return _OWNED_THING.search(question[: marker.start]) is not None
+    if _FOR_THAT.search(question[: marker.start]) is not None and normalize(marker.text).rstrip("?.! ") in _THAT:
+        # "My lenses keep drying out. Anything for that?": what the customer said before is what "that" is.
+        head = question[: marker.start]
+        cut = max(head.rfind(ch) for ch in ",.;:!?")
+        return cut > 0 and bool(entities(head[:cut]))
     return marker.text.lower() in {"they", "them", "their", "theirs", "themselves"} and _plural_noun_before(
         question, marker.start
     )
@@ -883,6 +902,7 @@ def rule_rewrite(question: str, candidates: Sequence[Entity], names_only: bool =
     stands for a plural noun phrase."""
     singular = _SINGULAR_IT.search(question) is not None and _PLURAL_IT.search(question) is None
     handled = _HANDLED_IT.search(question) is not None
+    candidates = [e for e in candidates if not attribute_only(e)]
     if candidates and place_names(question) and place_names(candidates[0].text):
         # "那如果人在<city>市区，…": the place the question names is where it asks about, not the conversation's.
         return question, "names its own place"
@@ -913,6 +933,22 @@ def rule_rewrite(question: str, candidates: Sequence[Entity], names_only: bool =
             if not mentions(question, entity):
                 return resolve(question, entity), f"added {entity.text!r}"
     return question, "no entity to add"
+
+
+# What a question asks of a store or a place (its address, phone, opening hours), never the place itself.
+_PLACE_ATTRIBUTES = frozenset(["address", "contact", "phone", "opening_hours"])
+_ATTRIBUTE_WORDS = 2  # "the address", "phone number", "营业时间": the attribute's word alone, nothing it belongs to
+
+
+def attribute_only(entity: Entity) -> bool:
+    """Is the entity only the name of what a question asked of a place ("What's the address?", "电话多少")? It is
+    no subject: "Is it open late?" after the address asks about the store, and a follow-up's ellipsis
+    ("怎么停车") goes on about the store, not about its phone number."""
+    if entity.named:
+        return False
+    ideas = concepts(entity.text)
+    size = len(_CJK.findall(entity.text)) / 2 + len(_EN_WORD.findall(entity.text))
+    return bool(ideas) and ideas <= _PLACE_ATTRIBUTES and size <= _ATTRIBUTE_WORDS
 
 
 # "it" as the object of a hand's work ("set it up", "deliver it", "fold it"): a thing, never the city the
@@ -1168,6 +1204,11 @@ def _variant_tokens(text: str) -> list[str]:
     found += [m.group(0) for m in _VARIANT.finditer(text)]
     found += [m.group(0) for m in _ZH_EDITION.finditer(text)]
     return found
+
+
+def is_model_token(text: str) -> bool:
+    """A model number of letters and digits on its own ("F1", "X9", "2L"), not a spec ("230g")."""
+    return _MODEL_TOKEN.fullmatch(text) is not None and not _SPEC.match(text)
 
 
 def variant_only(names: Sequence[Entity]) -> bool:
@@ -1555,10 +1596,14 @@ def substitute(previous: str, contrast: Contrast, question: str) -> tuple[str, s
     if kind in ("variant", "standard"):
         if not subj.named:
             return None if kind == "standard" else (_join(prev, value) + tail, f"added {value!r}")
-        new_name = _with_variant(name, value if kind == "variant" else None)
+        # "Acme R8's" -> "Acme R8 Pro's": the variant goes with the name, before its possessive.
+        owner = _POSSESSIVE.search(name)
+        cut = owner.start() if owner is not None and owner.end() == len(name) else len(name)
+        new_name = _with_variant(name[:cut], value if kind == "variant" else None)
         if kind == "standard" and not any(ch.isdigit() for ch in new_name):
             # "护童 Pro" -> "护童 标准版": with no model number the brand alone would name the whole line.
             new_name = f"{new_name} {value}"
+        new_name += name[cut:]
         return put(*span, new_name), f"{name!r} -> {new_name!r}"
     if kind == "pronoun":
         # "那它的保修期呢" -> "<product> 的保修期"; "What about its warranty?" -> "What about <product>'s warranty?"

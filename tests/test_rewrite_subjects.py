@@ -10,8 +10,8 @@ import numpy.typing as npt
 
 from rag_core.settings import RewriteSettings
 from rag_service.domain import MemoryView, Message, Round
-from rag_service.rewrite import Gate, RuleRewriter
-from rag_service.rewrite_rules import content_size, entities, find_marker
+from rag_service.rewrite import Gate, KnownNames, RuleRewriter, latest_place_first, with_brand
+from rag_service.rewrite_rules import Entity, antecedent_inside, attribute_only, content_size, entities, find_marker
 
 
 def view(*turns: tuple[str, str]) -> MemoryView:
@@ -503,3 +503,71 @@ def test_an_announced_question_about_paying_in_instalments_takes_no_product() ->
     assert rule(question, *turns) == question
     # Without the announcement "it" still stands for the kettle.
     assert "Orsa 3" in rule("Can I pay for it in 12 instalments?", *turns)
+
+
+def test_what_was_asked_of_a_store_is_no_subject() -> None:
+    # "it" is the branch, not its phone number; an ellipsis goes on about the branch, not the number.
+    query = rule(
+        "And when does it shut?",
+        ("Is the Riverside branch open on holidays?", ""),
+        ("What's the hotline?", ""),
+    )
+    assert "hotline" not in query
+    query = rule("开车怎么过去", ("滨江店周六营业到几点", ""), ("电话多少", ""))
+    assert "电话" not in query
+    assert not attribute_only(Entity("Riverside branch", False)) and attribute_only(Entity("营业时间", False))
+
+
+def test_the_place_the_latest_question_named_goes_before_an_earlier_one() -> None:
+    earlier, tea, latest = Entity("成都", True), Entity("茶叶", False), Entity("昆明店", False)
+    assert latest_place_first([earlier, tea, latest], "还有昆明店能自取吗") == [latest, earlier, tea]
+    # A latest question naming no place, or only the earlier one, leaves the order as it is.
+    assert latest_place_first([earlier, tea, latest], "能自取吗") == [earlier, tea, latest]
+    assert latest_place_first([earlier, tea, latest], "成都能自取吗") == [earlier, tea, latest]
+
+
+def test_a_verb_after_a_contracted_subject_is_no_noun_phrase() -> None:
+    found = {e.key for e in entities("Sorry, I'm travelling abroad next week. Can you hold my parcel?")}
+    assert not any("travelling" in k for k in found) and "parcel" in found
+    assert not any("booked" in k for k in {e.key for e in entities("We’ve booked a fitting, what should we bring?")})
+
+
+def test_a_bare_model_number_takes_the_brand_the_titles_spell() -> None:
+    known = KnownNames(["乐乐（Lele）智能猫砂盆 商品详情", "退换货政策"])
+    rewriter = RuleRewriter(RewriteSettings(mode="rule"))
+    turns = (("买的乐乐 K3，App 怎么绑定", ""),)
+    assert rewriter.rewrite_now("一次能铺多少砂", view(*turns), known).query.startswith("乐乐 K3 ")
+    # Named by its model number, it is not put in front a second time.
+    assert rewriter.rewrite_now("K3 能连 5G 吗", view(*turns), known).query.count("K3") == 1
+    # Without the titles' brand the model number stays as it is.
+    plain = RuleRewriter(RewriteSettings(mode="rule"))
+    assert plain.rewrite_now("一次能铺多少砂", view(*turns)).query.startswith("K3 ")
+    assert with_brand("K3", ["买的乐乐 K3"], known) == "乐乐 K3" and with_brand("K3", ["买的 K3"], known) == "K3"
+
+
+def test_that_service_is_the_service_asked_for_before() -> None:
+    query = rule("Is that service free?", ("Do you do same day delivery to the suburbs?", ""))
+    assert "same day" in query
+    turns = (("旧平板可以参与以旧换新活动不", ""), ("屏幕有划痕还收吗", ""))
+    query = rule("这项服务什么时候结束", *turns)
+    assert "以旧换新" in query and query.endswith("这项服务什么时候结束")
+
+
+def test_that_after_a_clause_of_the_question_points_inside_it() -> None:
+    question = "Unrelated: my lips keep cracking in winter. Do you stock anything for that?"
+    query = rule(question, ("What does the Breeze 3 humidifier cost?", ""))
+    assert "Breeze" not in query
+    marker = find_marker("My lips keep cracking, anything for that?")
+    assert marker is not None and antecedent_inside("My lips keep cracking, anything for that?", marker, [])
+    marker = find_marker("Any charge for that?")
+    assert marker is not None and not antecedent_inside("Any charge for that?", marker, [])
+
+
+def test_a_chinese_noun_takes_the_brand_the_titles_spell_before_it() -> None:
+    known = KnownNames(["跳跳（Tiaotiao）冻干猫零食 商品详情", "配送说明"])
+    turns = (("家里猫 2 岁，跳跳冻干零食一袋多少钱", ""),)
+    query = RuleRewriter(RewriteSettings(mode="rule")).rewrite_now("开封后能放多久", view(*turns), known).query
+    assert query == "跳跳冻干零食 开封后能放多久", query
+    # Without the titles the brand (read as a verb) is left out.
+    plain = RuleRewriter(RewriteSettings(mode="rule")).rewrite_now("开封后能放多久", view(*turns)).query
+    assert plain == "冻干零食 开封后能放多久", plain

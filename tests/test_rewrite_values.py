@@ -108,3 +108,10 @@ def test_a_place_of_its_own_takes_no_other_place() -> None:
     question = "那如果人在成都市区，隔天可以送达吗"
     result = RuleRewriter(RewriteSettings(mode="rule")).rewrite_now(question, MemoryView("", 0, rounds))
     assert result.query == question, result
+
+
+def test_a_variant_goes_before_the_possessive() -> None:
+    rewriter = RuleRewriter(RewriteSettings(mode="rule"))
+    history = view("What's the Brisa K4's noise level?")
+    result = rewriter.rewrite_now("and the Max one?", history)
+    assert result.query == "What's the Brisa K4 Max's noise level?", result
