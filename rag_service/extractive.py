@@ -1293,7 +1293,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
                 fits = any(not _names_asked_place(v, q.text) for v in values(c.text, Ask.LOCATION))
             # "49 yuan per day" is a rental or service rate, not what the thing costs: it carries no price
             # unless the question asks for a rate, nor does a heading over such rates ask for one.
-            rate = primary is Ask.PRICE and not asks_rate and _PER_PERIOD.search(f"{c.section} {c.text}") is not None
+            rate = primary is Ask.PRICE and not asks_rate and (_PER_PERIOD.search(c.section) is not None or _rate(c.text))
             fits = fits and not rate
             if fits and echoed and _echoes(c.text, numbers):
                 fits = False  # "my basket is 900 yuan, what's the surcharge?": "满 900 元可分期" repeats the 900
@@ -1837,6 +1837,24 @@ def _asked_channel(question: str) -> str:
 _PER_PERIOD = re.compile(
     r"\b(?:per|a|each)\s(?:day|night|week|month|hour)\b|/\s?(?:day|night|天|日|晚)\b|每(?:天|日|晚|周|月|小时)", re.I
 )
+# How far a period may stand from the amount it prices: "59 yuan per day", "每晚房费 98 元", not "每天最多 10 餐" in
+# the same row as "售价 439 元".
+_RATE_GAP = 8
+
+
+def _rate(text: str) -> bool:
+    """Does the sentence price something by the period ("49 元/天", "each night 98 yuan"), the period next to an
+    amount, not a period said of another cell or clause ("每天最多 10 餐，…，售价 439 元")?"""
+    periods = [m.span() for m in _PER_PERIOD.finditer(text)]
+    if not periods:
+        return False
+    return any(
+        0 <= start - m.end() <= _RATE_GAP or 0 <= m.start() - end <= _RATE_GAP
+        for m in VALUE_PATTERNS[Ask.PRICE].finditer(text)
+        for start, end in periods
+    )
+
+
 _PER_PERIOD_ASKED = re.compile(
     r"\b(?:per|a|each|daily|weekly|monthly|nightly|rent\w*|hire)\b|每|一天|一晚|一个月|租|天|日租", re.I
 )
