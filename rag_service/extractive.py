@@ -2236,7 +2236,21 @@ def _subject(c: Candidate, text: str) -> str:
     variant = any(w.lower() in VARIANT_WORDS and w[0].isupper() for w in _WORD.findall(section))
     if _heading_product(section) or editions(section) or variant or _named_by_heading(section):
         return "" if _line_products(text) or editions(text) or variant_marks(text) - {"base"} else section
+    if _DENYING_HEADING.search(section) and not _NEGATION.search(text) and not _QUESTION_LINE.search(section):
+        # An item of a list headed by what the shop does not do ("不能无理由退货的商品", "Not covered"): the item
+        # ("已经在户外使用过的鞋子") says what, its heading says no.
+        return section
     return ""
+
+
+# A heading that denies what the items below it are ("以下情况不予退换", "不保修的情况", "Items we cannot take back").
+# "无理由退货" is a kind of return, not a refusal of one.
+_DENYING_HEADING = re.compile(
+    r"不(?:能|可|予|支持|提供|接受|适用|退|换|保|包)|除外|\b(?:not|cannot|can't|non-returnable|exclusions?|excluded)\b",
+    re.I,
+)
+# Any negation in the item itself: then it states its own verdict ("拆封后不退").
+_NEGATION = re.compile(r"不|没|非|禁|无(?!理由)|\b(?:not|no|never|cannot|without)\b|n't", re.I)
 
 
 def _heading_product(section: str) -> bool:
