@@ -1297,7 +1297,11 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             fits = fits and not rate
             if fits and echoed and _echoes(c.text, numbers):
                 fits = False  # "my basket is 900 yuan, what's the surcharge?": "满 900 元可分期" repeats the 900
-            costed = cost_yesno and (shows(c.text, Ask.PRICE) or _FREE.search(c.text) is not None)
+            costed = cost_yesno and (
+                shows(c.text, Ask.PRICE)
+                or _FREE.search(c.text) is not None
+                or (shows(c.text, Ask.PERCENT) and _SURCHARGE.search(c.text) is not None)
+            )
             if primary is Ask.HOWTO:
                 score *= 1.4 if fits else 0.9
                 if _HOWTO_HEADING.search(c.section):
@@ -1792,7 +1796,7 @@ def _said_of(
 
 
 _COST_ASKED = re.compile(
-    r"要钱|收钱|收费|付费|花钱|免费|另收|谁出|谁付|\bfree\b|\bcharged?\b|\bcosts?\b"
+    r"要钱|收钱|收费|付费|花钱|免费|另收|谁出|谁付|加钱|多收|加收|\bfree\b|\bcharged?\b|\bcosts?\b|\bfees?\b|\bsurcharges?\b"
     # "do I pay the postage?", not "can I pay with a card?" (a way to pay).
     r"|\b(?:do|will|would|must|should) (?:i|we) (?:have to |need to )?pay\b(?! (?:with|by|in|via|using)\b)",
     re.I,
@@ -1802,6 +1806,9 @@ _FREE = re.compile(
     r"|\bat (?:your|the customer's) (?:own )?(?:cost|expense)\b|\byou pay\b|\bpaid by\b",
     re.I,
 )
+
+# A share added to the price ("每晚加收 30%", "a 3% card fee is added"): what an extra charge asked about costs.
+_SURCHARGE = re.compile(r"加收|另收|多收|上浮|\bfees?\b|\bsurcharges?\b", re.I)
 
 
 # What marks a part or an add-on sold for a model rather than the model: "备用电池", "仅适配 X", "spare
