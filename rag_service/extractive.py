@@ -1293,7 +1293,9 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
                 fits = any(not _names_asked_place(v, q.text) for v in values(c.text, Ask.LOCATION))
             # "49 yuan per day" is a rental or service rate, not what the thing costs: it carries no price
             # unless the question asks for a rate, nor does a heading over such rates ask for one.
-            rate = primary is Ask.PRICE and not asks_rate and (_PER_PERIOD.search(c.section) is not None or _rate(c.text))
+            rate = (
+                primary is Ask.PRICE and not asks_rate and (_PER_PERIOD.search(c.section) is not None or _rate(c.text))
+            )
             fits = fits and not rate
             if fits and echoed and _echoes(c.text, numbers):
                 fits = False  # "my basket is 900 yuan, what's the surcharge?": "满 900 元可分期" repeats the 900
