@@ -874,8 +874,11 @@ def _sibling_name(c: Candidate) -> str:
     if _model_heading(section) and section != c.chunk.title:
         return section
     # A list line that names its model before a colon ("Brook 3 canoe: 49 yuan per day").
+    # Not a rule's label that states a value ("帐杆断裂另行保修 3 年：…", "满 99 元：…"): its figure is no model number.
     head = _SUBJECT_HEAD.match(c.text)
-    return head.group(1) if head and re.search(r"\d", head.group(1)) else ""
+    if head is None or not re.search(r"\d", head.group(1)):
+        return ""
+    return "" if any(has_value(head.group(1), a) for a in _HEADING_VALUES) else head.group(1)
 
 
 _CONTRACTION = re.compile(r"['’](?:m|s|d|re|ve|ll|t)\b")

@@ -5,8 +5,8 @@
 
 from __future__ import annotations
 
-from rag_service.extractive import _rate
-from tests.extractive_kit import answer, chunk
+from rag_service.extractive import Candidate, _rate, _sibling_name
+from tests.extractive_kit import answer, chunk, conversation
 
 LAMP_PAGE = chunk(
     "lamp-page",
@@ -96,3 +96,37 @@ HOTEL_PAGE = chunk(
 def test_an_extra_charge_asked_is_answered_by_the_share_added() -> None:
     out = answer("国庆寄养要加钱吗", [HOTEL_PAGE])
     assert "20%" in out.split("\n")[1], out
+
+
+def _line(text: str, section: str = "") -> Candidate:
+    return Candidate(text, chunk("tents", "青山帐篷 商品详情", text, section=section), 0, section, 0)
+
+
+def test_a_rule_label_stating_a_value_names_no_model() -> None:
+    assert _sibling_name(_line("拉链损坏另行保修 3 年：在保修期内免费更换拉链头。", "拉链保修")) == ""
+    assert _sibling_name(_line("满 199 元：全国包邮。", "运费")) == ""
+    assert _sibling_name(_line("Brook 3 canoe: 49 yuan per day.", "Rentals")) == "Brook 3 canoe"
+
+
+TENT_PAGE = chunk(
+    "tents",
+    "青山帐篷 商品详情",
+    "\n".join(
+        [
+            "## 青山 2 标准版",
+            "- 售价：599 元",
+            "- 整帐保修：1 年",
+            "## 青山 2 Pro",
+            "- 售价：899 元",
+            "- 整帐保修：2 年",
+            "## 拉链保修",
+            "拉链损坏另行保修 3 年：在保修期内坏掉的拉链头，可以到门店免费更换。",
+        ]
+    ),
+)
+
+
+def test_a_rule_under_its_own_topic_heading_is_no_sibling_of_the_asked_model() -> None:
+    memory = conversation(("青山 2 Pro 多少钱", "- 青山 2 Pro：售价：899 元（青山帐篷 商品详情）"))
+    out = answer("拉链头坏了怎么弄", [TENT_PAGE], query="青山 2 Pro 拉链头坏了怎么弄", memory=memory)
+    assert "3 年" in out, out
