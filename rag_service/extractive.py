@@ -2050,6 +2050,24 @@ def _extreme(q: Question, ranked: list[Candidate], direction: int) -> list[Candi
 
 
 _SUPERLATIVE_FLOOR = 0.75
+# A sibling picked by its price ("便宜那款", "the cheaper one"): -1 for the cheaper end, 1 for the dearer.
+_PRICE_PICK = re.compile(
+    r"(便宜|实惠|贵)(?:一点|一些|点)?的?(?:那|这)(?:款|个|台|种|一款)"
+    r"|\b(cheaper|cheapest|less expensive|least expensive|pricier|more expensive|most expensive)\b",
+    re.I,
+)
+# The picked row's score against the best row's: the carried model's row is lifted by the rewriter's words.
+_PRICE_PICK_FLOOR = 0.1
+
+
+def _price_pick(question: str) -> int:
+    m = _PRICE_PICK.search(question)
+    if m is None:
+        return 0
+    word = (m.group(1) or m.group(2)).lower()
+    return -1 if word in ("便宜", "实惠") or word.startswith(("cheap", "less", "least")) else 1
+
+
 _FIGURES = re.compile(r"\d+(?:[.,]\d+)*")
 
 
@@ -2060,6 +2078,22 @@ def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
         # One answer, the extreme: not the whole price list.
         return _extreme(q, ranked, direction)[:1]
     best = ranked[0]
+    if primary is not Ask.PRICE and best.row is not None and (by_price := _price_pick(q.text)):
+        # "便宜那款头灯用什么电池", "what colours does the cheaper one come in?": the row of that end of the prices
+        # among the best row's table rows that say as much of the question; the rewriter's carried model is no
+        # evidence (the customer moves from it to the cheaper one).
+        rivals = [
+            (price, c)
+            for c in ranked
+            if c.row is not None
+            and c.chunk.doc_id == best.chunk.doc_id
+            and c.row.header == best.row.header
+            and c.said >= best.said
+            and c.score >= _PRICE_PICK_FLOOR * best.score
+            and (price := _first_number(c.text, Ask.PRICE)) != math.inf
+        ]
+        if len(rivals) >= 2:
+            return [max(rivals, key=lambda pc: pc[0] * by_price)[1]]
     # A price list under one heading ("128GB 7999 元 / 256GB 8999 元 ...") answers "how much is it" as a
     # whole when no tier was named: the rows of the best sentence's section that carry the value.
     # The list is one whatever chunks the overlap cut it into: its rows compare without their chunks' rank.

@@ -130,3 +130,33 @@ def test_a_rule_under_its_own_topic_heading_is_no_sibling_of_the_asked_model() -
     memory = conversation(("青山 2 Pro 多少钱", "- 青山 2 Pro：售价：899 元（青山帐篷 商品详情）"))
     out = answer("拉链头坏了怎么弄", [TENT_PAGE], query="青山 2 Pro 拉链头坏了怎么弄", memory=memory)
     assert "3 年" in out, out
+
+
+LAMPS = chunk(
+    "gear-prices",
+    "户外配件价目表",
+    "\n".join(
+        [
+            "| 品类 | 型号 | 规格 | 售价 |",
+            "|---|---|---|---|",
+            "| 头灯 | 星野 L800 Pro | 800 流明，Type-C 充电锂电池 | 289 元 |",
+            "| 头灯 | 星野 L200 | 200 流明，3 节 AAA 电池 | 99 元 |",
+            "| 气罐 | 高山气罐 230g | 丁烷丙烷混合气 | 29 元 |",
+        ]
+    ),
+)
+
+
+def test_a_sibling_picked_by_its_price_is_the_row_at_that_end() -> None:
+    out = answer("便宜那款头灯用什么电池", [LAMPS], query="星野 L800 Pro 便宜那款头灯用什么电池")
+    assert "L200" in out and "L800" not in out, out
+
+
+def test_the_dearer_one() -> None:
+    out = answer("贵的那款头灯多少流明", [LAMPS], query="星野 L200 贵的那款头灯多少流明")
+    assert "L800 Pro" in out and "L200" not in out, out
+
+
+def test_a_price_question_is_no_pick_by_price() -> None:
+    out = answer("头灯多少钱", [LAMPS])
+    assert "L800 Pro" in out and "L200" in out, out
