@@ -2079,7 +2079,7 @@ def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
         return _extreme(q, ranked, direction)[:1]
     best = ranked[0]
     if primary is not Ask.PRICE and best.row is not None and (by_price := _price_pick(q.text)):
-        # "便宜那款头灯用什么电池", "what colours does the cheaper one come in?": the row of that end of the prices
+        # "实惠点的那个手电配啥电池", "and the dearer one, how bright is it?": the row of that end of the prices
         # among the best row's table rows that say as much of the question; the rewriter's carried model is no
         # evidence (the customer moves from it to the cheaper one).
         rivals = [
