@@ -60,9 +60,9 @@ from rag_service.rewrite_rules import (
     HistoryText,
     antecedent_inside,
     asks_about_pair,
-    asks_of_store,
     asks_about_product,
     asks_about_shipping,
+    asks_of_store,
     content_size,
     contrast_followup,
     definite_reference,
@@ -479,6 +479,7 @@ def announces_want(question: str) -> bool:
     rest = " " * want.end() + question[want.end() :]
     found = find_marker(rest)
     return found is None or (found.pronoun and found.start > 0 and rest[found.start - 1] == "给")
+
 
 # The shop's services that do not depend on the product bought: how to pay (instalments included), membership,
 # the store, invoices. (A return does: a product's own page writes its exceptions.)
