@@ -126,8 +126,6 @@ class KnownNames:
         # The brands the titles spell with their romanisation ("<brand>（<Latin>）…"): a brand jieba reads as a verb or
         # splits is still the brand before a model number in a question.
         self.brands = tuple(dict.fromkeys(m.group(1) for t in titles for m in _SPELLED_BRAND.finditer(t)))
-        # The titles as one squashed text: a word jieba tags a name counts as the shop's only if a title spells it.
-        self.spelled = "\n".join(_squash(t) for t in titles)
 
     def __call__(self, text: str) -> bool:
         key = _squash(text)
@@ -139,24 +137,6 @@ def _squash(text: str) -> str:
 
 
 _SPELLED_BRAND = re.compile(r"([\u4e00-\u9fff]{2,4})\s*[（(]\s*[A-Za-z][A-Za-z -]*[)）]")
-
-
-def stray_name(question: str, entity: Entity, known: KnownNames | None) -> bool:
-    """Is the entity a Chinese word jieba tags a proper name that names nothing of the shop's: no place, no store
-    ("<name>店"), and no title of the knowledge base spells it (续保, 长大, a dog breed)? It is no name of the question's
-    own: it neither switches the topic nor keeps the question from taking the conversation's subject."""
-    if known is None or not known.spelled or not entity.named or not is_chinese(entity.text):
-        return False
-    text = entity.text
-    if not all("\u4e00" <= ch <= "\u9fff" for ch in text) or place_names(text):
-        return False
-    at = question.find(text)
-    if at >= 0 and question[at + len(text) : at + len(text) + 1] in _STORE_AFTER:
-        return False  # "湖滨店": a branch's name
-    return _squash(text) not in known.spelled
-
-
-_STORE_AFTER = frozenset("店馆")
 
 
 def with_brand(name: str, texts: Iterable[str], known: KnownNames | None) -> str:
@@ -328,7 +308,7 @@ class Gate:
             # "另外想给它买个宠物保险…": besides, the customer wants something else; the conversation's product glued
             # on would keep the search on its page. Read as asked, but no switch: the topic does not restart.
             return Decision("standalone", "announces another want", history)
-        names = [e for e in own_names(question) if not stray_name(question, e, known)]
+        names = own_names(question)
         # A standalone question with a customer-service concept of its own is matched to its page by the
         # reranker's concept bonuses; one with none ("充满电能亮多久") has only the conversation to go on.
         ideas = concepts(question)
@@ -464,6 +444,7 @@ def announces_new_subject(question: str) -> bool:
 
 
 _is_recall = lru_cache(maxsize=4096)(is_recall)
+_THEY = re.compile(r"\b(?:they|them|their)\b|[他她]们", re.IGNORECASE)
 
 # "另外想…", "另外还要…": besides (what was discussed), the customer wants something; "另外想问…" is `_announcement`'s.
 _ANOTHER_WANT = re.compile(r"^\W*另外(?:还|再|也)?(?:想|要|打算|准备)(?!问|请教|咨询)")
@@ -614,10 +595,11 @@ class RuleRewriter:
             query, detail = resolve(question, plural), f"they: {plural.text!r}"
         if not query:
             lendable = self.lendable(decision.history)
-            if asks_of_store(question):
+            if asks_of_store(question) and not _THEY.search(question):
                 # "周末几点开门", "What's the address?": asked of a store, whose place or name is all the conversation
                 # may lend; a product, a payment card or the customer's pet put in front would pull the search off
-                # the store's page.
+                # the store's page. ("What hours are they available?" asks of people: the staff or the line just
+                # asked about.)
                 said = [t.text for t in decision.history.texts if t.source != "assistant"]
                 lendable = [e for e in lendable if store_subject(e, said)]
             query, detail = rule_rewrite(question, lendable, personal)
