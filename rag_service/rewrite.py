@@ -305,7 +305,7 @@ class Gate:
             # the whole shop; "it" is the sum the question names, not the conversation's product.
             return Decision("switch", "announces a shop-wide service", history)
         if announces_want(question):
-            # "另外想给它买个宠物保险…": besides, the customer wants something else; the conversation's product glued
+            # "另外还想给孩子配副眼镜…": besides, the customer wants something else; the conversation's product glued
             # on would keep the search on its page. Read as asked, but no switch: the topic does not restart.
             return Decision("standalone", "announces another want", history)
         names = own_names(question)
@@ -596,9 +596,9 @@ class RuleRewriter:
         if not query:
             lendable = self.lendable(decision.history)
             if asks_of_store(question) and not _THEY.search(question):
-                # "周末几点开门", "What's the address?": asked of a store, whose place or name is all the conversation
+                # "星期天几点关门", "What's the address?": asked of a store, whose place or name is all the conversation
                 # may lend; a product, a payment card or the customer's pet put in front would pull the search off
-                # the store's page. ("What hours are they available?" asks of people: the staff or the line just
+                # the store's page. ("What hours do they work?" asks of people: the staff or the line just
                 # asked about.)
                 said = [t.text for t in decision.history.texts if t.source != "assistant"]
                 lendable = [e for e in lendable if store_subject(e, said)]
