@@ -126,8 +126,6 @@ class KnownNames:
         # The brands the titles spell with their romanisation ("<brand>（<Latin>）…"): a brand jieba reads as a verb or
         # splits is still the brand before a model number in a question.
         self.brands = tuple(dict.fromkeys(m.group(1) for t in titles for m in _SPELLED_BRAND.finditer(t)))
-        # The titles as one squashed text: a word jieba tags a name counts as the shop's only if a title spells it.
-        self.spelled = "\n".join(_squash(t) for t in titles)
 
     def __call__(self, text: str) -> bool:
         key = _squash(text)
@@ -139,24 +137,6 @@ def _squash(text: str) -> str:
 
 
 _SPELLED_BRAND = re.compile(r"([\u4e00-\u9fff]{2,4})\s*[（(]\s*[A-Za-z][A-Za-z -]*[)）]")
-
-
-def stray_name(question: str, entity: Entity, known: KnownNames | None) -> bool:
-    """Is the entity a Chinese word jieba tags a proper name that names nothing of the shop's: no place, no store
-    ("<name>店"), and no title of the knowledge base spells it (续保, 长大, a dog breed)? It is no name of the question's
-    own: it neither switches the topic nor keeps the question from taking the conversation's subject."""
-    if known is None or not known.spelled or not entity.named or not is_chinese(entity.text):
-        return False
-    text = entity.text
-    if not all("\u4e00" <= ch <= "\u9fff" for ch in text) or place_names(text):
-        return False
-    at = question.find(text)
-    if at >= 0 and question[at + len(text) : at + len(text) + 1] in _STORE_AFTER:
-        return False  # "湖滨店": a branch's name
-    return _squash(text) not in known.spelled
-
-
-_STORE_AFTER = frozenset("店馆")
 
 
 def with_brand(name: str, texts: Iterable[str], known: KnownNames | None) -> str:
@@ -384,10 +364,6 @@ class Gate:
         if names:
             if not shared and not identifies_it(question):
                 new = [e for e in names if not history.knows(e)]
-                if len(new) == len(names) and all(stray_name(question, e, known) for e in new):
-                    # "续保", "长大", a dog's breed: jieba tags them names, and no title of the shop spells them. Read as
-                    # asked, as a new name would be, but without cutting the conversation's topic.
-                    return Decision("standalone", f"names {new[0].text!r}, which no title spells", history)
                 if len(new) == len(names):
                     return Decision("switch", f"new entity {new[0].text!r}", history)
                 sim = self.similarity(question, rounds)
