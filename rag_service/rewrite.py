@@ -444,7 +444,6 @@ def announces_new_subject(question: str) -> bool:
 
 
 _is_recall = lru_cache(maxsize=4096)(is_recall)
-_THEY = re.compile(r"\b(?:they|them|their)\b|[他她]们", re.IGNORECASE)
 
 # "另外想…", "另外还要…": besides (what was discussed), the customer wants something; "另外想问…" is `_announcement`'s.
 _ANOTHER_WANT = re.compile(r"^\W*另外(?:还|再|也)?(?:想|要|打算|准备)(?!问|请教|咨询)")
@@ -595,11 +594,10 @@ class RuleRewriter:
             query, detail = resolve(question, plural), f"they: {plural.text!r}"
         if not query:
             lendable = self.lendable(decision.history)
-            if asks_of_store(question) and not _THEY.search(question):
+            if asks_of_store(question):
                 # "星期天几点关门", "What's the address?": asked of a store, whose place or name is all the conversation
                 # may lend; a product, a payment card or the customer's pet put in front would pull the search off
-                # the store's page. ("What hours do they work?" asks of people: the staff or the line just
-                # asked about.)
+                # the store's page.
                 said = [t.text for t in decision.history.texts if t.source != "assistant"]
                 lendable = [e for e in lendable if store_subject(e, said)]
             query, detail = rule_rewrite(question, lendable, personal)

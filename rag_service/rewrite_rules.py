@@ -941,10 +941,18 @@ _ATTRIBUTE_WORDS = 2  # "the address", "phone number", "营业时间": the attri
 
 
 def asks_of_store(question: str) -> bool:
-    """Does the question ask only what a store has (its opening hours, address or phone: "春节休息几天", "Open on
-    Sundays?") and name no thing of its own?"""
+    """Does the question ask only what a store has (its opening hours, phone, or address: "春节休息几天", "Open on
+    Sundays?", "What's the address?") and name no thing and no person of its own? A bare "where" ("Where was he
+    born?", "Where did this start?") asks where anything is, not a store's address."""
     ideas = concepts(question)
-    return bool(ideas) and ideas <= _PLACE_ATTRIBUTES and not own_names(question)
+    if not ideas or not ideas <= _PLACE_ATTRIBUTES or own_names(question) or _PERSON_OR_GROUP.search(question):
+        return False
+    return ideas != {"address"} or _ADDRESS_WORD.search(question) is not None
+
+
+# "they" / "he" asks of people (the staff just asked about, a relative), not of a store.
+_PERSON_OR_GROUP = re.compile(r"\b(?:they|them|their|he|she|him|his|her)\b|[他她]", re.IGNORECASE)
+_ADDRESS_WORD = re.compile(r"\baddress|地址|店", re.IGNORECASE)
 
 
 # A store, a branch or the shop's hotline in an entity's words: what a store question may be asked of.
