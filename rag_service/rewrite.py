@@ -62,6 +62,7 @@ from rag_service.rewrite_rules import (
     asks_about_pair,
     asks_about_product,
     asks_about_shipping,
+    asks_of_store,
     content_size,
     contrast_followup,
     definite_reference,
@@ -88,6 +89,7 @@ from rag_service.rewrite_rules import (
     rule_rewrite,
     salient_entities,
     sibling_family,
+    store_subject,
     strip_framing,
     substitute,
     text_topic_words,
@@ -302,6 +304,10 @@ class Gate:
             # "By the way: my cart is ¥800, may I split that into 3 payments?": a new subject, a service of
             # the whole shop; "it" is the sum the question names, not the conversation's product.
             return Decision("switch", "announces a shop-wide service", history)
+        if announces_want(question):
+            # "另外还想给孩子配副眼镜…": besides, the customer wants something else; the conversation's product glued
+            # on would keep the search on its page. Read as asked, but no switch: the topic does not restart.
+            return Decision("standalone", "announces another want", history)
         names = own_names(question)
         # A standalone question with a customer-service concept of its own is matched to its page by the
         # reranker's concept bonuses; one with none ("充满电能亮多久") has only the conversation to go on.
@@ -439,6 +445,22 @@ def announces_new_subject(question: str) -> bool:
 
 _is_recall = lru_cache(maxsize=4096)(is_recall)
 
+# "另外想…", "另外还要…": besides (what was discussed), the customer wants something; "另外想问…" is `_announcement`'s.
+_ANOTHER_WANT = re.compile(r"^\W*另外(?:还|再|也)?(?:想|要|打算|准备)(?!问|请教|咨询)")
+
+
+@lru_cache(maxsize=4096)  # as `announces_new_subject`
+def announces_want(question: str) -> bool:
+    """Does the question open with "besides, I want …" (另外想 + a verb) and refer back nowhere after it? A pronoun
+    after 给 is whom the new thing is for (给它买…: the customer's pet), no reference to the conversation's product."""
+    want = _ANOTHER_WANT.match(question)
+    if want is None:
+        return False
+    rest = " " * want.end() + question[want.end() :]
+    found = find_marker(rest)
+    return found is None or (found.pronoun and found.start > 0 and rest[found.start - 1] == "给")
+
+
 # The shop's services that do not depend on the product bought: how to pay (instalments included), membership,
 # the store, invoices. (A return does: a product's own page writes its exceptions.)
 _SHOP_WIDE = frozenset(["payment", "member", "store", "invoice"])
@@ -571,7 +593,14 @@ class RuleRewriter:
         if not query and rounds and (plural := plural_antecedent(question, rounds[-1].user.content)) is not None:
             query, detail = resolve(question, plural), f"they: {plural.text!r}"
         if not query:
-            query, detail = rule_rewrite(question, self.lendable(decision.history), personal)
+            lendable = self.lendable(decision.history)
+            if asks_of_store(question):
+                # "星期天几点关门", "What's the address?": asked of a store, whose place or name is all the conversation
+                # may lend; a product, a payment card or the customer's pet put in front would pull the search off
+                # the store's page.
+                said = [t.text for t in decision.history.texts if t.source != "assistant"]
+                lendable = [e for e in lendable if store_subject(e, said)]
+            query, detail = rule_rewrite(question, lendable, personal)
         if decision.kind == "dependent" and (query != question or brings(question)) and decision.contrast is None:
             service = carried_service(question, decision.history)
             if service and service not in query:  # not twice: the entity put in may be the service's word

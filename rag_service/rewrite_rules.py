@@ -940,6 +940,36 @@ _PLACE_ATTRIBUTES = frozenset(["address", "contact", "phone", "opening_hours"])
 _ATTRIBUTE_WORDS = 2  # "the address", "phone number", "营业时间": the attribute's word alone, nothing it belongs to
 
 
+def asks_of_store(question: str) -> bool:
+    """Does the question ask only what a store has (its opening hours, phone, or address: "春节休息几天", "Open on
+    Sundays?", "What's the address?") and name no thing and no person of its own? A bare "where" ("Where was he
+    born?", "Where did this start?") asks where anything is, not a store's address."""
+    ideas = concepts(question)
+    if not ideas or not ideas <= _PLACE_ATTRIBUTES or own_names(question) or _PERSON_OR_GROUP.search(question):
+        return False
+    return ideas != {"address"} or _ADDRESS_WORD.search(question) is not None
+
+
+# "they" / "he" asks of people (the staff just asked about, a relative), not of a store.
+_PERSON_OR_GROUP = re.compile(r"\b(?:they|them|their|he|she|him|his|her)\b|[他她]", re.IGNORECASE)
+_ADDRESS_WORD = re.compile(r"\baddress|地址|店", re.IGNORECASE)
+
+
+# A store, a branch or the shop's hotline in an entity's words: what a store question may be asked of.
+STORE_WORD = re.compile(r"店|门市|热线|客服|\b(?:store|branch|shop|outlet|hotline|service (?:number|line))s?\b", re.I)
+
+
+def store_subject(entity: Entity, said: Sequence[str]) -> bool:
+    """May a question asked of a store take the entity? A place, a store, a branch or a hotline, or a name the
+    customer wrote before 店 or "store" ("湖滨店", "the Binjiang store": the district a branch goes by)."""
+    if place_names(entity.text) or STORE_WORD.search(entity.text):
+        return True
+    if not entity.named:
+        return False
+    branch = re.compile(rf"{re.escape(entity.text)}(?:店|\s+(?:store|branch|shop|outlet)\b)", re.IGNORECASE)
+    return any(branch.search(text) for text in said)
+
+
 def attribute_only(entity: Entity) -> bool:
     """Is the entity only the name of what a question asked of a place ("What's the address?", "电话多少")? It is
     no subject: "Is it open late?" after the address asks about the store, and a follow-up's ellipsis
