@@ -154,6 +154,8 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "electronic": ("electronic|e-invoice|pdf|digital", "电子|电子发票"),
     "paper": ("paper|printed|hard copy", "纸质"),
     "proof": ("proof|id card|certificate|verify*|verification", "证明|证件|学生证|认证|验证"),
+    # The least an order must come to for an offer, a payment option or free delivery.
+    "minimum": ("minimum*|min order*|min spend|lowest amount", "最低|起订|起购|最少"),
     "limit": ("limit*|quota|at most|maximum|per year|yearly", "限购|上限|最多|每年|额度"),
     "zone": ("zone*|region*|countr*", "区域|地区|国家"),
     # Home appliances: what their pages and customers talk about in either language.
