@@ -18,7 +18,7 @@ from functools import lru_cache
 from rag_core.text import fail_fast
 
 # concept: (English phrases, Chinese phrases). English phrases match whole words (a trailing "*" matches
-# any ending; "!word" after a phrase: not when that word follows; "..." between words: up to three words
+# any ending; "!word" after a phrase: not when that word follows; "..." between words: up to four words
 # there, as a rewrite that names "it" puts them: "put ... together"); Chinese phrases match as substrings.
 CONCEPTS: dict[str, tuple[str, str]] = {
     "return": (
@@ -275,7 +275,7 @@ def _en_pattern(phrases: str) -> re.Pattern[str]:
     for phrase in _EN_SPLIT.split(phrases.strip()):
         p, _, unless = phrase.partition("!")
         body = re.escape(p.rstrip("*")).replace(r"\ ", r"\s+").replace(r"\?", "?").replace(r"\*", r"\w*")
-        body = body.replace(r"\s+\.\.\.\s+", r"\s+(?:\S+\s+){0,3}")
+        body = body.replace(r"\s+\.\.\.\s+", r"\s+(?:\S+\s+){0,4}")
         part = rf"\b{body}\w*" if p.endswith("*") else rf"\b{body}\b"
         # (After a whole word: "contacts lens" must not match as "contact" before "s lens".)
         parts.append(part + (rf"\b(?!\s+{re.escape(unless)})" if unless else ""))
