@@ -24,7 +24,7 @@ from rag_service.rerank import rerank
         ("Can someone put the Arc Floor Lamp together for me?", "install", True),
         ("落地灯可以上门组装吗", "install", True),
         ("Can I pay with Huabei?", "huabei", True),
-        ("花呗 3 期手续费多少", "huabei", True),
+        ("用花呗付款能分三期吗", "huabei", True),
         ("Do you ship with SF?", "sf_express", True),
         ("默认顺丰速运发货", "sf_express", True),
         ("大件走京东物流", "jd_logistics", True),
@@ -60,7 +60,7 @@ def test_an_instalment_question_lifts_the_instalment_page_over_a_products_instal
     # an installation question too, it took the lift the instalment page has.
     fitting = _chunk("lamp", "弧光落地灯 商品详情", "安装", "安装：底座拧上灯杆即可，也可以预约上门安装。", 0.90)
     terms = _chunk("pay", "分期付款说明", "", "订单满 600 元可以用花呗或信用卡分期。", 0.86)
-    ranked = rerank("Can I pay for the floor lamp in installments?", [fitting, terms])
+    ranked = rerank("Is paying for the floor lamp in installments possible?", [fitting, terms])
     assert ranked[0].doc_id == "pay"
 
 
