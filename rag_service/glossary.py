@@ -155,7 +155,7 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "paper": ("paper|printed|hard copy", "纸质"),
     "proof": ("proof|id card|certificate|verify*|verification", "证明|证件|学生证|认证|验证"),
     # The least an order must come to for an offer, a payment option or free delivery.
-    "minimum": ("minimum*|min order*|min spend|lowest amount", "最低|起订|起购|最少"),
+    "minimum": ("minimum*|min order*|min spend|lowest amount", "最低消费|起订|起购|起送"),
     "limit": ("limit*|quota|at most|maximum|per year|yearly", "限购|上限|最多|每年|额度"),
     "zone": ("zone*|region*|countr*", "区域|地区|国家"),
     # Home appliances: what their pages and customers talk about in either language.
