@@ -102,9 +102,6 @@ CONCEPTS: dict[str, tuple[str, str]] = {
         "查询|物流信息|查物流|查快递|物流|跟踪|进度|状态",
     ),
     "payment": ("pay*|paid|alipay|wechat pay|card|cards", "支付|付款|付钱|支付宝|微信支付|银行卡"),
-    # An instalment service of a payment app, named in either language where a page sets it apart from card
-    # instalments.
-    "huabei": ("huabei|hua bei|ant credit pay", "花呗"),
     "e_wallet": (
         "alipay|wechat pay|weixin pay|e-wallet*|mobile wallet*|digital wallet*",
         "支付宝|微信支付|花呗|电子钱包",
