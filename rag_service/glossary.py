@@ -71,7 +71,11 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "customs": ("customs|duty|duties|import tax*|tariff*", "关税|清关|海关|进口税"),
     "same_day": ("same day|same-day|today", "当日达|当天|当日"),
     "invoice": ("invoice*|receipt*|fapiao|tax id", "发票|开票|增值税|税号|抬头|收据|小票"),
-    "installment": ("instal*ment*|pay monthly|monthly payment*|credit", "分期|期数|花呗|信用卡分期|免息"),
+    # Huabei (花呗) is the instalment service of a payment app: a question naming it asks about instalments.
+    "installment": (
+        "instal*ment*|pay monthly|monthly payment*|credit|huabei|hua bei",
+        "分期|期数|花呗|信用卡分期|免息",
+    ),
     "interest": ("interest|rate*|handling fee*|service fee*", "利息|费率|手续费|免息"),
     "member": ("member*|loyalty|tier*|vip|gold|silver|platinum|diamond|level*", "会员|金卡|银卡|白金|钻石|等级|黑卡"),
     "gold_tier": ("gold", "金卡|黄金会员"),

@@ -19,6 +19,7 @@ from rag_service.glossary import concepts
         # A rewrite that names "it" puts the name between the words.
         ("Can someone put the Arc Floor Lamp together for me?", "install", True),
         ("落地灯可以上门组装吗", "install", True),
+        ("Is paying by Huabei possible for the lamp?", "installment", True),
         ("Do you ship with SF?", "sf_express", True),
         ("默认顺丰速运发货", "sf_express", True),
         ("大件走京东物流", "jd_logistics", True),
