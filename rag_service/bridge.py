@@ -79,6 +79,54 @@ def stem(word: str) -> str:
     return word
 
 
+# Shop words that CC-CEDICT lacks or gives only another sense of ("小样": galley proof; "正装": formal dress), with
+# the English a shop's page or customer names them by: the sizes and packs a product is sold in, delivery and
+# payment options, fixings, everyday goods. A word of the question that sets one row or page apart from its
+# siblings ("the travel size", "a wall anchor") often is one of these. Definitions as CC-CEDICT writes them (two
+# words at most, `GLOSS_WORDS`); a word that jieba cuts into parts ("膨胀螺丝") is found in a text as a whole
+# (`_SHOP_WHOLE`). Words of the glossary's concepts are no use here: the concept links them already.
+SHOP_WORDS: dict[str, tuple[str, ...]] = {
+    # Sizes and packs.
+    "旅行装": ("travel size", "travel pack"),
+    "试用装": ("trial size", "trial pack"),
+    "体验装": ("trial pack", "trial kit"),
+    "正装": ("full size", "full-size"),
+    "家庭装": ("family size", "family pack"),
+    "补充装": ("refill", "refill pack"),
+    "替换装": ("refill", "refill pack"),
+    "组合装": ("bundle", "combo"),
+    # Delivery and payment options.
+    "到付": ("freight collect",),
+    "保价": ("declared value", "shipping insurance"),
+    "驿站": ("pickup point", "parcel station"),
+    "快递柜": ("parcel locker", "locker"),
+    "次日达": ("next-day delivery",),
+    "送货上门": ("home delivery", "doorstep delivery"),
+    "上楼费": ("stairs fee", "carry-up fee"),
+    "偏远地区": ("remote area", "remote region"),
+    "白条": ("baitiao",),
+    # Fixings and parts.
+    "膨胀螺丝": ("anchor", "wall anchor", "wall plug", "expansion bolt"),
+    "膨胀螺栓": ("anchor bolt", "expansion bolt"),
+    "防倾倒": ("anti-tip", "tip-over"),
+    "收纳袋": ("storage bag", "pouch"),
+    "替换头": ("replacement head", "refill head"),
+    "刀头": ("blade", "cutter head"),
+    "电池仓": ("battery compartment",),
+    # Everyday goods.
+    "航空箱": ("pet carrier", "carrier", "travel crate", "crate"),
+    "猫爬架": ("cat tree", "cat tower"),
+    "尿垫": ("pee pad", "puppy pad"),
+    "猫砂": ("cat litter", "litter"),
+    "牵引绳": ("leash",),
+    "敏感肌": ("sensitive skin",),
+    "精华": ("serum",),
+    "洁面": ("cleanser", "face wash"),
+    "防晒": ("sunscreen", "sunblock"),
+    "面霜": ("face cream",),
+}
+
+
 def glosses() -> Mapping[str, tuple[Gloss, ...]]:
     """Simplified Chinese word (two characters, or one of few senses: `CHAR_SENSES`) -> its short definitions
     (`Gloss`). Read once a process with the rest of `Dictionary` (~1.5 s, the package's parser; at start-up:
@@ -118,6 +166,9 @@ def dictionary() -> Dictionary:
     known = {
         zh: tuple(ws) for zh, ws in out.items() if zh not in general and (len(zh) > 1 or senses[zh] <= CHAR_SENSES)
     }
+    for zh, definitions in SHOP_WORDS.items():
+        own = [g for g in map(_gloss_words, definitions) if g is not None and g.content]
+        known[zh] = tuple(dict.fromkeys([*own, *known.get(zh, ())]))
     counts = Counter(s for gs in known.values() for s in {s for g in gs for s in g.content})
     rare = frozenset(
         s for gs in known.values() for g in gs if len(g.content) > 1 for s in g.content if counts[s] <= RARE_WORD
@@ -195,7 +246,9 @@ class Bridge:
         for group in groups:
             total = sum(group.values())
             for word, w in group.items():
-                weights[word] = max(weights.get(word, 0.0), w / total)
+                # (A shop word the word index cuts into parts is looked for by its parts.)
+                for part in terms(word) if _SHOP_WHOLE.fullmatch(word) else (word,):
+                    weights[part] = max(weights.get(part, 0.0), w / total)
         return term_vector(weights)
 
     def referred(self, text: str) -> tuple[tuple[str, str], ...]:
@@ -225,6 +278,10 @@ class Bridge:
         return sum(max((v for w, v in g.items() if w in have), default=0.0) for g in groups) / len(groups)
 
 
+# The shop words that jieba does not keep whole (`SHOP_WORDS`), looked for in a text as they are.
+_SHOP_WHOLE = re.compile(
+    "|".join(sorted((w for w in SHOP_WORDS if w not in jieba.lcut_for_search(w)), key=len, reverse=True)) or "(?!)"
+)
 _REFERENCE = re.compile(r"《([^《》\n]{2,60})》")
 _CLAUSE_ENDS = ("。", "；", "\n", ". ", "; ")
 # A name shorter than this (spaces removed) refers only to a page of that very title.
@@ -246,12 +303,19 @@ def _groups(bridge: Bridge, query: str, other: str) -> tuple[tuple[str, Mapping[
     out: list[tuple[str, Mapping[str, float]]] = []
     for word in _question_words(query, other):
         group = _translate(bridge, word, other)
-        # (A phrase's concepts are looked for only when it has a translation: most pairs of words have none.)
-        if " " in word and group and concepts(word):
+        # A phrase the glossary has a concept of ("travel size": a sample) has that concept's wording; one whose
+        # concepts are its words' ("full size": a size) is a thing of its own. (Looked for only when it has a
+        # translation: most pairs of words have none.)
+        if " " in word and group and _phrase_concept(word):
             continue
         if group and len(group) <= MAX_TARGETS and all(group != g for _, g in out):
             out.append((word, group))
     return tuple(out)
+
+
+def _phrase_concept(phrase: str) -> bool:
+    """Does the glossary have a concept of the phrase that neither of its words has alone?"""
+    return bool(concepts(phrase) - frozenset().union(*(concepts(w) for w in phrase.split())))
 
 
 @lru_cache(maxsize=4096)
@@ -274,6 +338,7 @@ def _question_words(query: str, other: str) -> tuple[str, ...]:
                     words.append(w)
                 elif len(w) > 2:
                     words.extend(t for t in terms(w) if t in known and t != w)
+            words.extend(_SHOP_WHOLE.findall(run))
     return tuple(dict.fromkeys(w for w in words if not concepts(w)))
 
 
@@ -308,7 +373,7 @@ def build(texts: Iterable[tuple[str, str, str]]) -> Bridge:
     en_chunks: dict[str, frozenset[str]] = {}
     for cid, lang, text in texts:
         if lang == "zh":
-            zh_chunks[cid] = frozenset(t for t in terms(text) if t in known)
+            zh_chunks[cid] = frozenset([*(t for t in terms(text) if t in known), *_SHOP_WHOLE.findall(text)])
         elif lang == "en":
             en_chunks[cid] = frozenset(w for w in _WORD.findall(text.lower()) if len(w) > 2 and w not in _FILLER)
     zh_common = _common(zh_chunks.values())
