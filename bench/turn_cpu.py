@@ -93,6 +93,7 @@ async def _passes(
     passes: int,
     profile: Path | None,
     mark: bool = False,
+    drain: bool = False,
 ) -> tuple[list[list[float]], dict[str, list[float]]]:
     # The tree's modules, not this checkout's: its runner, its rag_service, its rag_core (dropped if this
     # process already imported them from elsewhere, e.g. the tiktoken preparation).
@@ -149,6 +150,10 @@ async def _passes(
             cpu.append((time.process_time() - t0) * 1000)
             if mark:
                 os.getsid(0)  # callgrind: --dump-before=getsid
+            if drain:
+                # The turn's background tasks (receipt, archive write, compression) finish here, outside
+                # the next turn's span: with and without, the count shows whether they land in it.
+                await pipeline.drain()
             for stage, ms in result.receipt.get("timings_ms", {}).items():
                 stages.setdefault(stage, {}).setdefault(len(cpu) - 1, []).append(float(ms))
         await pipeline.drain()
@@ -169,6 +174,7 @@ def _callgrind_passes(
     passes: int,
     engine: str,
     keep: Path | None,
+    drain: bool = False,
 ) -> list[list[int]]:
     """Instructions of each turn (per pass): the passes again, in a child process under callgrind."""
     valgrind = shutil.which("valgrind")
@@ -198,6 +204,7 @@ def _callgrind_passes(
             f"--qdrant={qdrant}",
             f"--turns={turns}",
             f"--passes={passes}",
+            *(["--drain"] if drain else []),
             f"--engine={engine}",
             f"--upstream={upstream}",
             f"--conversations={conv_file}",
@@ -257,6 +264,11 @@ def main(argv: list[str] | None = None) -> int:
         help="keep the per-turn callgrind dumps here (callgrind_annotate DIR/callgrind.out.N: turn N's profile)",
     )
     # The child process --instructions runs under valgrind: the passes alone, marked for callgrind.
+    p.add_argument(
+        "--drain",
+        action="store_true",
+        help="wait for each turn's background tasks outside the measured spans (do they land in the next turn?)",
+    )
     p.add_argument("--callgrind-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--upstream", default=None, help=argparse.SUPPRESS)
     p.add_argument("--conversations", type=Path, default=None, help=argparse.SUPPRESS)
@@ -265,7 +277,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.callgrind_child:
         os.environ["RAG_BENCH_QDRANT_ENGINE"] = args.engine
         asyncio.run(
-            _passes(tree, args.qdrant, args.upstream, args.conversations, args.turns, args.passes, None, mark=True)
+            _passes(
+                tree,
+                args.qdrant,
+                args.upstream,
+                args.conversations,
+                args.turns,
+                args.passes,
+                None,
+                mark=True,
+                drain=args.drain,
+            )
         )
         return 0
     commit = subprocess.run(
@@ -288,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     upstream = harness.Upstream(0.0, conv_file)
     try:
         passes, stage_min = asyncio.run(
-            _passes(tree, qdrant, upstream.base_url, conv_file, args.turns, args.passes, args.profile)
+            _passes(tree, qdrant, upstream.base_url, conv_file, args.turns, args.passes, args.profile, drain=args.drain)
         )
         instructions = (
             _callgrind_passes(
@@ -300,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.instructions,
                 args.engine,
                 args.callgrind_dumps,
+                args.drain,
             )
             if args.instructions
             else None
@@ -313,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         "engine": args.engine,
         "turns": len(per_turn),
         "passes": len(passes),
+        "drained": args.drain,
         "cpu_ms_median": round(statistics.median(per_turn), 3),
         "cpu_ms_mean": round(statistics.fmean(per_turn), 3),
         "cpu_ms_per_turn_min": [round(v, 3) for v in per_turn],
