@@ -2097,6 +2097,12 @@ def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
     # A price list under one heading ("128GB 7999 元 / 256GB 8999 元 ...") answers "how much is it" as a
     # whole when no tier was named: the rows of the best sentence's section that carry the value.
     # The list is one whatever chunks the overlap cut it into: its rows compare without their chunks' rank.
+    # "the X1 with the 155U": the item the question names by a word only the best line says; a line of the same
+    # page stating the value of the asked type without that word is a sibling item's value, not the asked one's.
+    if primary in _ITEM_VALUES and shows(best.text, primary):
+        said, unsaid = _item_words(q, best)
+        if said:
+            ranked = [best, *(c for c in ranked[1:] if not _sibling_value(c, best, said, unsaid, primary))]
     if primary in (Ask.PRICE, Ask.SPEC, Ask.PERCENT) and not q.attrs and shows(best.text, primary):
         floor = 0.75 * best.score * _rank_discount(best)
         rows = [
@@ -2140,6 +2146,53 @@ def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
         if c.score >= 0.75 * best.score and not _other_row(c, best):
             picked.append(c)
     return picked
+
+
+_ITEM_VALUES = (Ask.PRICE, Ask.SPEC, Ask.PERCENT)
+
+
+def _mentions(text: str, word: str) -> bool:
+    if not word.isascii():
+        return word in text
+    return re.search(rf"(?<![a-z0-9.]){re.escape(word)}", text) is not None
+
+
+def _item_words(q: Question, best: Candidate) -> tuple[frozenset[str], frozenset[str]]:
+    """The question's words that name an item ("155u", "1.74", "便携装"), not its family (the best line's heading or
+    page title, which every line of the page is about) nor what is asked ("price", "售价"): those the best line
+    itself says, and those it does not (another item the question names too: "A2 和 A3 分别多少钱")."""
+    own = best.text.lower()
+    frame = f"{best.section} {best.chunk.title}".lower()
+    said: set[str] = set()
+    unsaid: set[str] = set()
+    for w in q.words:
+        if w.isdigit() or w in EN_GENERIC_WORDS or w in _GENERIC_ZH or concepts(w):
+            continue
+        if len(w) < (2 if not w.isascii() or _has_figure(w) else 3) or _mentions(frame, w):
+            continue
+        (said if _mentions(own, w) else unsaid).add(w)
+    return frozenset(said), frozenset(unsaid)
+
+
+def _sibling_value(c: Candidate, best: Candidate, said: frozenset[str], unsaid: frozenset[str], ask: Ask) -> bool:
+    """A line of the best line's page stating a value of the asked type that does not name the asked item, in itself
+    or by its heading: another item's value ("The OLED model costs ¥16999" beside the "155U" line). A model number
+    or size the question names ("155u", "1.74") must be there; other words, one of them. A line naming another item
+    the question names is asked too."""
+    if c.chunk.doc_id != best.chunk.doc_id or not shows(c.text, ask):
+        return False
+    text = f"{c.section} {c.text}".lower()
+    figured = [w for w in said if _has_figure(w)]
+    if figured:
+        # A name read across languages ("core" beside "酷睿") is no other item: only another number is.
+        return not all(_mentions(text, w) for w in figured) and not any(
+            _mentions(text, w) for w in unsaid if _has_figure(w)
+        )
+    return not any(_mentions(text, w) for w in said | unsaid)
+
+
+def _has_figure(word: str) -> bool:
+    return any(ch.isdigit() for ch in word)
 
 
 def _other_row(c: Candidate, best: Candidate) -> bool:
