@@ -2094,15 +2094,14 @@ def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
         ]
         if len(rivals) >= 2:
             return [max(rivals, key=lambda pc: pc[0] * by_price)[1]]
+    # "the X1 with the 155U": the item the question names by a word only the best line says; a line of the same
+    # page stating the value of the asked type without that word is a sibling item's value, not the asked one's.
+    # Read only of the lines that would be quoted.
+    no_item: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
+    said, unsaid = _item_words(q, best) if primary in _ITEM_VALUES and shows(best.text, primary) else no_item
     # A price list under one heading ("128GB 7999 元 / 256GB 8999 元 ...") answers "how much is it" as a
     # whole when no tier was named: the rows of the best sentence's section that carry the value.
     # The list is one whatever chunks the overlap cut it into: its rows compare without their chunks' rank.
-    # "the X1 with the 155U": the item the question names by a word only the best line says; a line of the same
-    # page stating the value of the asked type without that word is a sibling item's value, not the asked one's.
-    if primary in _ITEM_VALUES and shows(best.text, primary):
-        said, unsaid = _item_words(q, best)
-        if said:
-            ranked = [best, *(c for c in ranked[1:] if not _sibling_value(c, best, said, unsaid, primary))]
     if primary in (Ask.PRICE, Ask.SPEC, Ask.PERCENT) and not q.attrs and shows(best.text, primary):
         floor = 0.75 * best.score * _rank_discount(best)
         rows = [
@@ -2115,6 +2114,7 @@ def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
             # A row that says less of what the question asks about is another item of the list, not one of the
             # asked item's tiers.
             and not _other_row(c, best)
+            and not (said and _sibling_value(c, best, said, unsaid, primary))
         ][: limit + 3]
         if len(rows) >= 2:
             return sorted(rows, key=lambda c: _first_number(c.text, primary))
@@ -2143,7 +2143,11 @@ def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
     for c in ranked[1:]:
         if len(picked) >= limit:
             break
-        if c.score >= 0.75 * best.score and not _other_row(c, best):
+        if (
+            c.score >= 0.75 * best.score
+            and not _other_row(c, best)
+            and not (said and _sibling_value(c, best, said, unsaid, primary))
+        ):
             picked.append(c)
     return picked
 
