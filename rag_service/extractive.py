@@ -2094,7 +2094,7 @@ def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
         ]
         if len(rivals) >= 2:
             return [max(rivals, key=lambda pc: pc[0] * by_price)[1]]
-    # "the X1 with the 155U": the item the question names by a word only the best line says; a line of the same
+    # "the Z6 with the G2 gimbal": the item the question names by a word only the best line says; a line of the same
     # page stating the value of the asked type without that word is a sibling item's value, not the asked one's.
     # Read only of the lines that would be quoted.
     no_item: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
@@ -2162,7 +2162,7 @@ def _mentions(text: str, word: str) -> bool:
 
 
 def _item_words(q: Question, best: Candidate) -> tuple[frozenset[str], frozenset[str]]:
-    """The question's words that name an item ("155u", "1.74", "便携装"), not its family (the best line's heading or
+    """The question's words that name an item ("g2", "1.60", "旅行装"), not its family (the best line's heading or
     page title, which every line of the page is about) nor what is asked ("price", "售价"): those the best line
     itself says, and those it does not (another item the question names too: "A2 和 A3 分别多少钱")."""
     own = best.text.lower()
@@ -2180,15 +2180,15 @@ def _item_words(q: Question, best: Candidate) -> tuple[frozenset[str], frozenset
 
 def _sibling_value(c: Candidate, best: Candidate, said: frozenset[str], unsaid: frozenset[str], ask: Ask) -> bool:
     """A line of the best line's page stating a value of the asked type that does not name the asked item, in itself
-    or by its heading: another item's value ("The OLED model costs ¥16999" beside the "155U" line). A model number
-    or size the question names ("155u", "1.74") must be there; other words, one of them. A line naming another item
+    or by its heading: another item's value ("The bundle costs ¥5299" beside the "G2" line). A model number
+    or size the question names ("g2", "1.60") must be there; other words, one of them. A line naming another item
     the question names is asked too."""
     if c.chunk.doc_id != best.chunk.doc_id or not shows(c.text, ask):
         return False
     text = f"{c.section} {c.text}".lower()
     figured = [w for w in said if _has_figure(w)]
     if figured:
-        # A name read across languages ("core" beside "酷睿") is no other item: only another number is.
+        # A name read across languages ("gimbal" beside "云台") is no other item: only another number is.
         return not all(_mentions(text, w) for w in figured) and not any(
             _mentions(text, w) for w in unsaid if _has_figure(w)
         )
