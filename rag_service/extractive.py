@@ -2094,6 +2094,11 @@ def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
         ]
         if len(rivals) >= 2:
             return [max(rivals, key=lambda pc: pc[0] * by_price)[1]]
+    # "the Z6 with the G2 gimbal": the item the question names by a word only the best line says; a line of the same
+    # page stating the value of the asked type without that word is a sibling item's value, not the asked one's.
+    # Read only of the lines that would be quoted.
+    no_item: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
+    said, unsaid = _item_words(q, best) if primary in _ITEM_VALUES and shows(best.text, primary) else no_item
     # A price list under one heading ("128GB 7999 元 / 256GB 8999 元 ...") answers "how much is it" as a
     # whole when no tier was named: the rows of the best sentence's section that carry the value.
     # The list is one whatever chunks the overlap cut it into: its rows compare without their chunks' rank.
@@ -2109,6 +2114,7 @@ def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
             # A row that says less of what the question asks about is another item of the list, not one of the
             # asked item's tiers.
             and not _other_row(c, best)
+            and not (said and _sibling_value(c, best, said, unsaid, primary))
         ][: limit + 3]
         if len(rows) >= 2:
             return sorted(rows, key=lambda c: _first_number(c.text, primary))
@@ -2137,9 +2143,60 @@ def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
     for c in ranked[1:]:
         if len(picked) >= limit:
             break
-        if c.score >= 0.75 * best.score and not _other_row(c, best):
+        if (
+            c.score >= 0.75 * best.score
+            and not _other_row(c, best)
+            and not (said and _sibling_value(c, best, said, unsaid, primary))
+        ):
             picked.append(c)
     return picked
+
+
+_ITEM_VALUES = (Ask.PRICE, Ask.SPEC, Ask.PERCENT)
+
+
+def _mentions(text: str, word: str) -> bool:
+    if not word.isascii():
+        return word in text
+    return re.search(rf"(?<![a-z0-9.]){re.escape(word)}", text) is not None
+
+
+def _item_words(q: Question, best: Candidate) -> tuple[frozenset[str], frozenset[str]]:
+    """The question's words that name an item ("g2", "1.60", "旅行装"), not its family (the best line's heading or
+    page title, which every line of the page is about) nor what is asked ("price", "售价"): those the best line
+    itself says, and those it does not (another item the question names too: "A2 和 A3 分别多少钱")."""
+    own = best.text.lower()
+    frame = f"{best.section} {best.chunk.title}".lower()
+    said: set[str] = set()
+    unsaid: set[str] = set()
+    for w in q.words:
+        if w.isdigit() or w in EN_GENERIC_WORDS or w in _GENERIC_ZH or concepts(w):
+            continue
+        if len(w) < (2 if not w.isascii() or _has_figure(w) else 3) or _mentions(frame, w):
+            continue
+        (said if _mentions(own, w) else unsaid).add(w)
+    return frozenset(said), frozenset(unsaid)
+
+
+def _sibling_value(c: Candidate, best: Candidate, said: frozenset[str], unsaid: frozenset[str], ask: Ask) -> bool:
+    """A line of the best line's page stating a value of the asked type that does not name the asked item, in itself
+    or by its heading: another item's value ("The bundle costs ¥5299" beside the "G2" line). A model number
+    or size the question names ("g2", "1.60") must be there; other words, one of them. A line naming another item
+    the question names is asked too."""
+    if c.chunk.doc_id != best.chunk.doc_id or not shows(c.text, ask):
+        return False
+    text = f"{c.section} {c.text}".lower()
+    figured = [w for w in said if _has_figure(w)]
+    if figured:
+        # A name read across languages ("gimbal" beside "云台") is no other item: only another number is.
+        return not all(_mentions(text, w) for w in figured) and not any(
+            _mentions(text, w) for w in unsaid if _has_figure(w)
+        )
+    return not any(_mentions(text, w) for w in said | unsaid)
+
+
+def _has_figure(word: str) -> bool:
+    return any(ch.isdigit() for ch in word)
 
 
 def _other_row(c: Candidate, best: Candidate) -> bool:
