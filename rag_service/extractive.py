@@ -2118,6 +2118,24 @@ def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
         ][: limit + 3]
         if len(rows) >= 2:
             return sorted(rows, key=lambda c: _first_number(c.text, primary))
+    if primary in (Ask.DURATION, Ask.TIME) and not q.attrs and not q.named and shows(best.text, primary):
+        # "多久能到", "what are your hours?": a question naming no case (no region, no store, no variant) of a list of
+        # parallel lines, one per case ("江浙沪 次日 / 偏远地区 4 到 7 天"), is answered by the list, as a price
+        # question naming no tier is; one line alone reads as if it held for every case. A line that says less of
+        # the question than the best one is no parallel case: the question named the best one's.
+        floor = 0.75 * best.score * _rank_discount(best)
+        cases = [
+            c
+            for c in ranked
+            if c.chunk.doc_id == best.chunk.doc_id
+            and c.section == best.section
+            and shows(c.text, primary)
+            and c.said >= best.said
+            and c.score * _rank_discount(c) >= floor
+            and not _other_row(c, best)
+        ][: limit + 2]
+        if len(cases) >= 2:
+            return sorted(cases, key=lambda c: (c.rank, c.order))
     if primary is Ask.HOWTO and shows(best.text, primary):
         # Steps read together, in the document's order.
         steps = [c for c in ranked if c.chunk.doc_id == best.chunk.doc_id and c.section == best.section]

@@ -93,7 +93,10 @@ _ASK_PATTERNS: list[tuple[Ask, re.Pattern[str]]] = [
         Ask.TIME,
         re.compile(
             r"几点|最晚|最早|截止|截单|下班|关门|开门|营业时间"
-            r"|\bwhat time\b|\bhow late\b|\bhow early\b|\blatest\b|\bearliest\b|\bcut-?off\b|\bopening hours\b|\bclos(?:e|es|ing) (?:at|time)\b",
+            r"|\bwhat time\b|\bhow late\b|\bhow early\b|\blatest\b|\bearliest\b|\bcut-?off\b|\bopening hours\b|\bclos(?:e|es|ing) (?:at|time)\b"
+            # "what hours are you open?", "your store hours": the times of day it is open, not a number of hours.
+            r"|\bwhat (?:are )?(?:the |your |its |their )?(?:opening |business |store |shop |service )?hours\b"
+            r"|\b(?:business|store|shop|trading|service) hours\b",
             re.I,
         ),
     ),

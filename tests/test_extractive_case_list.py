@@ -1,0 +1,61 @@
+"""A question naming no case of a list of parallel lines, one per case (delivery time per zone, hours per
+desk), is answered by the list, as a price question naming no tier is; one naming a case keeps its line.
+"What hours ..." asks for a time of day. Invented shops and wording."""
+
+from __future__ import annotations
+
+from rag_service.facts import Ask, question_asks
+from tests.extractive_kit import answer, chunk
+
+DELIVERY_PAGE = chunk(
+    "parcel-rules",
+    "青禾园艺 寄送说明",
+    "\n".join(
+        [
+            "## 送达时效",
+            "苗木在每周二和周五统一打包寄出。",
+            "- 华东城区一般 1 到 2 天送达。",
+            "- 华中和华南城区一般 2 到 4 天送达。",
+            "- 山区和海岛一般 5 到 9 天送达。",
+        ]
+    ),
+)
+DESK_PAGE = chunk(
+    "desk-hours",
+    "Fernlight Pottery help desk",
+    "\n".join(
+        [
+            "## Help desk",
+            "The phone desk answers from 8:30 to 17:00 on weekdays.",
+            "The chat desk answers from 10:00 to 22:00 every day.",
+        ]
+    ),
+)
+
+
+def test_a_duration_question_naming_no_case_gets_every_case_line() -> None:
+    out = answer("苗木寄出后多久能送到", [DELIVERY_PAGE])
+    assert "1 到 2 天" in out and "2 到 4 天" in out and "5 到 9 天" in out
+
+
+def test_a_duration_question_naming_its_case_keeps_that_line() -> None:
+    out = answer("山区和海岛多久能送到", [DELIVERY_PAGE])
+    assert "5 到 9 天" in out
+    assert "1 到 2 天" not in out
+
+
+def test_what_hours_asks_for_a_time_of_day() -> None:
+    assert Ask.TIME in question_asks("What hours is the help desk open?")
+    assert Ask.TIME in question_asks("what are your store hours")
+    assert Ask.TIME not in question_asks("How many hours does the battery last?")
+
+
+def test_an_hours_question_naming_no_desk_gets_both_desks() -> None:
+    out = answer("What hours is the help desk open?", [DESK_PAGE])
+    assert "8:30" in out and "10:00" in out
+
+
+def test_an_hours_question_naming_one_desk_keeps_its_line() -> None:
+    out = answer("What hours does the chat desk answer?", [DESK_PAGE])
+    assert "10:00" in out
+    assert "8:30" not in out
