@@ -9,7 +9,11 @@ from tests.extractive_kit import answer, chunk
 
 # The list cut by the chunker's overlap: its last line ranks first, the others come in a chunk ranked lower.
 DELIVERY_TAIL = chunk(
-    "parcel-rules", "青禾园艺 寄送说明", "- 山区和海岛一般 5 到 9 天送达。\n暴雨天气会顺延。", section="## 送达时效", index=1
+    "parcel-rules",
+    "青禾园艺 寄送说明",
+    "- 山区和海岛一般 5 到 9 天送达。\n暴雨天气会顺延。",
+    section="## 送达时效",
+    index=1,
 )
 DELIVERY_HEAD = chunk(
     "parcel-rules",
