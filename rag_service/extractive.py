@@ -2133,6 +2133,7 @@ def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
             and c.said >= best.said
             and c.score * _rank_discount(c) >= floor
             and not _other_row(c, best)
+            and (c is best or _parallel(c.text, best.text))
         ][: limit + 2]
         if len(cases) >= 2:
             return sorted(cases, key=lambda c: (c.rank, c.order))
@@ -2171,6 +2172,22 @@ def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
 
 
 _ITEM_VALUES = (Ask.PRICE, Ask.SPEC, Ask.PERCENT)
+_SHAPE_WORD = re.compile(rf"[a-z]+|{HAN_CLASS}+")
+
+
+def _shape(text: str) -> frozenset[str]:
+    """What a line says once its figures are left out: its English words and the pairs of its Chinese characters."""
+    out: set[str] = set()
+    for w in _SHAPE_WORD.findall(text.lower()):
+        out.update((w,) if w.isascii() else (w[i : i + 2] for i in range(max(1, len(w) - 1))))
+    return frozenset(out)
+
+
+def _parallel(a: str, b: str) -> bool:
+    """Two lines of one list, one per case: the same wording around another case and figure ("江浙沪 一般 1 到 2 天送达"
+    beside "偏远地区一般 4 到 7 天送达"), not two rules of one section that each state a time."""
+    sa, sb = _shape(a), _shape(b)
+    return bool(sa and sb) and len(sa & sb) >= 0.4 * min(len(sa), len(sb))
 
 
 def _mentions(text: str, word: str) -> bool:
