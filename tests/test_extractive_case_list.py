@@ -4,6 +4,7 @@ desk), is answered by the list, as a price question naming no tier is; one namin
 
 from __future__ import annotations
 
+from rag_service.extractive import _parallel
 from rag_service.facts import Ask, question_asks
 from tests.extractive_kit import answer, chunk
 
@@ -83,3 +84,9 @@ def test_an_hours_question_naming_one_desk_keeps_its_line() -> None:
     out = answer("What hours does the chat desk answer?", DESK_PAGES)
     assert "10:00" in out
     assert "8:30" not in out
+
+
+def test_parallel_lines_share_their_wording_around_the_case() -> None:
+    assert _parallel("华东城区一般 1 到 2 天送达。", "山区和海岛一般 5 到 9 天送达。")
+    assert _parallel("The phone desk answers from 8:30 to 17:00.", "The chat desk answers from 10:00 to 22:00.")
+    assert not _parallel("取货码 48 小时内有效。", "新苗到手后 3 天内别施肥。")
