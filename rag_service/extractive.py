@@ -2136,7 +2136,10 @@ def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
             and (c is best or _parallel(c.text, best.text))
         ][: limit + 2]
         if len(cases) >= 2:
-            return sorted(cases, key=lambda c: (c.rank, c.order))
+            # The list first; what else the best line's peers say (another rule with its own time) still follows.
+            listed = sorted(cases, key=lambda c: (c.rank, c.order))
+            more = [c for c in ranked if c not in listed and c.score >= 0.75 * best.score and not _other_row(c, best)]
+            return listed + more[: max(0, limit - len(listed))]
     if primary is Ask.HOWTO and shows(best.text, primary):
         # Steps read together, in the document's order.
         steps = [c for c in ranked if c.chunk.doc_id == best.chunk.doc_id and c.section == best.section]
