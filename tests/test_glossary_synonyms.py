@@ -1,5 +1,5 @@
 """Everyday words a question uses where a shop's page writes its own (`glossary.CONCEPTS`): an opened
-package, children, brakes, tinted lenses, balance bikes, small travel sizes (invented shops and wording)."""
+package, brakes, tinted lenses, balance bikes, small travel sizes (invented shops and wording)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,6 @@ from rag_service.glossary import concepts
         # Invented tea shop: the question says 拆封, the rule 拆开包装.
         ("茶叶拆封以后还能换吗", "罐子拆开包装后仍可七天内换货。", "activation"),
         ("Can I still send the kettle back if I unsealed it?", "拆开包装不影响退换。", "activation"),
-        ("我家小孩三岁能骑吗", "适合 3–6 岁儿童。", "children"),
-        ("Is this scooter OK for my kids?", "本款滑板车适合儿童使用。", "children"),
         ("How do I adjust the brakes?", "刹车松了可到店免费调整。", "brake"),
         ("有没有带颜色的镜片", "Tinted lenses cost 80 yuan extra.", "tinted"),
         ("Do you sell balance bikes?", "滑步车适合两岁以上。", "balance_bike"),
@@ -31,7 +29,7 @@ def test_a_question_and_the_line_that_words_it_otherwise_share_a_concept(
 @pytest.mark.parametrize(
     ("text", "concept"),
     [
-        ("Pay in three monthly installments.", "children"),
+        ("滤网可拆开清洗。", "activation"),
         ("The shop opens at nine.", "activation"),
         ("拆卸螺丝需要工具。", "activation"),
         ("颜色有黑白两种。", "tinted"),
