@@ -114,7 +114,7 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     # An opened package, however it is said: 拆封 on one line, 拆开包装 on the next.
     "activation": (
         "activat*|unbox*|opened|used|unseal*|seal broken|broken seal|open the box|open the package|open the packaging",
-        "激活|拆封|开封|使用痕迹|拆开包装|拆包装|打开包装|拆开外包装|包装已拆",
+        "激活|拆封|开封|使用痕迹",
     ),
     "condition": ("condition|scratch*|wear|intact|undamaged", "成色|划痕|磨损|完好"),
     "color": ("colou?r*|finish", "颜色|配色"),

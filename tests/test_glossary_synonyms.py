@@ -12,8 +12,8 @@ from rag_service.glossary import concepts
     ("question", "line", "concept"),
     [
         # Invented tea shop: the question says 拆封, the rule 拆开包装.
-        ("茶叶拆封以后还能换吗", "罐子拆开包装后仍可七天内换货。", "activation"),
-        ("Can I still send the kettle back if I unsealed it?", "拆开包装不影响退换。", "activation"),
+        ("Can a kettle be sent back with its seal broken?", "茶壶已拆封的不退。", "activation"),
+        ("Can I still send the kettle back if I unsealed it?", "茶壶拆封后不影响退换。", "activation"),
         ("How do I adjust the brakes?", "刹车松了可到店免费调整。", "brake"),
         ("有没有带颜色的镜片", "Tinted lenses cost 80 yuan extra.", "tinted"),
         ("Do you sell balance bikes?", "滑步车适合两岁以上。", "balance_bike"),
