@@ -111,7 +111,8 @@ CONCEPTS: dict[str, tuple[str, str]] = {
         "支付宝|微信支付|花呗|电子钱包",
     ),
     "bank_card": ("bank card*|credit card*|debit card*|bank*", "银行卡|信用卡|借记卡|银行"),
-    # An opened package, however it is said: 拆封 on one line, 拆开包装 on the next.
+    # An opened package, however an English question says it. (Not 拆开包装 and the like: a concept's Chinese phrases
+    # are words an English question looks for in the word index, and 包装 took home's opened-box fee's line away.)
     "activation": (
         "activat*|unbox*|opened|used|unseal*|seal broken|broken seal|open the box|open the package|open the packaging",
         "激活|拆封|开封|使用痕迹",

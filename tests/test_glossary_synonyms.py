@@ -11,7 +11,7 @@ from rag_service.glossary import concepts
 @pytest.mark.parametrize(
     ("question", "line", "concept"),
     [
-        # Invented tea shop: the question says 拆封, the rule 拆开包装.
+        # Invented tea shop: the English question says its seal is broken, the rule 拆封.
         ("Can a kettle be sent back with its seal broken?", "茶壶已拆封的不退。", "activation"),
         ("Can I still send the kettle back if I unsealed it?", "茶壶拆封后不影响退换。", "activation"),
         ("How do I adjust the brakes?", "刹车松了可到店免费调整。", "brake"),
