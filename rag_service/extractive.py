@@ -2071,6 +2071,22 @@ def _price_pick(question: str) -> int:
 _FIGURES = re.compile(r"\d+(?:[.,]\d+)*")
 
 
+def _section_values(ranked: Sequence[Candidate], best: Candidate, primary: Ask) -> list[Candidate]:
+    """The lines of the best line's section that state the asked value, within 0.75 of it, compared without
+    their chunks' rank (a list is one whatever chunks the overlap cut it into). A row that says less of what
+    the question asks about is another item of the list, not one of the asked item's tiers or cases."""
+    floor = 0.75 * best.score * _rank_discount(best)
+    return [
+        c
+        for c in ranked
+        if c.chunk.doc_id == best.chunk.doc_id
+        and c.section == best.section
+        and shows(c.text, primary)
+        and c.score * _rank_discount(c) >= floor
+        and not _other_row(c, best)
+    ]
+
+
 def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
     primary = q.asks[0] if q.asks else Ask.GENERAL
     direction = superlative(q.text) if primary in (Ask.PRICE, Ask.SPEC, Ask.DURATION) else 0
@@ -2101,20 +2117,11 @@ def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
     said, unsaid = _item_words(q, best) if primary in _ITEM_VALUES and shows(best.text, primary) else no_item
     # A price list under one heading ("128GB 7999 元 / 256GB 8999 元 ...") answers "how much is it" as a
     # whole when no tier was named: the rows of the best sentence's section that carry the value.
-    # The list is one whatever chunks the overlap cut it into: its rows compare without their chunks' rank.
     if primary in (Ask.PRICE, Ask.SPEC, Ask.PERCENT) and not q.attrs and shows(best.text, primary):
-        floor = 0.75 * best.score * _rank_discount(best)
         rows = [
             c
-            for c in ranked
-            if c.chunk.doc_id == best.chunk.doc_id
-            and c.section == best.section
-            and shows(c.text, primary)
-            and c.score * _rank_discount(c) >= floor
-            # A row that says less of what the question asks about is another item of the list, not one of the
-            # asked item's tiers.
-            and not _other_row(c, best)
-            and not (said and _sibling_value(c, best, said, unsaid, primary))
+            for c in _section_values(ranked, best, primary)
+            if not (said and _sibling_value(c, best, said, unsaid, primary))
         ][: limit + 3]
         if len(rows) >= 2:
             return sorted(rows, key=lambda c: _first_number(c.text, primary))
@@ -2123,17 +2130,10 @@ def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
         # parallel lines, one per case ("江浙沪 次日 / 偏远地区 4 到 7 天"), is answered by the list, as a price
         # question naming no tier is; one line alone reads as if it held for every case. A line that says less of
         # the question than the best one is no parallel case: the question named the best one's.
-        floor = 0.75 * best.score * _rank_discount(best)
         cases = [
             c
-            for c in ranked
-            if c.chunk.doc_id == best.chunk.doc_id
-            and c.section == best.section
-            and shows(c.text, primary)
-            and c.said >= best.said
-            and c.score * _rank_discount(c) >= floor
-            and not _other_row(c, best)
-            and (c is best or _parallel(c.text, best.text))
+            for c in _section_values(ranked, best, primary)
+            if c.said >= best.said and (c is best or _parallel(c.text, best.text))
         ][: limit + 2]
         if len(cases) >= 2:
             # The list first; what else the best line's peers say (another rule with its own time) still follows.
