@@ -84,7 +84,7 @@ def stem(word: str) -> str:
 # payment options, fixings, everyday goods. A word of the question that sets one row or page apart from its
 # siblings ("the travel size", "a wall anchor") often is one of these. Definitions as CC-CEDICT writes them (two
 # words at most, `GLOSS_WORDS`); a word that jieba cuts into parts ("膨胀螺丝") is found in a text as a whole
-# (`_SHOP_WHOLE`). Words of the glossary's concepts are no use here: the concept links them already.
+# (`_shop_whole`). Words of the glossary's concepts are no use here: the concept links them already.
 SHOP_WORDS: dict[str, tuple[str, ...]] = {
     # Sizes and packs.
     "旅行装": ("travel size", "travel pack"),
@@ -247,7 +247,7 @@ class Bridge:
             total = sum(group.values())
             for word, w in group.items():
                 # (A shop word the word index cuts into parts is looked for by its parts.)
-                for part in terms(word) if _SHOP_WHOLE.fullmatch(word) else (word,):
+                for part in terms(word) if _shop_whole().fullmatch(word) else (word,):
                     weights[part] = max(weights.get(part, 0.0), w / total)
         return term_vector(weights)
 
@@ -278,10 +278,15 @@ class Bridge:
         return sum(max((v for w, v in g.items() if w in have), default=0.0) for g in groups) / len(groups)
 
 
-# The shop words that jieba does not keep whole (`SHOP_WORDS`), looked for in a text as they are.
-_SHOP_WHOLE = re.compile(
-    "|".join(sorted((w for w in SHOP_WORDS if w not in jieba.lcut_for_search(w)), key=len, reverse=True)) or "(?!)"
-)
+@lru_cache(maxsize=1)
+def _shop_whole() -> re.Pattern[str]:
+    """The shop words that jieba does not keep whole (`SHOP_WORDS`), looked for in a text as they are. Made on
+    first use: asking jieba loads its dictionary (about a second), which an import must not cost."""
+    return re.compile(
+        "|".join(sorted((w for w in SHOP_WORDS if w not in jieba.lcut_for_search(w)), key=len, reverse=True)) or "(?!)"
+    )
+
+
 _REFERENCE = re.compile(r"《([^《》\n]{2,60})》")
 _CLAUSE_ENDS = ("。", "；", "\n", ". ", "; ")
 # A name shorter than this (spaces removed) refers only to a page of that very title.
@@ -338,7 +343,7 @@ def _question_words(query: str, other: str) -> tuple[str, ...]:
                     words.append(w)
                 elif len(w) > 2:
                     words.extend(t for t in terms(w) if t in known and t != w)
-            words.extend(_SHOP_WHOLE.findall(run))
+            words.extend(_shop_whole().findall(run))
     return tuple(dict.fromkeys(w for w in words if not concepts(w)))
 
 
@@ -373,7 +378,7 @@ def build(texts: Iterable[tuple[str, str, str]]) -> Bridge:
     en_chunks: dict[str, frozenset[str]] = {}
     for cid, lang, text in texts:
         if lang == "zh":
-            zh_chunks[cid] = frozenset([*(t for t in terms(text) if t in known), *_SHOP_WHOLE.findall(text)])
+            zh_chunks[cid] = frozenset([*(t for t in terms(text) if t in known), *_shop_whole().findall(text)])
         elif lang == "en":
             en_chunks[cid] = frozenset(w for w in _WORD.findall(text.lower()) if len(w) > 2 and w not in _FILLER)
     zh_common = _common(zh_chunks.values())
