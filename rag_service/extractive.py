@@ -2194,9 +2194,19 @@ def _parallel(a: str, b: str) -> bool:
 
 
 def _mentions(text: str, word: str) -> bool:
+    """Is the word in the (lower-case) text, an English one not as the end of a longer word or figure? A plain
+    search: the word changes with every question, and a pattern compiled for each cost a compilation a turn."""
     if not word.isascii():
         return word in text
-    return re.search(rf"(?<![a-z0-9.]){re.escape(word)}", text) is not None
+    at = text.find(word)
+    while at >= 0:
+        if at == 0 or text[at - 1] not in _WORD_BEFORE:
+            return True
+        at = text.find(word, at + 1)
+    return False
+
+
+_WORD_BEFORE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.")
 
 
 def _item_words(q: Question, best: Candidate) -> tuple[frozenset[str], frozenset[str]]:
