@@ -27,8 +27,7 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     ),
     "refund": ("refund*|money back|money ... back|reimburse*", "退款|退钱|到账|原路退回|退回"),
     "exchange": ("exchange*|replace*|swap", "换货|更换|调换|换新"),
-    # "保几年" / "保多久": how a customer asks how long the warranty runs.
-    "warranty": ("warrant*|guarantee*|coverage|covered", "保修|质保|保固|保用|联保|保几年|保多久|保多长"),
+    "warranty": ("warrant*|guarantee*|coverage|covered", "保修|质保|保固|保用|联保"),
     "extended_warranty": ("extended warranty|extend*", "延保|延长保修"),
     # Not "drop*": a price drop is no accident.
     "accident": (
@@ -266,13 +265,8 @@ CONCEPTS: dict[str, tuple[str, str]] = {
         "insur*|underwrit*|health cover*|medical cover*|pet cover*|accident cover*|travel cover*",
         "保险|投保|承保|保单",
     ),
-    # A pet's bath and grooming, and a skin that reacts to a product: services and goods of many shops whose page
-    # in either language names them its own way (洗护 for a bath; a patch test for sensitive skin).
+    # A pet's bath: a grooming page names it its own way (洗护), in either language.
     "grooming": ("groom*|bath|baths|bathe|bathing", "洗澡|洗护|洗浴"),
-    "allergy": (
-        "allerg*|patch test*|patch-test*|sensitive skin|skin reaction*",
-        "过敏|敏感肌|皮试",
-    ),
     "sample": (
         "sample*|trial size*|trial-size*|travel size*|travel-size*|tester*|trial kit*|sample kit*|starter kit*"
         "|travel kit*|trial set*|sample set*|discovery kit*|discovery set*|mini size*|mini-size*|pocket size*"
