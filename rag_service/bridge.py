@@ -245,6 +245,8 @@ class Bridge:
     def named(self, query: str) -> tuple[tuple[str, ...], ...]:
         """The Latin words of each name the question writes in characters that an English page introduces
         (`names`)."""
+        if not self.names or _LATIN_NAME.search(query):
+            return ()
         return tuple(latin for han, latin in self.names.items() if han in query)
 
     def vector(self, groups: tuple[Mapping[str, float], ...]) -> SparseVec:
@@ -316,7 +318,7 @@ def _groups(bridge: Bridge, query: str, other: str) -> tuple[tuple[str, Mapping[
     out: list[tuple[str, Mapping[str, float]]] = []
     if other == "en":
         # (A collection introduces a few names: each is looked for in the question as it is.)
-        out.extend((han, dict.fromkeys(latin, 1.0)) for han, latin in bridge.names.items() if han in query)
+        out.extend((" ".join(latin), dict.fromkeys(latin, 1.0)) for latin in bridge.named(query))
     for word in _question_words(query, other):
         group = _translate(bridge, word, other)
         # A phrase the glossary has a concept of ("travel size": a sample) has that concept's wording; one whose
@@ -423,6 +425,9 @@ def build(texts: Iterable[tuple[str, str, str]]) -> Bridge:
 # (two at most), a pinyin syllable per character.
 _ROMANISED = re.compile(f"\\b([A-Z][a-z]+(?: [A-Z][a-z]+)?) ?[（(]({HAN_CLASS}{{1,4}})[）)]")
 _PINYIN_VOWELS = re.compile(r"[aeiouv]+")
+# A Chinese question that writes a name in letters ("曜日 Coast Polar") is matched by them (`rerank.latin_name_share`):
+# its names in characters are not looked for.
+_LATIN_NAME = re.compile(r"[A-Za-z]{3,}")
 
 
 def romanised_names(text: str) -> dict[str, str]:
