@@ -315,7 +315,7 @@ def continued(
 
 def _name_lift(named: Sequence[Sequence[str]], chunk: Chunk) -> float:
     """`NAME_LIFT` for an English chunk whose title names, in letters, a name the question writes in characters
-    ("随行航空箱多少钱" over "Suixing Pet Carriers", which introduces "Suixing (随行)"): the page is the named brand's,
+    ("鹿鸣台灯多少钱" over "Lumo Desk Lamps", which introduces "Lumo (鹿鸣)"): the page is the named brand's,
     as a title naming the asked product is (`rerank.SAME_PRODUCT`)."""
     if not named:
         return 0.0

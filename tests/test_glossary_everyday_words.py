@@ -29,7 +29,7 @@ def test_a_question_and_the_line_that_words_it_otherwise_share_a_concept(
 
 def test_a_credit_card_is_no_instalment_plan() -> None:
     # A refund to a credit card asks nothing about instalments; paying on credit does.
-    assert "installment" not in concepts("How long until the money is back on my credit card?")
+    assert "installment" not in concepts("When does the refunded sum reach a credit card?")
     assert "installment" not in concepts("Do you take credit cards?")
     assert "bank_card" in concepts("Do you take credit cards?")
     assert "installment" in concepts("Can I buy the aquarium on credit?")
