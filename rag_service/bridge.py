@@ -218,7 +218,7 @@ class Bridge:
     to_zh: Mapping[str, Mapping[str, float]]
     en_words: Mapping[str, tuple[str, ...]]
     chunk_words: Mapping[str, frozenset[str]]
-    # A Chinese name an English page introduces with its romanisation ("Suixing (随行)") -> that name's Latin words
+    # A Chinese name an English page introduces with its romanisation ("Lumo (鹿鸣)") -> that name's Latin words
     # (lowercase): a Chinese question names the brand in characters, the English page in letters.
     names: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # A page title (spaces removed, lowercase) -> its document ids (`referred`).
@@ -421,7 +421,7 @@ def build(texts: Iterable[tuple[str, str, str]]) -> Bridge:
     return Bridge(to_zh, {s: tuple(sorted(ws)) for s, ws in en_words.items()}, chunk_words, names)
 
 
-# A Chinese name an English text gives after its romanisation: "Suixing (随行)", "Yaori (曜日)". One capitalised word
+# A Chinese name an English text gives after its romanisation: "Lumo (鹿鸣)", "Ming Yue (明月)". One capitalised word
 # (two at most), a pinyin syllable per character.
 _ROMANISED = re.compile(f"\\b([A-Z][a-z]+(?: [A-Z][a-z]+)?) ?[（(]({HAN_CLASS}{{1,4}})[）)]")
 _PINYIN_VOWELS = re.compile(r"[aeiouv]+")
@@ -431,7 +431,7 @@ _LATIN_NAME = re.compile(r"[A-Za-z]{3,}")
 
 
 def romanised_names(text: str) -> dict[str, str]:
-    """The Chinese names an English text introduces after their romanisation: {"随行": "Suixing"} (the mirror of
+    """The Chinese names an English text introduces after their romanisation: {"鹿鸣": "Lumo"} (the mirror of
     `rag_core.text.name_aliases`, which reads a Chinese page's "林语（Linyu）")."""
     out: dict[str, str] = {}
     for m in _ROMANISED.finditer(text):
