@@ -425,7 +425,7 @@ def build(texts: Iterable[tuple[str, str, str]]) -> Bridge:
 # (two at most), a pinyin syllable per character.
 _ROMANISED = re.compile(f"\\b([A-Z][a-z]+(?: [A-Z][a-z]+)?) ?[（(]({HAN_CLASS}{{1,4}})[）)]")
 _PINYIN_VOWELS = re.compile(r"[aeiouv]+")
-# A Chinese question that writes a name in letters ("曜日 Coast Polar") is matched by them (`rerank.latin_name_share`):
+# A Chinese question that writes a name in letters ("鹿鸣 Arc Mini") is matched by them (`rerank.latin_name_share`):
 # its names in characters are not looked for.
 _LATIN_NAME = re.compile(r"[A-Za-z]{3,}")
 
