@@ -226,7 +226,7 @@ class Retriever:
         if (
             cfg.mode == "dense"
             and cfg.bridge_chunks
-            and all(bridge.share(c.id, groups) < 1.0 for c in chunks if c.lang == other)
+            and sum(bridge.share(c.id, groups) >= 1.0 for c in chunks if c.lang == other) < BRIDGE_HAVING
         ):
             found = await self.index.matching(
                 dense, bridge.vector(groups), cfg.bridge_chunks, cfg.bridge_pool, lang=other, tenant=tenant
@@ -383,6 +383,10 @@ REFERRED_READ = 10
 # The lift of an English page whose title names the brand a Chinese question names in characters (`_name_lift`):
 # the reranker's for a page whose title names the asked product.
 NAME_LIFT = SAME_PRODUCT
+# The other language's word-index matches join unless this many candidates in it have all the question's translated
+# words: one that has them may only name them in passing (a product page's "can it take mudguards?" above the
+# price list's row of them).
+BRIDGE_HAVING = 2
 # How many chunks of the continued page a follow-up's candidates take in beyond its own best (`continued`).
 CONTINUED_CHUNKS = 1
 
