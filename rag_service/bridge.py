@@ -218,6 +218,9 @@ class Bridge:
     to_zh: Mapping[str, Mapping[str, float]]
     en_words: Mapping[str, tuple[str, ...]]
     chunk_words: Mapping[str, frozenset[str]]
+    # A Chinese name an English page introduces with its romanisation ("Lumo (鹿鸣)") -> that name's Latin words
+    # (lowercase): a Chinese question names the brand in characters, the English page in letters.
+    names: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # A page title (spaces removed, lowercase) -> its document ids (`referred`).
     titles: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # A turn's question is read by retrieval (`groups`) and again by the answerer (`translations`).
@@ -238,6 +241,13 @@ class Bridge:
             found = _groups(self, query, other)
             self._read.put((query, other), found)
         return found
+
+    def named(self, query: str) -> tuple[tuple[str, ...], ...]:
+        """The Latin words of each name the question writes in characters that an English page introduces
+        (`names`)."""
+        if not self.names or _LATIN_NAME.search(query):
+            return ()
+        return tuple(latin for han, latin in self.names.items() if han in query)
 
     def vector(self, groups: tuple[Mapping[str, float], ...]) -> SparseVec:
         """A word-index query of the groups, each question word weighing alike (its words share its weight by
@@ -306,6 +316,9 @@ def says(groups: Sequence[Iterable[str]], text: str) -> list[bool]:
 
 def _groups(bridge: Bridge, query: str, other: str) -> tuple[tuple[str, Mapping[str, float]], ...]:
     out: list[tuple[str, Mapping[str, float]]] = []
+    if other == "en":
+        # (A collection introduces a few names: each is looked for in the question as it is.)
+        out.extend((" ".join(latin), dict.fromkeys(latin, 1.0)) for latin in bridge.named(query))
     for word in _question_words(query, other):
         group = _translate(bridge, word, other)
         # A phrase the glossary has a concept of ("travel size": a sample) has that concept's wording; one whose
@@ -376,11 +389,14 @@ def build(texts: Iterable[tuple[str, str, str]]) -> Bridge:
     known = glosses()
     zh_chunks: dict[str, frozenset[str]] = {}
     en_chunks: dict[str, frozenset[str]] = {}
+    names: dict[str, tuple[str, ...]] = {}
     for cid, lang, text in texts:
         if lang == "zh":
             zh_chunks[cid] = frozenset([*(t for t in terms(text) if t in known), *_shop_whole().findall(text)])
         elif lang == "en":
             en_chunks[cid] = frozenset(w for w in _WORD.findall(text.lower()) if len(w) > 2 and w not in _FILLER)
+            for han, latin in romanised_names(text).items():
+                names.setdefault(han, tuple(latin.lower().split()))
     zh_common = _common(zh_chunks.values())
     en_common = _common(en_chunks.values())
     linked: set[str] = {s for gs in known.values() for g in gs for s in g.content}
@@ -398,10 +414,31 @@ def build(texts: Iterable[tuple[str, str, str]]) -> Bridge:
                 if s in rare:
                     to_zh.setdefault(s, {})[zh] = 1.0
             to_zh.setdefault(gloss.phrase, {})[zh] = 1.0
-    reached_en = {w for ws in en_words.values() for w in ws}
+    # A page's name links whatever its share of the chunks: it tells that page from the other language's.
+    reached_en = {w for ws in en_words.values() for w in ws} | {w for ws in names.values() for w in ws}
     chunk_words = {cid: ws & zh_vocab for cid, ws in zh_chunks.items()}
     chunk_words.update({cid: ws & reached_en for cid, ws in en_chunks.items()})
-    return Bridge(to_zh, {s: tuple(sorted(ws)) for s, ws in en_words.items()}, chunk_words)
+    return Bridge(to_zh, {s: tuple(sorted(ws)) for s, ws in en_words.items()}, chunk_words, names)
+
+
+# A Chinese name an English text gives after its romanisation: "Lumo (鹿鸣)", "Ming Yue (明月)". One capitalised word
+# (two at most), a pinyin syllable per character.
+_ROMANISED = re.compile(f"\\b([A-Z][a-z]+(?: [A-Z][a-z]+)?) ?[（(]({HAN_CLASS}{{1,4}})[）)]")
+_PINYIN_VOWELS = re.compile(r"[aeiouv]+")
+# A Chinese question that writes a name in letters ("鹿鸣 Arc Mini") is matched by them (`rerank.latin_name_share`):
+# its names in characters are not looked for.
+_LATIN_NAME = re.compile(r"[A-Za-z]{3,}")
+
+
+def romanised_names(text: str) -> dict[str, str]:
+    """The Chinese names an English text introduces after their romanisation: {"鹿鸣": "Lumo"} (the mirror of
+    `rag_core.text.name_aliases`, which reads a Chinese page's "林语（Linyu）")."""
+    out: dict[str, str] = {}
+    for m in _ROMANISED.finditer(text):
+        latin, han = m.group(1), m.group(2)
+        if len(_PINYIN_VOWELS.findall(latin.lower())) == len(han) >= 2:
+            out.setdefault(han, latin)
+    return out
 
 
 def _common(chunks: Iterable[frozenset[str]]) -> set[str]:

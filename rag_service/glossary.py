@@ -25,7 +25,7 @@ CONCEPTS: dict[str, tuple[str, str]] = {
         "return*|send back|send it back|send them back|take it back|take them back|money back",
         "退货|退换|退回|无理由|退掉|退款|能退|可以退|可退",
     ),
-    "refund": ("refund*|money back|reimburse*", "退款|退钱|到账|原路退回|退回"),
+    "refund": ("refund*|money back|money ... back|reimburse*", "退款|退钱|到账|原路退回|退回"),
     "exchange": ("exchange*|replace*|swap", "换货|更换|调换|换新"),
     "warranty": ("warrant*|guarantee*|coverage|covered", "保修|质保|保固|保用|联保"),
     "extended_warranty": ("extended warranty|extend*", "延保|延长保修"),
@@ -71,9 +71,10 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "customs": ("customs|duty|duties|import tax*|tariff*", "关税|清关|海关|进口税"),
     "same_day": ("same day|same-day|today", "当日达|当天|当日"),
     "invoice": ("invoice*|receipt*|fapiao|tax id", "发票|开票|增值税|税号|抬头|收据|小票"),
-    # Huabei (花呗) is the instalment service of a payment app: a question naming it asks about instalments.
+    # Huabei (花呗) is the instalment service of a payment app: a question naming it asks about instalments. Not
+    # "credit card": a refund to one is no instalment.
     "installment": (
-        "instal*ment*|pay monthly|monthly payment*|credit|huabei|hua bei",
+        "instal*ment*|pay monthly|monthly payment*|credit!card|huabei|hua bei",
         "分期|期数|花呗|信用卡分期|免息",
     ),
     "interest": ("interest|rate*|handling fee*|service fee*", "利息|费率|手续费|免息"),
@@ -259,7 +260,13 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "lens_solution": ("lens solution*|contact solution*|care solution*|multipurpose solution*", "护理液"),
     # Services and goods of many shops that a page in the other language names its own way: a pet, a device or
     # a trip insured; small sizes to try a product; an order wrapped as a present.
-    "insurance": ("insur*|underwrit*", "保险|投保|承保|保单"),
+    # ("Health cover": an insurance plan as British English names it.)
+    "insurance": (
+        "insur*|underwrit*|health cover*|medical cover*|pet cover*|accident cover*|travel cover*",
+        "保险|投保|承保|保单",
+    ),
+    # A pet's bath: a grooming page names it its own way (洗护), in either language.
+    "grooming": ("groom*|bath|baths|bathe|bathing", "洗澡|洗护|洗浴"),
     "sample": (
         "sample*|trial size*|trial-size*|travel size*|travel-size*|tester*|trial kit*|sample kit*|starter kit*"
         "|travel kit*|trial set*|sample set*|discovery kit*|discovery set*|mini size*|mini-size*|pocket size*"

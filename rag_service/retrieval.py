@@ -26,7 +26,7 @@ from rag_service.domain import Chunk
 from rag_service.facts import BASE_WORDS, product_fit, products
 from rag_service.filler import search_text
 from rag_service.glossary import GENERIC, concepts, phrases
-from rag_service.rerank import other_language, rerank
+from rag_service.rerank import SAME_PRODUCT, other_language, rerank
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +226,7 @@ class Retriever:
         if (
             cfg.mode == "dense"
             and cfg.bridge_chunks
-            and all(bridge.share(c.id, groups) < 1.0 for c in chunks if c.lang == other)
+            and sum(bridge.share(c.id, groups) >= 1.0 for c in chunks if c.lang == other) < BRIDGE_HAVING
         ):
             found = await self.index.matching(
                 dense, bridge.vector(groups), cfg.bridge_chunks, cfg.bridge_pool, lang=other, tenant=tenant
@@ -234,8 +234,11 @@ class Retriever:
             out += await self._joining(found, chunks, tenant)
         if not cfg.bridge_lift:
             return out
+        named = bridge.named(query) if other == "en" else ()
         return [
-            c.rescored(c.score + scale * cfg.bridge_lift * bridge.share(c.id, groups)) if c.lang == other else c
+            c.rescored(c.score + scale * (cfg.bridge_lift * bridge.share(c.id, groups) + _name_lift(named, c)))
+            if c.lang == other
+            else c
             for c in out
         ]
 
@@ -310,6 +313,19 @@ def continued(
     return out
 
 
+def _name_lift(named: Sequence[Sequence[str]], chunk: Chunk) -> float:
+    """`NAME_LIFT` for an English chunk whose title names, in letters, a name the question writes in characters
+    ("鹿鸣台灯多少钱" over "Lumo Desk Lamps", which introduces "Lumo (鹿鸣)"): the page is the named brand's,
+    as a title naming the asked product is (`rerank.SAME_PRODUCT`)."""
+    if not named:
+        return 0.0
+    title = set(_LATIN_WORDS.findall(chunk.title.lower()))
+    return NAME_LIFT if any(all(w in title for w in name) for name in named) else 0.0
+
+
+_LATIN_WORDS = re.compile(r"[a-z]+")
+
+
 def _refers_for(query: str, sentence: str, bridge: Bridge) -> bool:
     """Does the sentence say something of the query's: one of its specific concepts, one of its words in the
     other language by the dictionary bridge, or one of its words (a pair of Chinese characters, a Latin word)?"""
@@ -364,6 +380,13 @@ ACROSS_KEPT_OWN_RANK = 2
 REFERRED_WITHIN = 3
 # How many of the referred page's best chunks in the pool are read for the one the reference points at.
 REFERRED_READ = 10
+# The lift of an English page whose title names the brand a Chinese question names in characters (`_name_lift`):
+# the reranker's for a page whose title names the asked product.
+NAME_LIFT = SAME_PRODUCT
+# The other language's word-index matches join unless this many candidates in it have all the question's translated
+# words: one that has them may only name them in passing (a product page's "can it take mudguards?" above the
+# price list's row of them).
+BRIDGE_HAVING = 2
 # How many chunks of the continued page a follow-up's candidates take in beyond its own best (`continued`).
 CONTINUED_CHUNKS = 1
 
