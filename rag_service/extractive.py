@@ -1980,6 +1980,7 @@ def section_asks(section: str) -> frozenset[Ask]:
 _HOWTO_HEADING = re.compile(
     r"如何|怎么|怎样|流程|步骤|指南|方法|办理方式|申请方式|\bhow to\b|\bsteps?\b|\bprocess\b|\bprocedure\b", re.I
 )
+_STEPS_HEADING = re.compile(r"步骤|流程|\bsteps?\b|\bprocedure\b", re.I)
 _SPEC_UNITS = {
     "memory": re.compile(r"\d\s?GB", re.I),
     "storage": re.compile(r"\d\s?(?:GB|TB)", re.I),
@@ -2140,8 +2141,10 @@ def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
             listed = sorted(cases, key=lambda c: (c.rank, c.order))
             more = [c for c in ranked if c not in listed and c.score >= 0.75 * best.score and not _other_row(c, best)]
             return listed + more[: max(0, limit - len(listed))]
-    if primary is Ask.HOWTO and shows(best.text, primary):
-        # Steps read together, in the document's order.
+    if primary is Ask.HOWTO and (shows(best.text, primary) or _STEPS_HEADING.search(best.section)):
+        # Steps read together, in the document's order. Under a heading that names steps ("搭建步骤", "Setup
+        # steps") a line is a step without a number or a step word of its own; a heading that asks how ("怎么获得积分")
+        # is a topic whose lines are rules, each read on its own.
         steps = [c for c in ranked if c.chunk.doc_id == best.chunk.doc_id and c.section == best.section]
         steps = [c for c in steps if c.score >= 0.4 * best.score][: limit + 2]
         if len(steps) >= 2:
