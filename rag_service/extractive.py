@@ -607,8 +607,12 @@ def answer_subject(answer: str) -> tuple[tuple[Product, ...], frozenset[str], st
 _LOWER_WORD = re.compile(r"[a-z]{3,}\b")
 
 
+# A size written as figures times figures ("60 x 40 x 40 cm"): "x 40" of it is no model.
+_DIMENSIONS = re.compile(r"\d(?:[\d.]*)\s?[x×*]\s?\d[\d.]*(?:\s?[x×*]\s?\d[\d.]*)*", re.I)
+
+
 def _named_in(text: str) -> tuple[Product, ...]:
-    return tuple(p for p in products(text) if not _LOWER_WORD.match(p.text))
+    return tuple(p for p in products(_DIMENSIONS.sub(" ", text)) if not _LOWER_WORD.match(p.text))
 
 
 @lru_cache(maxsize=1024)
@@ -1451,6 +1455,10 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             score *= _BARE_INTRO  # "按身高选尺码：" without the items it introduces states nothing
         elif _POINTER.search(c.text):
             score *= 0.3  # "详见《售后服务说明》": the answer is on the page it points to
+        if _EXCEPTION_MARK.search(c.text) and not _raises_exception(q, c.text):
+            # "唯一的例外是过敏：…可以退货" beside "已开封的商品不退不换": an exception answers only a question on its case;
+            # for one that does not raise it the rule is the answer, however many words the exception shares.
+            score *= _EXCEPTION_MISS
         if primary is Ask.GENERAL:
             # "What is your return policy?": a page states its main rule first.
             score *= 1 + 0.5 / (1 + c.chunk.index)
@@ -1469,6 +1477,34 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     if q.answered_lines:
         _settled_section(q, candidates)
     _by_size(q, candidates)
+
+
+# A line that is the exception to a rule beside it ("唯一的例外是过敏：…", "The one exception is a faulty item: …"),
+# and the case it names after the mark. Not a rule with a carve-out ("偏远地区除外", "except sale items",
+# "unless it is faulty"): that line is still the rule.
+_EXCEPTION_MARK = re.compile(r"例外|\bexceptions?\b", re.I)
+_EXCEPTION_CASE = re.compile(
+    r"(?:例外(?:情况)?(?:是|为)?|\bexceptions?\b(?:\s+(?:is|are)\b)?)\s*([^:：,，.。;；!！?？]+)",
+    re.I,
+)
+_EXCEPTION_MISS = 0.4
+
+
+def _raises_exception(q: Question, text: str) -> bool:
+    """Does the question name the case an exception line is about (its words, its concepts, or their translation)?
+    A line whose case cannot be read counts as raised: no evidence against it."""
+    cases = [case for m in _EXCEPTION_CASE.finditer(text) if (case := m.group(1).strip())]
+    if not cases:
+        return True
+    for case in cases:
+        if _stems(terms(case)) & q.words or concepts(case) & (q.ideas - GENERIC):
+            return True
+        if q.translated and any(says([g for _, g in q.translated], case)):
+            return True
+        # A Chinese word of the question inside the case ("过敏" of "过敏反应"), however the segmenter cut it.
+        if any(len(w) > 1 and not w.isascii() and w in case for w in q.words):
+            return True
+    return False
 
 
 _SETTLED_MISS = 0.5
