@@ -2089,7 +2089,8 @@ def _extreme(q: Question, ranked: list[Candidate], direction: int) -> list[Candi
 _SUPERLATIVE_FLOOR = 0.75
 # A sibling picked by its price ("便宜那款", "the cheaper one"): -1 for the cheaper end, 1 for the dearer.
 _PRICE_PICK = re.compile(
-    r"(便宜|实惠|贵)(?:一点|一些|点)?的?(?:那|这)(?:款|个|台|种|一款)"
+    # "好一点的那种": a better one of a price list is the dearer; "好的这个" is no pick.
+    r"(便宜|实惠|贵|高档|好(?=一点|一些|点))(?:一点|一些|点)?的?(?:那|这)(?:款|个|台|种|一款)"
     r"|\b(cheaper|cheapest|less expensive|least expensive|pricier|more expensive|most expensive)\b",
     re.I,
 )
@@ -2103,6 +2104,23 @@ def _price_pick(question: str) -> int:
         return 0
     word = (m.group(1) or m.group(2)).lower()
     return -1 if word in ("便宜", "实惠") or word.startswith(("cheap", "less", "least")) else 1
+
+
+# An option picked by where it stands among the prices, as a thing ("the pricier one"), not a comparison asked
+# ("is the silver edition more expensive?").
+_ONE_PICKED_EN = re.compile(
+    r"\b(cheaper|less expensive|pricier|more expensive|better|nicer|fancier)\s+(?:one|option|version|model)s?\b", re.I
+)
+
+
+def _one_picked(question: str) -> int:
+    m = _PRICE_PICK.search(question)
+    if m is not None and m.group(1):
+        return _price_pick(question)
+    en = _ONE_PICKED_EN.search(question)
+    if en is None:
+        return 0
+    return -1 if en.group(1).lower().startswith(("cheap", "less")) else 1
 
 
 _FIGURES = re.compile(r"\d+(?:[.,]\d+)*")
@@ -2160,6 +2178,9 @@ def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
             for c in _section_values(ranked, best, primary)
             if not (said and _sibling_value(c, best, said, unsaid, primary))
         ][: limit + 3]
+        if len(rows) >= 2 and primary is Ask.PRICE and (by_price := _one_picked(q.text)):
+            # "好一点的那种呢", "and the pricier one?": one option of the list, the one at that end of the prices.
+            return [max(rows, key=lambda c: _first_number(c.text, primary) * by_price)]
         if len(rows) >= 2:
             return sorted(rows, key=lambda c: _first_number(c.text, primary))
     if primary in (Ask.DURATION, Ask.TIME) and not q.attrs and not q.named and shows(best.text, primary):

@@ -72,3 +72,22 @@ def test_a_size_in_figures_times_figures_names_no_model() -> None:
         "[extractive answer, no LLM configured] From the knowledge base:\n- Outer size 55 x 35 x 30 cm, weight 2.1 kg. (Carriers)"
     )
     assert not any(p.text.lower().startswith("x ") for p in named), named
+
+
+WRAP_OPTIONS = chunk(
+    "wrap",
+    "茶语 礼品包装",
+    "\n".join(["牛皮纸礼袋：售价 9 元。", "木质礼盒：售价 42 元。"]),
+    section="包装选项与价格",
+)
+
+
+def test_a_better_one_of_a_price_list_is_its_dearest_option() -> None:
+    out = answer("好一点的那种包装多少钱", [WRAP_OPTIONS])
+    assert "42 元" in out, out
+    assert "9 元" not in out, out
+
+
+def test_a_dearer_option_named_as_no_thing_still_gets_the_list() -> None:
+    out = answer("How much is the gift wrapping, is the more expensive choice worth it?", [WRAP_OPTIONS])
+    assert "42 元" in out and "9 元" in out, out
