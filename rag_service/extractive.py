@@ -2089,8 +2089,8 @@ def _extreme(q: Question, ranked: list[Candidate], direction: int) -> list[Candi
 _SUPERLATIVE_FLOOR = 0.75
 # A sibling picked by its price ("便宜那款", "the cheaper one"): -1 for the cheaper end, 1 for the dearer.
 _PRICE_PICK = re.compile(
-    # "好一点的那种": a better one of a price list is the dearer; "好的这个" is no pick.
-    r"(便宜|实惠|贵|高档|好(?=一点|一些|点))(?:一点|一些|点)?的?(?:那|这)(?:款|个|台|种|一款)"
+    # "好些的那款": a better one of a price list is the dearer; "好的这个" is no pick.
+    r"(便宜|实惠|贵|高档|好(?=一点|一些|点|些))(?:一点|一些|点|些)?的?(?:那|这)(?:款|个|台|种|一款)"
     r"|\b(cheaper|cheapest|less expensive|least expensive|pricier|more expensive|most expensive)\b",
     re.I,
 )
@@ -2107,7 +2107,7 @@ def _price_pick(question: str) -> int:
 
 
 # An option picked by where it stands among the prices, as a thing ("the pricier one"), not a comparison asked
-# ("is the silver edition more expensive?").
+# ("does the large size cost more, is it more expensive?").
 _ONE_PICKED_EN = re.compile(
     r"\b(cheaper|less expensive|pricier|more expensive|better|nicer|fancier)\s+(?:one|option|version|model)s?\b", re.I
 )
@@ -2179,7 +2179,7 @@ def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
             if not (said and _sibling_value(c, best, said, unsaid, primary))
         ][: limit + 3]
         if len(rows) >= 2 and primary is Ask.PRICE and (by_price := _one_picked(q.text)):
-            # "好一点的那种呢", "and the pricier one?": one option of the list, the one at that end of the prices.
+            # "贵点的那个呢", "and the pricier one?": one option of the list, the one at that end of the prices.
             return [max(rows, key=lambda c: _first_number(c.text, primary) * by_price)]
         if len(rows) >= 2:
             return sorted(rows, key=lambda c: _first_number(c.text, primary))
