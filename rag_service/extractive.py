@@ -1764,6 +1764,12 @@ def _says(
     ideas = concepts(word)
     if ideas and ideas <= c.ideas:
         return 1.0
+    # A Chinese word against an English page: the page title's concepts count, as a Chinese page's title words do
+    # (`text` holds the title): "学生" is said by every line of the "Student Discount Program" page, the one stating
+    # the discount too. Not the other way: an English word's concept in a Chinese page's title ("deliver" in
+    # "配送说明") lifted a line naming the asked city over the one stating the time (dev, run of the replay).
+    if ideas and lang == "en" and not word.isascii() and ideas <= c.ideas | concepts(c.chunk.title):
+        return _TITLE_SAYS
     if word.isascii() and lang == "en":
         return 1.0 if word in stems else 0.0
     if word.isascii() or lang != "zh":
@@ -1782,6 +1788,7 @@ def _says(
     return 0.5 if all(ch in text for ch in word) else 0.0
 
 
+_TITLE_SAYS = 1.0  # the title's concept: said as by the line itself
 _ACROSS_MISS = 0.0  # a concept or a translation the line lacks (0.5 lost more than it won: run 2)
 # Steps after the first need not repeat what the question names: they are read by their section. A contact or
 # an address line is told by its channel and place ("customer service", "维修中心" name every one of them).

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from rag_service.extractive import answer_subject
+from rag_service.extractive import _says, answer_subject, sentences_of
 from tests.extractive_kit import answer, chunk
 
 SHELF_STEPS = chunk(
@@ -91,3 +91,10 @@ def test_a_better_one_of_a_price_list_is_its_dearest_option() -> None:
 def test_a_dearer_option_named_as_no_thing_still_gets_the_list() -> None:
     out = answer("How much is the gift wrapping, is the more expensive choice worth it?", [WRAP_OPTIONS])
     assert "42 元" in out and "9 元" in out, out
+
+
+def test_a_chinese_word_the_english_page_title_says_is_said_by_its_lines() -> None:
+    page = chunk("student-offer", "Student Pricing at Fenglin Audio", "Headphones get 10% off the list price.")
+    line = sentences_of([page])[0]
+    read = f"{line.section} {line.text} {line.chunk.title}".lower()
+    assert _says("学生", line, read, "en", set()) == 1.0
