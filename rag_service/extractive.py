@@ -1410,8 +1410,14 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             and not _OTHERS.match(c.text)
         ):
             placed.add(c.chunk.doc_id)
-        if any(kind not in sentence_attrs for kind in q.attrs if kind in TIER_KINDS):
-            score *= 0.5  # says nothing of the tier or size asked about
+        if any(
+            kind not in sentence_attrs and not ((every := _EVERY_TIER.get(kind)) and every.search(c.text))
+            for kind in q.attrs
+            if kind in TIER_KINDS
+        ):
+            # Says nothing of the tier or size asked about. A line on the tiers as such ("存储容量每高一档，回收价加 300
+            # 元") is about the asked one too.
+            score *= 0.5
         score *= _label_fit(q, c, asked_words)
         if (
             primary is Ask.CONTACT
@@ -1507,6 +1513,11 @@ def _raises_exception(q: Question, text: str) -> bool:
     return False
 
 
+# A line naming a kind of tier as such, not one value of it: a rule for every storage size or screen size.
+_EVERY_TIER = {
+    "storage": re.compile(r"存储容量|存储空间|内存容量|\bstorage (?:size|capacity|tier)s?\b", re.I),
+    "screen": re.compile(r"屏幕尺寸|\bscreen sizes?\b", re.I),
+}
 _SETTLED_MISS = 0.5
 # A line's label, a decimal figure in it too ("2.5kg 装：…").
 _LINE_LABEL = re.compile(r"^((?:[^:：，,。.!?！？]|(?<=\d)\.(?=\d)){1,24})[:：]\s*\S")

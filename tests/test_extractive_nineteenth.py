@@ -98,3 +98,20 @@ def test_a_chinese_word_the_english_page_title_says_is_said_by_its_lines() -> No
     line = sentences_of([page])[0]
     read = f"{line.section} {line.text} {line.chunk.title}".lower()
     assert _says("学生", line, read, "en", set()) == 1.0
+
+
+def test_a_line_on_every_storage_size_answers_for_the_size_asked() -> None:
+    prices = chunk(
+        "buyback",
+        "青松回收 价格表",
+        "\n".join(
+            [
+                "青松 Q8 64GB：完好 900 元，有划痕 700 元。",
+                "青松 Q8 的存储容量每高一档，回收价加 150 元。",
+                "青松 Q9 128GB：完好 1500 元，有划痕 1200 元。",
+            ]
+        ),
+        section="二、手机回收价格",
+    )
+    out = answer("换成 256GB 那款呢", [prices], query="青松 Q8 256GB 成色好收多少钱")
+    assert "每高一档" in out.splitlines()[1], out
