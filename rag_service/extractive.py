@@ -607,8 +607,12 @@ def answer_subject(answer: str) -> tuple[tuple[Product, ...], frozenset[str], st
 _LOWER_WORD = re.compile(r"[a-z]{3,}\b")
 
 
+# A size written as figures times figures ("60 x 40 x 40 cm"): "x 40" of it is no model.
+_DIMENSIONS = re.compile(r"\d(?:[\d.]*)\s?[x×*]\s?\d[\d.]*(?:\s?[x×*]\s?\d[\d.]*)*", re.I)
+
+
 def _named_in(text: str) -> tuple[Product, ...]:
-    return tuple(p for p in products(text) if not _LOWER_WORD.match(p.text))
+    return tuple(p for p in products(_DIMENSIONS.sub(" ", text)) if not _LOWER_WORD.match(p.text))
 
 
 @lru_cache(maxsize=1024)
@@ -1406,8 +1410,14 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             and not _OTHERS.match(c.text)
         ):
             placed.add(c.chunk.doc_id)
-        if any(kind not in sentence_attrs for kind in q.attrs if kind in TIER_KINDS):
-            score *= 0.5  # says nothing of the tier or size asked about
+        if any(
+            kind not in sentence_attrs and not ((every := _EVERY_TIER.get(kind)) and every.search(c.text))
+            for kind in q.attrs
+            if kind in TIER_KINDS
+        ):
+            # Says nothing of the tier or size asked about. A line on the tiers as such ("存储容量每高一档，回收价加 300
+            # 元") is about the asked one too.
+            score *= 0.5
         score *= _label_fit(q, c, asked_words)
         if (
             primary is Ask.CONTACT
@@ -1451,6 +1461,10 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
             score *= _BARE_INTRO  # "按身高选尺码：" without the items it introduces states nothing
         elif _POINTER.search(c.text):
             score *= 0.3  # "详见《售后服务说明》": the answer is on the page it points to
+        if _EXCEPTION_MARK.search(c.text) and not _raises_exception(q, c.text):
+            # "唯一的例外是过敏：…可以退货" beside "已开封的商品不退不换": an exception answers only a question on its case;
+            # for one that does not raise it the rule is the answer, however many words the exception shares.
+            score *= _EXCEPTION_MISS
         if primary is Ask.GENERAL:
             # "What is your return policy?": a page states its main rule first.
             score *= 1 + 0.5 / (1 + c.chunk.index)
@@ -1471,6 +1485,39 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     _by_size(q, candidates)
 
 
+# A line that is the exception to a rule beside it ("唯一的例外是过敏：…", "The one exception is a faulty item: …"),
+# and the case it names after the mark. Not a rule with a carve-out ("偏远地区除外", "except sale items",
+# "unless it is faulty"): that line is still the rule.
+_EXCEPTION_MARK = re.compile(r"例外|\bexceptions?\b", re.I)
+_EXCEPTION_CASE = re.compile(
+    r"(?:例外(?:情况)?(?:是|为)?|\bexceptions?\b(?:\s+(?:is|are)\b)?)\s*([^:：,，.。;；!！?？]+)",
+    re.I,
+)
+_EXCEPTION_MISS = 0.4
+
+
+def _raises_exception(q: Question, text: str) -> bool:
+    """Does the question name the case an exception line is about (its words, its concepts, or their translation)?
+    A line whose case cannot be read counts as raised: no evidence against it."""
+    cases = [case for m in _EXCEPTION_CASE.finditer(text) if (case := m.group(1).strip())]
+    if not cases:
+        return True
+    for case in cases:
+        if _stems(terms(case)) & q.words or concepts(case) & (q.ideas - GENERIC):
+            return True
+        if q.translated and any(says([g for _, g in q.translated], case)):
+            return True
+        # A Chinese word of the question inside the case ("过敏" of "过敏反应"), however the segmenter cut it.
+        if any(len(w) > 1 and not w.isascii() and w in case for w in q.words):
+            return True
+    return False
+
+
+# A line naming a kind of tier as such, not one value of it: a rule for every storage size or screen size.
+_EVERY_TIER = {
+    "storage": re.compile(r"存储容量|存储空间|内存容量|\bstorage (?:size|capacity|tier)s?\b", re.I),
+    "screen": re.compile(r"屏幕尺寸|\bscreen sizes?\b", re.I),
+}
 _SETTLED_MISS = 0.5
 # A line's label, a decimal figure in it too ("2.5kg 装：…").
 _LINE_LABEL = re.compile(r"^((?:[^:：，,。.!?！？]|(?<=\d)\.(?=\d)){1,24})[:：]\s*\S")
@@ -1728,6 +1775,12 @@ def _says(
     ideas = concepts(word)
     if ideas and ideas <= c.ideas:
         return 1.0
+    # A Chinese word against an English page: the page title's concepts count, as a Chinese page's title words do
+    # (`text` holds the title): "学生" is said by every line of the "Student Discount Program" page, the one stating
+    # the discount too. Not the other way: an English word's concept in a Chinese page's title ("deliver" in
+    # "配送说明") lifted a line naming the asked city over the one stating the time (dev, run of the replay).
+    if ideas and lang == "en" and not word.isascii() and ideas <= c.ideas | concepts(c.chunk.title):
+        return _TITLE_SAYS
     if word.isascii() and lang == "en":
         return 1.0 if word in stems else 0.0
     if word.isascii() or lang != "zh":
@@ -1746,6 +1799,7 @@ def _says(
     return 0.5 if all(ch in text for ch in word) else 0.0
 
 
+_TITLE_SAYS = 1.0  # the title's concept: said as by the line itself
 _ACROSS_MISS = 0.0  # a concept or a translation the line lacks (0.5 lost more than it won: run 2)
 # Steps after the first need not repeat what the question names: they are read by their section. A contact or
 # an address line is told by its channel and place ("customer service", "维修中心" name every one of them).
@@ -1980,6 +2034,7 @@ def section_asks(section: str) -> frozenset[Ask]:
 _HOWTO_HEADING = re.compile(
     r"如何|怎么|怎样|流程|步骤|指南|方法|办理方式|申请方式|\bhow to\b|\bsteps?\b|\bprocess\b|\bprocedure\b", re.I
 )
+_STEPS_HEADING = re.compile(r"步骤|流程|\bsteps?\b|\bprocedure\b", re.I)
 _SPEC_UNITS = {
     "memory": re.compile(r"\d\s?GB", re.I),
     "storage": re.compile(r"\d\s?(?:GB|TB)", re.I),
@@ -2052,7 +2107,8 @@ def _extreme(q: Question, ranked: list[Candidate], direction: int) -> list[Candi
 _SUPERLATIVE_FLOOR = 0.75
 # A sibling picked by its price ("便宜那款", "the cheaper one"): -1 for the cheaper end, 1 for the dearer.
 _PRICE_PICK = re.compile(
-    r"(便宜|实惠|贵)(?:一点|一些|点)?的?(?:那|这)(?:款|个|台|种|一款)"
+    # "好些的那款": a better one of a price list is the dearer; "好的这个" is no pick.
+    r"(便宜|实惠|贵|高档|好(?=一点|一些|点|些))(?:一点|一些|点|些)?的?(?:那|这)(?:款|个|台|种|一款)"
     r"|\b(cheaper|cheapest|less expensive|least expensive|pricier|more expensive|most expensive)\b",
     re.I,
 )
@@ -2066,6 +2122,23 @@ def _price_pick(question: str) -> int:
         return 0
     word = (m.group(1) or m.group(2)).lower()
     return -1 if word in ("便宜", "实惠") or word.startswith(("cheap", "less", "least")) else 1
+
+
+# An option picked by where it stands among the prices, as a thing ("the pricier one"), not a comparison asked
+# ("does the large size cost more, is it more expensive?").
+_ONE_PICKED_EN = re.compile(
+    r"\b(cheaper|less expensive|pricier|more expensive|better|nicer|fancier)\s+(?:one|option|version|model)s?\b", re.I
+)
+
+
+def _one_picked(question: str) -> int:
+    m = _PRICE_PICK.search(question)
+    if m is not None and m.group(1):
+        return _price_pick(question)
+    en = _ONE_PICKED_EN.search(question)
+    if en is None:
+        return 0
+    return -1 if en.group(1).lower().startswith(("cheap", "less")) else 1
 
 
 _FIGURES = re.compile(r"\d+(?:[.,]\d+)*")
@@ -2123,6 +2196,9 @@ def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
             for c in _section_values(ranked, best, primary)
             if not (said and _sibling_value(c, best, said, unsaid, primary))
         ][: limit + 3]
+        if len(rows) >= 2 and primary is Ask.PRICE and (by_price := _one_picked(q.text)):
+            # "贵点的那个呢", "and the pricier one?": one option of the list, the one at that end of the prices.
+            return [max(rows, key=lambda c: _first_number(c.text, primary) * by_price)]
         if len(rows) >= 2:
             return sorted(rows, key=lambda c: _first_number(c.text, primary))
     if primary in (Ask.DURATION, Ask.TIME) and not q.attrs and not q.named and shows(best.text, primary):
@@ -2140,8 +2216,10 @@ def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
             listed = sorted(cases, key=lambda c: (c.rank, c.order))
             more = [c for c in ranked if c not in listed and c.score >= 0.75 * best.score and not _other_row(c, best)]
             return listed + more[: max(0, limit - len(listed))]
-    if primary is Ask.HOWTO and shows(best.text, primary):
-        # Steps read together, in the document's order.
+    if primary is Ask.HOWTO and (shows(best.text, primary) or _STEPS_HEADING.search(best.section)):
+        # Steps read together, in the document's order. Under a heading that names steps ("搭建步骤", "Setup
+        # steps") a line is a step without a number or a step word of its own; a heading that asks how ("怎么获得积分")
+        # is a topic whose lines are rules, each read on its own.
         steps = [c for c in ranked if c.chunk.doc_id == best.chunk.doc_id and c.section == best.section]
         steps = [c for c in steps if c.score >= 0.4 * best.score][: limit + 2]
         if len(steps) >= 2:
