@@ -307,7 +307,7 @@ class Gate:
         if announces_want(question):
             # "另外还想给孩子配副眼镜…": besides, the customer wants something else; the conversation's product glued
             # on would keep the search on its page. Read as asked, but no switch: the topic does not restart.
-            return Decision("standalone", "announces another want", history)
+            return Decision("standalone", _ANOTHER_WANT_REASON, history)
         names = own_names(question)
         # A standalone question with a customer-service concept of its own is matched to its page by the
         # reranker's concept bonuses; one with none ("充满电能亮多久") has only the conversation to go on.
@@ -447,6 +447,9 @@ _is_recall = lru_cache(maxsize=4096)(is_recall)
 
 # "另外想…", "另外还要…": besides (what was discussed), the customer wants something; "另外想问…" is `_announcement`'s.
 _ANOTHER_WANT = re.compile(r"^\W*另外(?:还|再|也)?(?:想|要|打算|准备)(?!问|请教|咨询)")
+
+
+_ANOTHER_WANT_REASON = "announces another want"
 
 
 @lru_cache(maxsize=4096)  # as `announces_new_subject`
@@ -669,10 +672,15 @@ class RuleRewriter:
         out: list[str] = []
         for i in range(first, len(view.rounds)):
             result = self.previous_at(view, i, known)
-            if result is not None and hard_switch(result):
-                out = [""] * len(out)  # what came before a change of topic lends nothing
+            if result is not None and (hard_switch(result) or wants_another(result)):
+                # What came before a change of topic lends nothing; nor does what came before "besides, I want
+                # …": the later follow-ups are about the thing wanted, not the product asked about before it.
+                out = [""] * len(out)
             # A question left as it was counts as asked (its search query may have lost an opening identifier).
-            out.append(view.rounds[i].user.content if result is None or result.action == "skipped" else result.query)
+            said = view.rounds[i].user.content
+            if result is not None and wants_another(result):
+                said = wanted(said)  # "另外想买个<X>，哪款…最长": the thing wanted, not the aspect then asked
+            out.append(said if result is None or result.action == "skipped" else result.query)
         return out
 
     def previous_at(self, view: MemoryView, i: int, known: KnownNames | None = None) -> RewriteResult | None:
@@ -703,7 +711,7 @@ class RuleRewriter:
             said = (result.query, rounds[i].user.content)
             named.extend(q for p in product_names(result.query) if (q := with_brand(p, said, known)) not in named)
             place = place or next(iter(place_names(result.query)), None)
-            if (len(named) >= 2 and place) or result.topic_switch:
+            if (len(named) >= 2 and place) or result.topic_switch or wants_another(result):
                 break
         pair = (named[1], named[0]) if len(named) >= 2 else None
         return Topic(named[0] if named else None, place, pair)
@@ -722,6 +730,25 @@ def latest_place_first(candidates: list[Entity], last: str) -> list[Entity]:
     out = list(candidates)
     out.insert(places[0], out.pop(latest[0]))
     return out
+
+
+def wants_another(result: RewriteResult) -> bool:
+    """Was the question read as "besides, I want …" (`announces_want`)? No switch (the retrieval topic goes on), but
+    the product asked about before it is no subject of the follow-ups after it: "下雨天能戴吗" after "另外想买个能听歌的
+    眼镜" asks about the glasses wanted, not the lenses priced before."""
+    return result.action == "skipped" and result.detail == _ANOTHER_WANT_REASON
+
+
+def wanted(question: str) -> str:
+    """The clause of a "besides, I want …" question that says what is wanted (up to the first clause break)."""
+    want = _ANOTHER_WANT.match(question)
+    if want is None:
+        return question
+    cut = _CLAUSE_BREAK.search(question, want.end())
+    return question[: cut.start()] if cut is not None else question
+
+
+_CLAUSE_BREAK = re.compile(r"[，,。；;？?！!]")
 
 
 def hard_switch(result: RewriteResult) -> bool:
