@@ -343,10 +343,7 @@ class Gate:
                     product=topic.place,
                     lent=found is None,
                 )
-        # A jieba name tag on a Chinese word no title spells and no place (续保, a breed) is no antecedent a cue
-        # could point at: "那续保最多到几岁" refers back like "那" does anywhere.
-        proper = [e for e in names if not _stray_tag(e, question, known)]
-        marker = found.text if found is not None and not antecedent_inside(question, found, proper) else None
+        marker = found.text if found is not None and not antecedent_inside(question, found, names) else None
         if pointed_service(question, history):
             # "Would you arrange that for my son's bike?" after a question about a service: "that" is the service.
             return Decision("dependent", "that: the previous question's service", history)
@@ -740,15 +737,6 @@ def wants_another(result: RewriteResult) -> bool:
     the product asked about before it is no subject of the follow-ups after it: "下雨天能戴吗" after "另外想买个能听歌的
     眼镜" asks about the glasses wanted, not the lenses priced before."""
     return result.action == "skipped" and result.detail == _ANOTHER_WANT_REASON
-
-
-def _stray_tag(entity: Entity, question: str, known: KnownNames | None) -> bool:
-    """A jieba name tag on a Chinese word that names nothing the knowledge base knows: no title spells it, it is no
-    place, and no branch (a name written before 店)."""
-    text = entity.text
-    if known is None or not is_chinese(text) or " " in text or place_names(text) or known(text):
-        return False
-    return f"{text}店" not in question
 
 
 def wanted(question: str) -> str:

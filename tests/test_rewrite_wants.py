@@ -1,5 +1,5 @@
 """Subjects of the nineteenth session (invented shops and wording): what a "besides, I want …" question leaves
-to the follow-ups after it, and a jieba name tag after a reference cue."""
+to the follow-ups after it."""
 
 from __future__ import annotations
 
@@ -35,14 +35,3 @@ def test_the_want_is_its_first_clause() -> None:
     assert wanted("另外想买个腰包，哪款最轻") == "另外想买个腰包"
     assert wanted("另外还要一把伞") == "另外还要一把伞"
     assert wanted("腰包哪款最轻") == "腰包哪款最轻"
-
-
-def test_a_stray_name_tag_after_a_cue_refers_back() -> None:
-    cover = ("家里猫 3 岁了，宠物医疗险一年多少钱", "宠物医疗险一年 599 元。")
-    # jieba tags 续保 as a person's name: it is no product of the shop and no new subject.
-    query, switched = rewrite("那续保有年龄限制吗", cover)
-    assert query == "宠物医疗险 那续保有年龄限制吗" and not switched
-    # A branch named before 店 is a name of the question's own.
-    assert rewrite("那滨江店几点开门", ("杭州有门店吗", "杭州有两家门店。"))[0] == "那滨江店几点开门"
-    # Without a knowledge base to tell the shop's names, the tag is read as a name, as before.
-    assert rewrite("那续保有年龄限制吗", cover, titles=None) == ("那续保有年龄限制吗", True)
