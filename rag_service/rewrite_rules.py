@@ -176,10 +176,10 @@ def find_marker(question: str) -> Marker | None:
             pos += len(w)
         if spans and spans[0][0] in _ZH_LEADING:
             return Marker(spans[0][0], False, spans[0][1])
-        for w, start in spans:
+        for i, (w, start) in enumerate(spans):
             if w in _ZH_PRONOUNS:
                 return Marker(w, True, start)
-            if w in _ZH_CUE_WORDS:
+            if w in _ZH_CUE_WORDS and not _separately(w, spans[i + 1 : i + 2]):
                 return Marker(w, False, start)
         if spans and spans[-1][0] in _ZH_TRAILING:
             return Marker(spans[-1][0], False, -1)
@@ -188,6 +188,15 @@ def find_marker(question: str) -> Marker | None:
         return None
     first = min(found, key=lambda m: m.start())
     return Marker(first.group().strip(), first.re is _EN_PRONOUNS, first.start())
+
+
+def _separately(word: str, after: Sequence[tuple[str, int]]) -> bool:
+    """Is 另外 inside a question the adverb "separately, extra" ("支架要另外买吗", "还另外加钱吗"), no cue pointing back?
+    The other one (另外的, 另外那款, 另外一个) is still a cue."""
+    return word == "另外" and bool(after) and after[0][0][:1] not in _OTHER_ONE
+
+
+_OTHER_ONE = frozenset("的一两几那这个款种")
 
 
 def reference_marker(question: str) -> str | None:
