@@ -383,7 +383,10 @@ class Gate:
                 return self._unlike(sim, history)
         if content_size(question) <= 1 and not is_fragment(question):
             service = _services(own_concepts(question))
-            if service and not any(service & _services(concepts(r.user.content)) for r in rounds):
+            # "办了以后能退吗": returning what the customer took out (a plan, a card) is returning the service the
+            # conversation is about, which its own page writes the terms of; no other service.
+            took_out = service == {"return"} and _TOOK_OUT.search(question) is not None
+            if service and not took_out and not any(service & _services(concepts(r.user.content)) for r in rounds):
                 # "售后热线周末有人接吗" after questions about an invoice: another of the shop's services, which
                 # the previous subject would only pull toward the previous page. A return question still leans on
                 # the previous pages: a product's or a service's own page writes its exceptions to the return
@@ -450,6 +453,8 @@ _ANOTHER_WANT = re.compile(r"^\W*另外(?:还|再|也)?(?:想|要|打算|准备)
 
 
 _ANOTHER_WANT_REASON = "announces another want"
+# Taking out a service (办了, 办理完, 开通了): what is had afterwards is a plan, a card or a subscription, no product.
+_TOOK_OUT = re.compile(r"(?:办理|办|开通)(?:了|完|好)")
 
 
 @lru_cache(maxsize=4096)  # as `announces_new_subject`
