@@ -529,7 +529,12 @@ def _chinese_entities(text: str) -> list[Entity]:
         before: list[str] = []  # the words before the run of nouns
         for word, flag in (*_services_named(_tagged(run.group())), ("", "x")):
             # A doubled verb ("试试", "看看") is tagged a verbal noun: trying, no thing.
-            if flag in _ZH_NOUN_TAGS and word not in _ZH_GENERIC and not (flag == "vn" and word[:1] * 2 == word):
+            if (
+                flag in _ZH_NOUN_TAGS
+                and word not in _ZH_GENERIC
+                and not (flag == "vn" and word[:1] * 2 == word)
+                and not (not phrase and _not_yet(before))
+            ):
                 phrase.append((word, flag))
                 continue
             if not phrase:
@@ -543,6 +548,15 @@ def _chinese_entities(text: str) -> list[Entity]:
                 out.append(Entity(joined, named))
             phrase, before = [], [word]
     return out
+
+
+def _not_yet(before: Sequence[str]) -> bool:
+    """Do the words before end with "not yet" (还没, 尚未, 未)? What follows is a verb, whatever jieba tags it
+    ("还没发货": not shipped yet), no thing the customer asks about."""
+    return bool(before) and (before[-1] in _NOT_YET or before[-2:] == ["还", "没"])
+
+
+_NOT_YET = frozenset(["还没", "尚未", "未", "还未"])
 
 
 # What asks a price right after a word: a service named by its verb before it ("干洗收费吗", "熨烫价格") is a thing
