@@ -1,11 +1,12 @@
 """Subjects of the nineteenth session (invented shops and wording): what a "besides, I want …" question leaves
-to the follow-ups after it."""
+to the follow-ups after it, 另外 as "separately", returning a service taken out, and verbs after "not yet"."""
 
 from __future__ import annotations
 
 from rag_core.settings import RewriteSettings
 from rag_service.domain import MemoryView, Message, Round
 from rag_service.rewrite import KnownNames, RuleRewriter, wanted
+from rag_service.rewrite_rules import entities, find_marker
 
 TITLES = ["鹿鸣（Luming）X3 书包 商品详情", "宠物医疗险说明", "门店与营业时间"]
 
@@ -35,3 +36,24 @@ def test_the_want_is_its_first_clause() -> None:
     assert wanted("另外想买个腰包，哪款最轻") == "另外想买个腰包"
     assert wanted("另外还要一把伞") == "另外还要一把伞"
     assert wanted("腰包哪款最轻") == "腰包哪款最轻"
+
+
+def test_separately_is_no_cue_but_the_other_one_is() -> None:
+    assert find_marker("挂钩要另外买吗") is None
+    assert find_marker("运费要另外付吗") is None
+    assert find_marker("另外那款有货吗") is not None
+    assert find_marker("还有另外的颜色吗") is not None
+
+
+def test_returning_a_service_taken_out_keeps_the_service() -> None:
+    card = ("会员卡一年多少钱", "会员卡一年九十九元。")
+    assert rewrite("开通了以后不想用能退吗", card) == ("会员卡 开通了以后不想用能退吗", False)
+    # A thing unpacked is no service taken out: another service, read as asked.
+    assert rewrite("拆开了以后不想要能退吗", card)[0] == "拆开了以后不想要能退吗"
+
+
+def test_a_word_after_not_yet_is_a_verb() -> None:
+    assert [e.text for e in entities("快递还没发货，赠品能换吗")] == ["赠品"]
+    assert [e.text for e in entities("还没有发票")] == ["发票"]
+    trial = ("我的单子还没发货，能先寄个试用装吗", "试用装可以先寄。")
+    assert rewrite("拆开后要试几天", trial)[0] == "试用装 拆开后要试几天"
