@@ -717,10 +717,25 @@ def _weighed(text: str) -> tuple[tuple[Entity, str, float, float], ...]:
     beat noun phrases) and their size (longer beats shorter). Remembered: each history text is weighed again on
     every later turn of its conversation."""
     out = []
+    lowered = text.lower()
     for e in entities(text):
         size = len(e.text) / 2 if is_chinese(e.text) else len(e.key.split())
-        out.append((e, e.key, 3.0 if e.named else 1.0, 1 + 0.25 * min(size, 3.0)))
+        kind = 3.0 if e.named else 1.0
+        if not e.named and _for_owned(lowered, e.text.lower()):
+            kind = _FOR_OWNED_WEIGHT
+        out.append((e, e.key, kind, 1 + 0.25 * min(size, 3.0)))
     return tuple(out)
+
+
+# "How do I get an invoice for my online order?": the customer's own thing after "for my" is what the thing asked
+# about is for; a later "it" or "one" is the invoice. It weighs less than a noun phrase of one word.
+_FOR_OWNED = tuple(f"for {whose} " for whose in ("my", "our", "his", "her", "their"))
+_FOR_OWNED_WEIGHT = 0.6
+
+
+def _for_owned(lowered: str, phrase: str) -> bool:
+    """Does the (lowercased) text say "for my <phrase>" (our, his, her, their)?"""
+    return any(f"{lead}{phrase}" in lowered for lead in _FOR_OWNED)
 
 
 # Remembered: each answer entity of the recent rounds is asked about again on every turn.
