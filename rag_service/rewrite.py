@@ -220,7 +220,7 @@ class History:
             texts = history_texts(self.summary, pairs)
         found = salient_entities(texts, limit=5, known=self.known)
         said = [t.text for t in texts if t.source != "assistant"]
-        return [_branded(e, said, self.known) for e in found]
+        return [_branded(e, said, self.known) for e in found if not _stray_tag(e, said, self.known)]
 
     @cached_property
     def words(self) -> set[str]:
@@ -742,6 +742,18 @@ def wants_another(result: RewriteResult) -> bool:
     the product asked about before it is no subject of the follow-ups after it: "下雨天能戴吗" after "另外想买个能听歌的
     眼镜" asks about the glasses wanted, not the lenses priced before."""
     return result.action == "skipped" and result.detail == _ANOTHER_WANT_REASON
+
+
+def _stray_tag(entity: Entity, said: Sequence[str], known: KnownNames | None) -> bool:
+    """A word jieba tags a person's or a place's name that names nothing the shop knows: no title spells it, it is
+    no place, no branch (written before 店), no word the glossary reads (延保, 金卡 are the shop's own services). A
+    breed (柯基) or 续保 so tagged is no subject a later question is about."""
+    text = entity.text
+    if known is None or not entity.named or not is_chinese(text) or " " in text or any(c.isdigit() for c in text):
+        return False
+    if place_names(text) or known(text) or concepts(text) or store_subject(entity, said):
+        return False
+    return True
 
 
 def wanted(question: str) -> str:
