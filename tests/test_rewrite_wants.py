@@ -1,5 +1,6 @@
 """Subjects of the nineteenth session (invented shops and wording): what a "besides, I want …" question leaves
-to the follow-ups after it, 另外 as "separately", returning a service taken out, and verbs after "not yet"."""
+to the follow-ups after it, 另外 as "separately", returning a service taken out, verbs after "not yet", name tags
+that name nothing the shop knows, and the customer's own thing after "for my"."""
 
 from __future__ import annotations
 
@@ -57,3 +58,19 @@ def test_a_word_after_not_yet_is_a_verb() -> None:
     assert [e.text for e in entities("还没有发票")] == ["发票"]
     trial = ("我的单子还没发货，能先寄个试用装吗", "试用装可以先寄。")
     assert rewrite("拆开后要试几天", trial)[0] == "试用装 拆开后要试几天"
+
+
+def test_a_name_tag_the_shop_does_not_know_is_no_subject() -> None:
+    groom = ("我家柯基想洗澡，多少钱", "小型犬洗澡 88 元。")
+    # jieba tags the breed a name; no title spells it, so the follow-up is not glued to the customer's dog.
+    assert rewrite("要提前约吗", groom, titles=["洗护服务价格", "门店与营业时间"])[0] == "要提前约吗"
+    # Without a knowledge base to tell, as before.
+    assert rewrite("要提前约吗", groom, titles=None)[0] == "柯基 要提前约吗"
+    # A branch the customer wrote before 店 and a product the titles spell stay subjects.
+    assert rewrite("周末开到几点", ("湖墅店在哪", "湖墅店在中山路。"))[0] == "湖墅店 周末开到几点"
+    assert rewrite("有几个颜色", BAG)[0] == "鹿鸣 X3 有几个颜色"
+
+
+def test_the_customers_own_thing_after_for_my_weighs_less() -> None:
+    turns = (("How do I get a receipt for my online booking?", "Ask the front desk."),)
+    assert rewrite("Is it free?", *turns)[0] == "Is receipt free?"
