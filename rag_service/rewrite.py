@@ -751,9 +751,7 @@ def _stray_tag(entity: Entity, said: Sequence[str], known: KnownNames | None) ->
     text = entity.text
     if known is None or not entity.named or not is_chinese(text) or " " in text or any(c.isdigit() for c in text):
         return False
-    if place_names(text) or known(text) or concepts(text) or store_subject(entity, said):
-        return False
-    return True
+    return not (place_names(text) or known(text) or concepts(text) or store_subject(entity, said))
 
 
 def wanted(question: str) -> str:
