@@ -684,7 +684,7 @@ class RuleRewriter:
             # A question left as it was counts as asked (its search query may have lost an opening identifier).
             said = view.rounds[i].user.content
             if result is not None and wants_another(result):
-                said = wanted(said)  # "另外想买个<X>，哪款…最长": the thing wanted, not the aspect then asked
+                said = wanted(said)  # "另外打算买<X>，哪种…": the thing wanted, not the aspect then asked
             out.append(said if result is None or result.action == "skipped" else result.query)
         return out
 
@@ -739,8 +739,8 @@ def latest_place_first(candidates: list[Entity], last: str) -> list[Entity]:
 
 def wants_another(result: RewriteResult) -> bool:
     """Was the question read as "besides, I want …" (`announces_want`)? No switch (the retrieval topic goes on), but
-    the product asked about before it is no subject of the follow-ups after it: "下雨天能戴吗" after "另外想买个能听歌的
-    眼镜" asks about the glasses wanted, not the lenses priced before."""
+    the product asked about before it is no subject of the follow-ups after it: "防水吗" after "另外打算给孩子买块手表" asks
+    about the watch wanted, not the shoes priced before."""
     return result.action == "skipped" and result.detail == _ANOTHER_WANT_REASON
 
 

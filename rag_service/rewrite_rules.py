@@ -191,7 +191,7 @@ def find_marker(question: str) -> Marker | None:
 
 
 def _separately(word: str, after: Sequence[tuple[str, int]]) -> bool:
-    """Is 另外 inside a question the adverb "separately, extra" ("支架要另外买吗", "还另外加钱吗"), no cue pointing back?
+    """Is 另外 inside a question the adverb "separately, extra" ("挂钩是另外卖的", "邮费另外算不"), no cue pointing back?
     The other one (另外的, 另外那款, 另外一个) is still a cue."""
     return word == "另外" and bool(after) and after[0][0][:1] not in _OTHER_ONE
 
@@ -727,8 +727,8 @@ def _weighed(text: str) -> tuple[tuple[Entity, str, float, float], ...]:
     return tuple(out)
 
 
-# "How do I get an invoice for my online order?": the customer's own thing after "for my" is what the thing asked
-# about is for; a later "it" or "one" is the invoice. It weighs less than a noun phrase of one word.
+# "Where do I get a receipt for my web booking?": the customer's own thing after "for my" is what the thing asked
+# about is for; a later "it" or "one" is the receipt. It weighs less than a noun phrase of one word.
 _FOR_OWNED = tuple(f"for {whose} " for whose in ("my", "our", "his", "her", "their"))
 _FOR_OWNED_WEIGHT = 0.6
 
