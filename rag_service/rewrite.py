@@ -607,7 +607,8 @@ class RuleRewriter:
                 # may lend; a product, a payment card or the customer's pet put in front would pull the search off
                 # the store's page.
                 said = [t.text for t in decision.history.texts if t.source != "assistant"]
-                lendable = [e for e in lendable if store_subject(e, said)]
+                said += [q for q in decision.history.asked or () if q]  # a store an answer named, put in before
+                lendable = answered_store(rounds) or [e for e in lendable if store_subject(e, said)]
             query, detail = rule_rewrite(question, lendable, personal)
         if decision.kind == "dependent" and (query != question or brings(question)) and decision.contrast is None:
             service = carried_service(question, decision.history)
@@ -742,6 +743,23 @@ def wants_another(result: RewriteResult) -> bool:
     the product asked about before it is no subject of the follow-ups after it: "防水吗" after "另外打算给孩子买块手表" asks
     about the watch wanted, not the shoes priced before."""
     return result.action == "skipped" and result.detail == _ANOTHER_WANT_REASON
+
+
+# "Which of your stores …?", "哪家店…": the customer asked the shop to name a store.
+_WHICH_STORE = re.compile(r"\bwhich\b[^?]{0,40}?\b(?:stores?|branch(?:es)?|shops?)\b|哪(?:家|个|些)(?:门)?店", re.I)
+# The store an answer names: "the Chunxi Road store", "成都春熙路店".
+_NAMED_STORE = re.compile(r"\b(?:The )?((?:[A-Z][a-z]+ ){1,3})(store|branch|shop)\b|([\u4e00-\u9fff]{2,6}店)")
+
+
+def answered_store(rounds: Sequence[Round]) -> list[Entity]:
+    """The store the latest answer named when the question before it asked which store (has English-speaking
+    staff, does repairs …): "What's the address?" asks about that store, which no question of the customer named."""
+    if not rounds or _WHICH_STORE.search(rounds[-1].user.content) is None:
+        return []
+    found = _NAMED_STORE.search(rounds[-1].assistant.content)
+    if found is None:
+        return []
+    return [Entity(found.group(3) or f"{found.group(1)}{found.group(2)}", True)]
 
 
 def _stray_tag(entity: Entity, said: Sequence[str], known: KnownNames | None) -> bool:
