@@ -74,3 +74,14 @@ def test_a_name_tag_the_shop_does_not_know_is_no_subject() -> None:
 def test_the_customers_own_thing_after_for_my_weighs_less() -> None:
     turns = (("How do I get a receipt for my web booking?", "Ask the front desk."),)
     assert rewrite("Is it free?", *turns)[0] == "Is receipt free?"
+
+
+def test_a_store_question_after_which_store_takes_the_store_the_answer_named() -> None:
+    which = ("Which of your branches does bike fitting?", "The Maple Lane store in Wuxi does fittings on weekdays.")
+    assert rewrite("What's the address?", which)[0] == "Maple Lane store: What's the address?"
+    which_zh = ("哪家店能修自行车", "无锡枫林路店有维修车间。")
+    assert rewrite("它晚上营业到几时", which_zh)[0] == "无锡枫林路店晚上营业到几时"
+    # Not asked which store: the answer's store is not put in.
+    assert rewrite("What's the address?", ("Can I get a bike fitted?", "The Maple Lane store does fittings."))[0] == (
+        "What's the address?"
+    )
