@@ -220,7 +220,7 @@ class History:
             texts = history_texts(self.summary, pairs)
         found = salient_entities(texts, limit=5, known=self.known)
         said = [t.text for t in texts if t.source != "assistant"]
-        return [_branded(e, said, self.known) for e in found]
+        return [_branded(e, said, self.known) for e in found if not _stray_tag(e, said, self.known)]
 
     @cached_property
     def words(self) -> set[str]:
@@ -307,7 +307,7 @@ class Gate:
         if announces_want(question):
             # "另外还想给孩子配副眼镜…": besides, the customer wants something else; the conversation's product glued
             # on would keep the search on its page. Read as asked, but no switch: the topic does not restart.
-            return Decision("standalone", "announces another want", history)
+            return Decision("standalone", _ANOTHER_WANT_REASON, history)
         names = own_names(question)
         # A standalone question with a customer-service concept of its own is matched to its page by the
         # reranker's concept bonuses; one with none ("充满电能亮多久") has only the conversation to go on.
@@ -383,7 +383,10 @@ class Gate:
                 return self._unlike(sim, history)
         if content_size(question) <= 1 and not is_fragment(question):
             service = _services(own_concepts(question))
-            if service and not any(service & _services(concepts(r.user.content)) for r in rounds):
+            # "办了以后能退吗": returning what the customer took out (a plan, a card) is returning the service the
+            # conversation is about, which its own page writes the terms of; no other service.
+            took_out = service == {"return"} and _TOOK_OUT.search(question) is not None
+            if service and not took_out and not any(service & _services(concepts(r.user.content)) for r in rounds):
                 # "售后热线周末有人接吗" after questions about an invoice: another of the shop's services, which
                 # the previous subject would only pull toward the previous page. A return question still leans on
                 # the previous pages: a product's or a service's own page writes its exceptions to the return
@@ -447,6 +450,11 @@ _is_recall = lru_cache(maxsize=4096)(is_recall)
 
 # "另外想…", "另外还要…": besides (what was discussed), the customer wants something; "另外想问…" is `_announcement`'s.
 _ANOTHER_WANT = re.compile(r"^\W*另外(?:还|再|也)?(?:想|要|打算|准备)(?!问|请教|咨询)")
+
+
+_ANOTHER_WANT_REASON = "announces another want"
+# Taking out a service (办了, 办理完, 开通了): what is had afterwards is a plan, a card or a subscription, no product.
+_TOOK_OUT = re.compile(r"(?:办理|办|开通)(?:了|完|好)")
 
 
 @lru_cache(maxsize=4096)  # as `announces_new_subject`
@@ -599,7 +607,8 @@ class RuleRewriter:
                 # may lend; a product, a payment card or the customer's pet put in front would pull the search off
                 # the store's page.
                 said = [t.text for t in decision.history.texts if t.source != "assistant"]
-                lendable = [e for e in lendable if store_subject(e, said)]
+                said += [q for q in decision.history.asked or () if q]  # a store an answer named, put in before
+                lendable = answered_store(rounds) or [e for e in lendable if store_subject(e, said)]
             query, detail = rule_rewrite(question, lendable, personal)
         if decision.kind == "dependent" and (query != question or brings(question)) and decision.contrast is None:
             service = carried_service(question, decision.history)
@@ -669,10 +678,15 @@ class RuleRewriter:
         out: list[str] = []
         for i in range(first, len(view.rounds)):
             result = self.previous_at(view, i, known)
-            if result is not None and hard_switch(result):
-                out = [""] * len(out)  # what came before a change of topic lends nothing
+            if result is not None and (hard_switch(result) or wants_another(result)):
+                # What came before a change of topic lends nothing; nor does what came before "besides, I want
+                # …": the later follow-ups are about the thing wanted, not the product asked about before it.
+                out = [""] * len(out)
             # A question left as it was counts as asked (its search query may have lost an opening identifier).
-            out.append(view.rounds[i].user.content if result is None or result.action == "skipped" else result.query)
+            said = view.rounds[i].user.content
+            if result is not None and wants_another(result):
+                said = wanted(said)  # "另外打算买<X>，哪种…": the thing wanted, not the aspect then asked
+            out.append(said if result is None or result.action == "skipped" else result.query)
         return out
 
     def previous_at(self, view: MemoryView, i: int, known: KnownNames | None = None) -> RewriteResult | None:
@@ -703,7 +717,7 @@ class RuleRewriter:
             said = (result.query, rounds[i].user.content)
             named.extend(q for p in product_names(result.query) if (q := with_brand(p, said, known)) not in named)
             place = place or next(iter(place_names(result.query)), None)
-            if (len(named) >= 2 and place) or result.topic_switch:
+            if (len(named) >= 2 and place) or result.topic_switch or wants_another(result):
                 break
         pair = (named[1], named[0]) if len(named) >= 2 else None
         return Topic(named[0] if named else None, place, pair)
@@ -722,6 +736,52 @@ def latest_place_first(candidates: list[Entity], last: str) -> list[Entity]:
     out = list(candidates)
     out.insert(places[0], out.pop(latest[0]))
     return out
+
+
+def wants_another(result: RewriteResult) -> bool:
+    """Was the question read as "besides, I want …" (`announces_want`)? No switch (the retrieval topic goes on), but
+    the product asked about before it is no subject of the follow-ups after it: "防水吗" after "另外打算给孩子买块手表" asks
+    about the watch wanted, not the shoes priced before."""
+    return result.action == "skipped" and result.detail == _ANOTHER_WANT_REASON
+
+
+# "Which of your stores …?", "哪家店…": the customer asked the shop to name a store.
+_WHICH_STORE = re.compile(r"\bwhich\b[^?]{0,40}?\b(?:stores?|branch(?:es)?|shops?)\b|哪(?:家|个|些)(?:门)?店", re.I)
+# The store an answer names: "the Chunxi Road store", "成都春熙路店".
+_NAMED_STORE = re.compile(r"\b(?:The )?((?:[A-Z][a-z]+ ){1,3})(store|branch|shop)\b|([\u4e00-\u9fff]{2,6}店)")
+
+
+def answered_store(rounds: Sequence[Round]) -> list[Entity]:
+    """The store the latest answer named when the question before it asked which store (has English-speaking
+    staff, does repairs …): "What's the address?" asks about that store, which no question of the customer named."""
+    if not rounds or _WHICH_STORE.search(rounds[-1].user.content) is None:
+        return []
+    found = _NAMED_STORE.search(rounds[-1].assistant.content)
+    if found is None:
+        return []
+    return [Entity(found.group(3) or f"{found.group(1)}{found.group(2)}", True)]
+
+
+def _stray_tag(entity: Entity, said: Sequence[str], known: KnownNames | None) -> bool:
+    """A word jieba tags a person's or a place's name that names nothing the shop knows: no title spells it, it is
+    no place, no branch (written before 店), no word the glossary reads (延保, 金卡 are the shop's own services). A
+    breed (柯基) or 续保 so tagged is no subject a later question is about."""
+    text = entity.text
+    if known is None or not entity.named or not is_chinese(text) or " " in text or any(c.isdigit() for c in text):
+        return False
+    return not (place_names(text) or known(text) or concepts(text) or store_subject(entity, said))
+
+
+def wanted(question: str) -> str:
+    """The clause of a "besides, I want …" question that says what is wanted (up to the first clause break)."""
+    want = _ANOTHER_WANT.match(question)
+    if want is None:
+        return question
+    cut = _CLAUSE_BREAK.search(question, want.end())
+    return question[: cut.start()] if cut is not None else question
+
+
+_CLAUSE_BREAK = re.compile(r"[，,。；;？?！!]")
 
 
 def hard_switch(result: RewriteResult) -> bool:

@@ -176,10 +176,10 @@ def find_marker(question: str) -> Marker | None:
             pos += len(w)
         if spans and spans[0][0] in _ZH_LEADING:
             return Marker(spans[0][0], False, spans[0][1])
-        for w, start in spans:
+        for i, (w, start) in enumerate(spans):
             if w in _ZH_PRONOUNS:
                 return Marker(w, True, start)
-            if w in _ZH_CUE_WORDS:
+            if w in _ZH_CUE_WORDS and not _separately(w, spans[i + 1 : i + 2]):
                 return Marker(w, False, start)
         if spans and spans[-1][0] in _ZH_TRAILING:
             return Marker(spans[-1][0], False, -1)
@@ -188,6 +188,15 @@ def find_marker(question: str) -> Marker | None:
         return None
     first = min(found, key=lambda m: m.start())
     return Marker(first.group().strip(), first.re is _EN_PRONOUNS, first.start())
+
+
+def _separately(word: str, after: Sequence[tuple[str, int]]) -> bool:
+    """Is 另外 inside a question the adverb "separately, extra" ("挂钩是另外卖的", "邮费另外算不"), no cue pointing back?
+    The other one (另外的, 另外那款, 另外一个) is still a cue."""
+    return word == "另外" and bool(after) and after[0][0][:1] not in _OTHER_ONE
+
+
+_OTHER_ONE = frozenset("的一两几那这个款种")
 
 
 def reference_marker(question: str) -> str | None:
@@ -520,7 +529,12 @@ def _chinese_entities(text: str) -> list[Entity]:
         before: list[str] = []  # the words before the run of nouns
         for word, flag in (*_services_named(_tagged(run.group())), ("", "x")):
             # A doubled verb ("试试", "看看") is tagged a verbal noun: trying, no thing.
-            if flag in _ZH_NOUN_TAGS and word not in _ZH_GENERIC and not (flag == "vn" and word[:1] * 2 == word):
+            if (
+                flag in _ZH_NOUN_TAGS
+                and word not in _ZH_GENERIC
+                and not (flag == "vn" and word[:1] * 2 == word)
+                and not (not phrase and _not_yet(before))
+            ):
                 phrase.append((word, flag))
                 continue
             if not phrase:
@@ -534,6 +548,15 @@ def _chinese_entities(text: str) -> list[Entity]:
                 out.append(Entity(joined, named))
             phrase, before = [], [word]
     return out
+
+
+def _not_yet(before: Sequence[str]) -> bool:
+    """Do the words before end with "not yet" (还没, 尚未, 未)? What follows is a verb, whatever jieba tags it
+    ("还没发货": not shipped yet), no thing the customer asks about."""
+    return bool(before) and (before[-1] in _NOT_YET or before[-2:] == ["还", "没"])
+
+
+_NOT_YET = frozenset(["还没", "尚未", "未", "还未"])
 
 
 # What asks a price right after a word: a service named by its verb before it ("干洗收费吗", "熨烫价格") is a thing
@@ -694,10 +717,25 @@ def _weighed(text: str) -> tuple[tuple[Entity, str, float, float], ...]:
     beat noun phrases) and their size (longer beats shorter). Remembered: each history text is weighed again on
     every later turn of its conversation."""
     out = []
+    lowered = text.lower()
     for e in entities(text):
         size = len(e.text) / 2 if is_chinese(e.text) else len(e.key.split())
-        out.append((e, e.key, 3.0 if e.named else 1.0, 1 + 0.25 * min(size, 3.0)))
+        kind = 3.0 if e.named else 1.0
+        if not e.named and _for_owned(lowered, e.text.lower()):
+            kind = _FOR_OWNED_WEIGHT
+        out.append((e, e.key, kind, 1 + 0.25 * min(size, 3.0)))
     return tuple(out)
+
+
+# "Where do I get a receipt for my web booking?": the customer's own thing after "for my" is what the thing asked
+# about is for; a later "it" or "one" is the receipt. It weighs less than a noun phrase of one word.
+_FOR_OWNED = tuple(f"for {whose} " for whose in ("my", "our", "his", "her", "their"))
+_FOR_OWNED_WEIGHT = 0.6
+
+
+def _for_owned(lowered: str, phrase: str) -> bool:
+    """Does the (lowercased) text say "for my <phrase>" (our, his, her, their)?"""
+    return any(f"{lead}{phrase}" in lowered for lead in _FOR_OWNED)
 
 
 # Remembered: each answer entity of the recent rounds is asked about again on every turn.
