@@ -4,23 +4,15 @@ that name nothing the shop knows, and the customer's own thing after "for my".""
 
 from __future__ import annotations
 
-from rag_core.settings import RewriteSettings
-from rag_service.domain import MemoryView, Message, Round
-from rag_service.rewrite import KnownNames, RuleRewriter, wanted
+from rag_service.rewrite import wanted
 from rag_service.rewrite_rules import entities, find_marker
+from tests import test_rewrite_switches as switches
 
 TITLES = ["鹿鸣（Luming）X3 书包 商品详情", "宠物医疗险说明", "门店与营业时间"]
 
 
-def view(*turns: tuple[str, str]) -> MemoryView:
-    rounds = tuple(Round(Message("user", q, 1, 0.0), Message("assistant", a, 1, 0.0)) for q, a in turns)
-    return MemoryView("", 0, rounds)
-
-
 def rewrite(question: str, *turns: tuple[str, str], titles: list[str] | None = TITLES) -> tuple[str, bool]:
-    known = KnownNames(titles) if titles is not None else None
-    result = RuleRewriter(RewriteSettings(mode="rule")).rewrite_now(question, view(*turns), known)
-    return result.query, result.topic_switch
+    return switches.rewrite(question, *turns, titles=titles)
 
 
 BAG = ("鹿鸣 X3 书包多少钱", "鹿鸣 X3 书包 299 元。")
