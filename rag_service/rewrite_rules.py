@@ -1002,10 +1002,22 @@ def store_subject(entity: Entity, said: Sequence[str]) -> bool:
     customer wrote before 店 or "store" ("湖滨店", "the Binjiang store": the district a branch goes by)."""
     if place_names(entity.text) or STORE_WORD.search(entity.text):
         return True
-    if not entity.named:
-        return False
-    branch = re.compile(rf"{re.escape(entity.text)}(?:店|\s+(?:store|branch|shop|outlet)\b)", re.IGNORECASE)
-    return any(branch.search(text) for text in said)
+    return entity.named and any(_names_branch(entity.text.lower(), text.lower()) for text in said)
+
+
+def _names_branch(name: str, text: str) -> bool:
+    """Does the (lower-case) text write the name before 店 or "store" ("湖滨店", "the binjiang store")? A plain
+    search: the name changes with every entity, and every turn's history entities are asked it (`_stray_tag`)."""
+    at = text.find(name)
+    while at >= 0:
+        after = text[at + len(name) :]
+        if after.startswith("店") or _BRANCH_AFTER.match(after):
+            return True
+        at = text.find(name, at + 1)
+    return False
+
+
+_BRANCH_AFTER = re.compile(r"\s+(?:store|branch|shop|outlet)\b")
 
 
 def attribute_only(entity: Entity) -> bool:
