@@ -1188,9 +1188,43 @@ def plural_antecedent(question: str, previous: str) -> Entity | None:
     return None
 
 
+# Services of the whole shop that have amounts of their own: an instalment plan's minimum, the order total that
+# ships free, a discount's size, the points to a tier.
+_SHOP_AMOUNTS = frozenset(
+    [
+        "installment",
+        "e_wallet",
+        "payment",
+        "bank_card",
+        "interest",
+        "cost_free",
+        "shipping_fee",
+        "order",
+        "coupon",
+        "discount",
+        "member",
+        "points",
+        "gold_tier",
+        "silver_tier",
+        "student",
+        "customs",
+        "tax_refund",
+    ]
+)
+# How a question asks for an amount or a size ("多少钱", "how much", "how big"): the aspect of whatever it names.
+_AMOUNT_ASPECTS = frozenset(["price", "dimensions"])
+
+
 def asks_about_product(question: str) -> bool:
-    """Does the question ask about an aspect of a product (its price, warranty, battery …) without naming one?"""
-    return not product_names(question) and bool(concepts(question) & PRODUCT_ASPECTS)
+    """Does the question ask about an aspect of a product (its price, warranty, battery …) without naming one?
+    Not when the only aspect is an amount and the question names a shop-wide service that has one: "满多少钱包邮",
+    "How big is the student discount?" ask the service's terms, which the conversation's product would only pull
+    toward that product's page (and lengthen the query the turn embeds)."""
+    if product_names(question):
+        return False
+    ideas = concepts(question)
+    aspects = ideas & PRODUCT_ASPECTS
+    return bool(aspects) and not (aspects <= _AMOUNT_ASPECTS and ideas & _SHOP_AMOUNTS)
 
 
 # "haul off my old washer", "旧机回收": the customer's old appliance, not the product the conversation is about.

@@ -1,0 +1,33 @@
+"""An amount asked of a shop-wide service (an instalment plan's minimum, the total that ships free, a discount's
+size) is not the conversation's product's price (invented shop and wording)."""
+
+from __future__ import annotations
+
+from rag_service.rewrite_rules import asks_about_product
+from tests.test_rewrite_switches import rewrite
+
+KETTLE = ("青岚 K5 电水壶多少钱", "青岚 K5 电水壶 259 元。")
+BIKE = ("How much is the Vireo 7 e-bike?", "The Vireo 7 costs 6,490 yuan.")
+
+
+def test_a_shop_service_amount_takes_no_product() -> None:
+    for question in ("订单要满多少钱才包邮？", "用分期付款最少得买多少钱的？", "积分攒到多少能当钱用？"):
+        query, switched = rewrite(question, KETTLE)
+        assert "青岚" not in query and not switched, query
+    query, _ = rewrite("How big is the student discount on e-bikes?", BIKE)
+    assert "Vireo" not in query
+
+
+def test_a_product_amount_still_takes_the_product() -> None:
+    # The product's own price, its repair or its warranty: the product is what the question lacks.
+    assert "青岚 K5" in rewrite("换个底座多少钱？", KETTLE)[0]
+    assert "Vireo 7" in rewrite("How much is a new battery?", BIKE)[0]
+    # A pronoun still points at the product, service words or not.
+    assert "青岚 K5" in rewrite("它分期的话每期多少钱？", KETTLE)[0]
+
+
+def test_asks_about_product_reads_the_amount_with_what_it_is_of() -> None:
+    assert asks_about_product("保修多久？") and asks_about_product("How much does it weigh?")
+    assert asks_about_product("电池多少钱？")
+    assert not asks_about_product("满多少钱包邮？")
+    assert not asks_about_product("How big is the member discount?")
