@@ -63,6 +63,7 @@ from rag_service.rewrite_rules import (
     asks_about_product,
     asks_about_shipping,
     asks_of_store,
+    asks_shop_amount,
     content_size,
     contrast_followup,
     definite_reference,
@@ -328,6 +329,8 @@ class Gate:
             if (
                 topic.product is not None
                 and asks_about_product(question)
+                # Pointing at something ("that fragrance-free one"), the amount is the thing's.
+                and not (found is None and asks_shop_amount(question))
                 and not old_item(question)
                 and not points_back(question, history.candidates, rounds[-1].user.content)
                 and plural_antecedent(question, rounds[-1].user.content) is None

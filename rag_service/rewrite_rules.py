@@ -1204,8 +1204,6 @@ _SHOP_AMOUNTS = frozenset(
         "discount",
         "member",
         "points",
-        "gold_tier",
-        "silver_tier",
         "student",
         "customs",
         "tax_refund",
@@ -1216,15 +1214,26 @@ _AMOUNT_ASPECTS = frozenset(["price", "dimensions"])
 
 
 def asks_about_product(question: str) -> bool:
-    """Does the question ask about an aspect of a product (its price, warranty, battery …) without naming one?
-    Not when the only aspect is an amount and the question names a shop-wide service that has one: "满多少钱包邮",
+    """Does the question ask about an aspect of a product (its price, warranty, battery …) without naming one?"""
+    return not product_names(question) and bool(concepts(question) & PRODUCT_ASPECTS)
+
+
+def asks_shop_amount(question: str) -> bool:
+    """Is the only product aspect the question asks an amount, of a shop-wide service it names? "满多少钱包邮",
     "How big is the student discount?" ask the service's terms, which the conversation's product would only pull
     toward that product's page (and lengthen the query the turn embeds)."""
-    if product_names(question):
-        return False
     ideas = concepts(question)
     aspects = ideas & PRODUCT_ASPECTS
-    return bool(aspects) and not (aspects <= _AMOUNT_ASPECTS and ideas & _SHOP_AMOUNTS)
+    if not aspects or not aspects <= _AMOUNT_ASPECTS or not ideas & _SHOP_AMOUNTS:
+        return False
+    # "Is the silver edition dearer?", "that frost-free one": a version of a product, whose words only look like a
+    # service's (a member tier, free shipping).
+    return _VERSION.search(question) is None
+
+
+_VERSION = fail_fast(
+    re.compile(r"\b(?:one|ones|edition|version|model|variant)\b|款式|版本|型号|[这那哪]款", re.IGNORECASE)
+)
 
 
 # "haul off my old washer", "旧机回收": the customer's old appliance, not the product the conversation is about.

@@ -3,7 +3,7 @@ size) is not the conversation's product's price (invented shop and wording)."""
 
 from __future__ import annotations
 
-from rag_service.rewrite_rules import asks_about_product
+from rag_service.rewrite_rules import asks_about_product, asks_shop_amount
 from tests.test_rewrite_switches import rewrite
 
 KETTLE = ("青岚 K5 电水壶多少钱", "青岚 K5 电水壶 259 元。")
@@ -24,10 +24,14 @@ def test_a_product_amount_still_takes_the_product() -> None:
     assert "Vireo 7" in rewrite("How much is a new battery?", BIKE)[0]
     # A pronoun still points at the product, service words or not.
     assert "青岚 K5" in rewrite("它分期的话每期多少钱？", KETTLE)[0]
+    assert "Vireo 7" in rewrite("What's the price of that shipping-free one?", BIKE)[0]
+    # A color edition is no member tier.
+    assert "Vireo 7" in rewrite("Is the silver edition more expensive?", BIKE)[0]
 
 
-def test_asks_about_product_reads_the_amount_with_what_it_is_of() -> None:
-    assert asks_about_product("保修多久？") and asks_about_product("How much does it weigh?")
+def test_an_amount_is_read_with_what_it_is_of() -> None:
+    assert asks_shop_amount("满多少钱包邮？") and asks_shop_amount("How big is the member discount?")
+    assert not asks_shop_amount("电池多少钱？") and not asks_shop_amount("How much does it weigh?")
+    # A price asked together with another aspect of the product is the product's.
+    assert not asks_shop_amount("分期买的话保修多久？")
     assert asks_about_product("电池多少钱？")
-    assert not asks_about_product("满多少钱包邮？")
-    assert not asks_about_product("How big is the member discount?")
