@@ -835,8 +835,8 @@ SHOP_SERVICES = {
     "return": "return",
     "refund": "return",
     "tax_refund": "tax_refund",
-    # The order total that ships free is the shop's, whatever the conversation's product.
-    "cost_free": "shipping",
+    # The shipping fee and the order total that ships free are the shop's, whatever the conversation's product.
+    "shipping_fee": "shipping",
 }
 
 

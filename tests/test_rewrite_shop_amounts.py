@@ -35,3 +35,8 @@ def test_an_amount_is_read_with_what_it_is_of() -> None:
     # A price asked together with another aspect of the product is the product's.
     assert not asks_shop_amount("分期买的话保修多久？")
     assert asks_about_product("电池多少钱？")
+
+
+def test_free_of_something_else_is_no_shipping_question() -> None:
+    store = ("杭州的门店在哪", "杭州门店：文三路 18 号。")
+    assert rewrite("停车免费吗", store)[0] == "杭州 停车免费吗"
