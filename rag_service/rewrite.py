@@ -835,9 +835,10 @@ SHOP_SERVICES = {
     "return": "return",
     "refund": "return",
     "tax_refund": "tax_refund",
-    # The shipping fee and the order total that ships free are the shop's, whatever the conversation's product.
-    "shipping_fee": "shipping",
 }
+# The order total that ships free is the shop's, whatever the conversation's product; a fee alone may be the
+# product's (a bulky item's delivery), and "free" alone anything's (parking).
+_FREE_SHIPPING = frozenset(["cost_free", "shipping"])
 
 
 # After-sales services a question asks of a product: a follow-up that asks nothing of its own ("Which papers
@@ -979,7 +980,8 @@ _PROCEDURE = re.compile(
 
 
 def _services(ideas: frozenset[str]) -> frozenset[str]:
-    return frozenset(SHOP_SERVICES[c] for c in ideas if c in SHOP_SERVICES)
+    found = frozenset(SHOP_SERVICES[c] for c in ideas if c in SHOP_SERVICES)
+    return found | {"shipping"} if ideas >= _FREE_SHIPPING else found
 
 
 _TITLES_TTL_S = 60.0

@@ -40,3 +40,7 @@ def test_an_amount_is_read_with_what_it_is_of() -> None:
 def test_free_of_something_else_is_no_shipping_question() -> None:
     store = ("杭州的门店在哪", "杭州门店：文三路 18 号。")
     assert rewrite("停车免费吗", store)[0] == "杭州 停车免费吗"
+
+
+def test_a_fee_alone_may_still_be_the_products() -> None:
+    assert "青岚 K5" in rewrite("运费怎么算", KETTLE)[0]
