@@ -1174,6 +1174,9 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     # A length asked for ("how long should it last?"): a line's length in hours is what it states, not a sub-topic.
     lasting = primary is Ask.DURATION
     asked_states = _states(q.text)
+    # "What are your opening hours?" asks the regular hours, not a holiday's.
+    hours_asked = "opening_hours" in q.ideas
+    special_day = hours_asked and _SPECIAL_DAY.search(q.text) is not None
     for c in candidates:
         # A FAQ's question heading frames its answer but is worded like the customer's question: its words
         # would make every answer under it look like the answer.
@@ -1455,6 +1458,14 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         if window and shows(c.text, Ask.DURATION):
             # "几天以内得办好": the time within which it must be done ("签收后 30 天内购买"), not a length ("延保 1 年").
             score *= _WINDOW_HIT if _WINDOW_STATED.search(c.text) else _WINDOW_MISS
+        if (
+            hours_asked
+            and "opening_hours" in c.ideas
+            and _SPECIAL_DAY.search(f"{c.section} {c.text}")
+            and not _REGULAR_DAYS.search(c.text)
+        ):
+            # "除夕当天所有门店提前到 18:00 关门" names the stores and the hours, but of days that are not regular ones.
+            score *= _SPECIAL_HIT if special_day else _SPECIAL_MISS
         if _BOILERPLATE.search(c.text):
             score *= 0.05
         elif c.row is None and c.text.endswith(_INTRO_ENDS):
@@ -1656,6 +1667,27 @@ def _states(text: str) -> dict[int, bool]:
 # A length in hours ("for 48 hours", "a 2-hour class") names no opening hours unless the line says what opens.
 _HOURS_LONG = re.compile(r"\d\s?-?(?:hours?|hrs?)\b", re.I)
 _OPENING = re.compile(r"\bopen|\bclos|营业|开门|关门", re.I)
+# A holiday or a date: the hours of a day that is not a regular one ("除夕当天提前到 18:00 关门", "closed on
+# Christmas Day"). A question on the hours that names none asks the regular ones; one that names a day asks that day's.
+_MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
+_SPECIAL_DAY = re.compile(
+    r"节假日|假日|假期|法定假|春节|除夕|大年|年三十|过年|正月|腊月|元旦|国庆|劳动节|五一|清明|端午|中秋|元宵|圣诞"
+    r"|\d{1,2}\s?月\s?\d{1,2}\s?[日号]"
+    r"|\b(?:holidays?|christmas|xmas|new year|easter|thanksgiving|national day|golden week|labou?r day|may day"
+    r"|spring festival|lunar|mid-autumn|dragon boat|boxing day)\b"
+    rf"|\b{_MONTH}\s\d{{1,2}}(?:st|nd|rd|th)?\b|\b\d{{1,2}}(?:st|nd|rd|th)?\s(?:of\s)?{_MONTH}(?![a-z])",
+    re.I,
+)
+# A line that states the regular week names a holiday only in passing ("每天 9:00–21:00（除夕休息）", "daily, holidays
+# included"): it is the regular hours.
+_REGULAR_DAYS = re.compile(
+    r"每天|每日|天天|全年|工作日|周[一二三四五六日天末]|星期|礼拜"
+    r"|\b(?:daily|every day|weekdays?|weekends?|mon(?:day)?s?|tue(?:s|sday)?s?|wed(?:nesday)?s?|thu(?:rs|rsday)?s?"
+    r"|fri(?:day)?s?|sat(?:urday)?s?|sun(?:day)?s?|year-round|all year)\b",
+    re.I,
+)
+_SPECIAL_MISS = 0.4
+_SPECIAL_HIT = 1.5
 # "How often does it come?": a frequency, stated as a count ("twice a year") or as an interval ("every 30 days",
 # "每 2 小时", "每月一次").
 _HOW_OFTEN = re.compile(r"\bhow often\b|\bhow frequently\b|多久一次|多长时间一次|隔多久|多久.{0,6}一次", re.I)

@@ -1,0 +1,54 @@
+"""Line choice of the twentieth session, on invented shops:
+- a question on the opening hours that names no holiday or date asks the regular hours, not the line on a
+  holiday's hours; one that names a holiday asks that line; a line stating the regular week with a holiday note
+  ("每天 9:00–20:00，节假日照常") is the regular hours."""
+
+from __future__ import annotations
+
+from tests.extractive_kit import answer, chunk
+
+KITE_STORES = [
+    chunk(
+        "kite-stores",
+        "纸鸢文具 门店与营业时间",
+        "地址是苏州市姑苏区观前街 12 号。营业时间为每天 9:30 至 21:00。",
+        section="苏州观前店",
+    ),
+    chunk(
+        "kite-stores",
+        "纸鸢文具 门店与营业时间",
+        "地址是无锡市梁溪区崇安寺 8 号。营业时间为每天 10:00 至 21:30。",
+        section="无锡崇安寺店",
+        index=1,
+    ),
+    chunk(
+        "kite-stores",
+        "纸鸢文具 门店与营业时间",
+        "中秋节当天所有门店提前到 17:00 关门，次日恢复正常营业。",
+        section="节假日营业安排",
+        index=2,
+    ),
+]
+
+
+def test_hours_asked_with_no_holiday_get_the_regular_hours() -> None:
+    out = answer("What are your store hours?", KITE_STORES)
+    assert "9:30" in out, out
+    assert "17:00" not in out.splitlines()[1], out
+
+
+def test_hours_asked_for_a_holiday_get_the_holiday_line() -> None:
+    out = answer("中秋节那天门店开吗", KITE_STORES)
+    assert "17:00" in out.splitlines()[1], out
+
+
+def test_a_regular_week_with_a_holiday_note_is_the_regular_hours() -> None:
+    hotline = chunk(
+        "kite-service",
+        "纸鸢文具 客服",
+        "\n".join(
+            ["客服热线 400-100-2020，服务时间为每天 9:00 至 20:00，节假日照常。", "春节期间客服暂停，初八恢复。"]
+        ),
+    )
+    out = answer("客服几点下班", [hotline])
+    assert "20:00" in out.splitlines()[1], out
