@@ -1669,7 +1669,10 @@ _HOURS_LONG = re.compile(r"\d\s?-?(?:hours?|hrs?)\b", re.I)
 _OPENING = re.compile(r"\bopen|\bclos|营业|开门|关门", re.I)
 # A holiday or a date: the hours of a day that is not a regular one ("除夕当天提前到 18:00 关门", "closed on
 # Christmas Day"). A question on the hours that names none asks the regular ones; one that names a day asks that day's.
-_MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
+_MONTH = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?"
+    r"|nov(?:ember)?|dec(?:ember)?)(?![a-z])\.?"
+)
 _SPECIAL_DAY = re.compile(
     r"节假日|假日|假期|法定假|春节|除夕|大年|年三十|过年|正月|腊月|元旦|国庆|劳动节|五一|清明|端午|中秋|元宵|圣诞"
     r"|\d{1,2}\s?月\s?\d{1,2}\s?[日号]"
