@@ -2281,6 +2281,7 @@ def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
         if (
             c.score >= 0.75 * best.score
             and not _other_row(c, best)
+            and not _other_table(c, best, q)
             and not (said and _sibling_value(c, best, said, unsaid, primary))
         ):
             picked.append(c)
@@ -2369,6 +2370,18 @@ def _other_row(c: Candidate, best: Candidate) -> bool:
         and c.chunk.doc_id == best.chunk.doc_id
         and c.row.header == best.row.header
         and c.said < best.said
+    )
+
+
+def _other_table(c: Candidate, best: Candidate, q: Question) -> bool:
+    """A bare line of figures on another page than the best line's, which says no word of the question and no
+    concept but its value's: a row of another list ("below 1,000 yuan 59 yuan 149 yuan" of an extended warranty's
+    price table after "上门检测费 60 元"), which only its own table's header would explain."""
+    return (
+        c.chunk.doc_id != best.chunk.doc_id
+        and "price" in c.ideas
+        and not (c.ideas - {"price"} - GENERIC)
+        and not (c.words & q.words)
     )
 
 

@@ -52,3 +52,22 @@ def test_a_regular_week_with_a_holiday_note_is_the_regular_hours() -> None:
     )
     out = answer("客服几点下班", [hotline])
     assert "20:00" in out.splitlines()[1], out
+
+
+def test_bare_figure_lines_of_another_page_do_not_ride_along() -> None:
+    fees = chunk(
+        "lamp-warranty",
+        "灯饰保修政策",
+        "\n".join(["上门费 40 元；", "维修工时费：台灯 30 元，吊灯 90 元，另加配件费。"]),
+        section="保修期外的收费",
+    )
+    plans = chunk(
+        "lamp-care",
+        "Glow Care Extended Warranty Plans",
+        "\n".join(["below 500 yuan 39 yuan 99 yuan", "500 to 1,999 yuan 89 yuan 199 yuan"]),
+        section="Lamp price +1 year +3 years",
+    )
+    cover = chunk("lamp-care", "Glow Care Extended Warranty Plans", "Glow Care extends the maker's warranty.", index=1)
+    out = answer("过了保修期上门检测收多少钱", [plans, fees, cover], query="延保 过了保修期上门检测收多少钱")
+    assert "40 元" in out.splitlines()[1], out
+    assert "39 yuan" not in out, out
