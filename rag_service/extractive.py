@@ -1827,6 +1827,9 @@ def _says(
         # the line.
         if other:
             return (1.0 if lift else None) if says([other], f"{c.section} {c.text}".lower())[0] else _ACROSS_MISS
+        if ideas & c.ideas:
+            # Some of the word's concepts: "installments" is also read as "install*", which no instalment line says.
+            return _ACROSS_PART
         return _ACROSS_MISS if ideas else None
     if word in text:
         return 1.0
@@ -1835,6 +1838,7 @@ def _says(
 
 
 _TITLE_SAYS = 1.0  # the title's concept: said as by the line itself
+_ACROSS_PART = 0.5
 _ACROSS_MISS = 0.0  # a concept or a translation the line lacks (0.5 lost more than it won: run 2)
 # Steps after the first need not repeat what the question names: they are read by their section. A contact or
 # an address line is told by its channel and place ("customer service", "维修中心" name every one of them).

@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from rag_service.domain import GenerationInput
+from rag_service.extractive import ExtractiveGenerator
 from tests.extractive_kit import answer, chunk
 
 KITE_STORES = [
@@ -71,3 +73,30 @@ def test_bare_figure_lines_of_another_page_do_not_ride_along() -> None:
     out = answer("过了保修期上门检测收多少钱", [plans, fees, cover], query="延保 过了保修期上门检测收多少钱")
     assert "40 元" in out.splitlines()[1], out
     assert "39 yuan" not in out, out
+
+
+def test_a_word_read_as_two_concepts_is_said_in_part_by_a_line_of_one() -> None:
+    # "installments" is read as the `installment` concept and as "install*": a Chinese instalment line has the first.
+    student = chunk(
+        "pen-student",
+        "Student Offers",
+        "\n".join(
+            [
+                "Students get 5% off fountain pens.",
+                "The student offer can be combined with interest-free installment plans.",
+            ]
+        ),
+        section="Combining with other offers",
+    )
+    plans = chunk(
+        "pen-installments",
+        "分期付款说明",
+        "\n".join(
+            ["墨池文具支持花呗分期和信用卡分期，可选 3 期、6 期和 12 期。", "花呗分期：单笔订单实付满 300 元可用。"]
+        ),
+    )
+    question = "Can I pay in installments?"
+    turn = GenerationInput(question, question, [student, plans], None, (("in installment", frozenset({"分期"})),))
+    out = ExtractiveGenerator(3).answer(turn)
+    quoted = [line for line in out.splitlines() if line.startswith("- ")]
+    assert "分期" in quoted[0], out
