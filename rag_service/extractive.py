@@ -1174,6 +1174,10 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     # A length asked for ("how long should it last?"): a line's length in hours is what it states, not a sub-topic.
     lasting = primary is Ask.DURATION
     asked_states = _states(q.text)
+    # "and if my order is below that?": an amount on the other side of a threshold said before.
+    short_of = _SHORT_OF.search(q.text) is not None
+    # "that" is the threshold the previous answer quoted, when it quoted one: not another region's.
+    said_threshold = short_of and any(states_threshold(c.text) and _was_quoted(c, q.answered_lines) for c in candidates)
     # "What are your opening hours?" asks the regular hours, not a holiday's.
     hours_asked = "opening_hours" in q.ideas
     special_day = hours_asked and _SPECIAL_DAY.search(q.text) is not None
@@ -1340,7 +1344,11 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         elif takes and _RIGHT_WITHIN.search(c.text):
             # "购买后 3 个月内…可免费换新": a time within which the customer may do something, not how long it takes.
             score *= _VALIDITY_MISS
-        if priced and primary in (Ask.YESNO, Ask.GENERAL) and states_threshold(c.text):
+        if (
+            (priced or (short_of and (not said_threshold or _was_quoted(c, q.answered_lines))))
+            and primary in (Ask.YESNO, Ask.GENERAL)
+            and states_threshold(c.text)
+        ):
             score *= 2.0  # "a 900 yuan basket, may I split it?": the amount from which one can
         context = _context_products(c, q)
         if model_numbers and context:
@@ -1690,6 +1698,10 @@ _REGULAR_DAYS = re.compile(
     re.I,
 )
 _SPECIAL_MISS = 0.4
+_SHORT_OF = re.compile(
+    r"\b(?:below|under|above|over|less than|more than)\s(?:that|it|this|the (?:threshold|minimum|limit))\b|不满|低于|没满|达不到",
+    re.I,
+)
 _SPECIAL_HIT = 1.5
 # "How often does it come?": a frequency, stated as a count ("twice a year") or as an interval ("every 30 days",
 # "每 2 小时", "每月一次").

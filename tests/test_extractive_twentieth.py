@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from rag_service.domain import GenerationInput
 from rag_service.extractive import ExtractiveGenerator
-from tests.extractive_kit import answer, chunk
+from tests.extractive_kit import answer, chunk, conversation
 
 KITE_STORES = [
     chunk(
@@ -100,3 +100,38 @@ def test_a_word_read_as_two_concepts_is_said_in_part_by_a_line_of_one() -> None:
     out = ExtractiveGenerator(3).answer(turn)
     quoted = [line for line in out.splitlines() if line.startswith("- ")]
     assert "分期" in quoted[0], out
+
+
+TEA_SHIPPING = [
+    chunk(
+        "tea-shipping",
+        "茶语 配送说明",
+        "订单发货前可以在“我的订单”里修改收货地址；\n已经发货的订单不能改地址。",
+        section="修改地址",
+    ),
+    chunk(
+        "tea-shipping",
+        "茶语 配送说明",
+        "\n".join(
+            [
+                "闽粤地区：订单满 88 元包邮，不满 88 元收 8 元运费，一般 1–2 天送达。",
+                "其他大陆地区：订单满 168 元包邮，不满 168 元收 12 元运费，一般 2–4 天送达。",
+            ]
+        ),
+        section="配送区域和运费",
+        index=1,
+    ),
+]
+
+
+def test_below_that_after_a_threshold_gets_the_threshold_said_before() -> None:
+    earlier = conversation(
+        (
+            "I'm in Xiamen, is shipping free?",
+            "[extractive answer, no LLM configured] From the knowledge base:\n"
+            "- 闽粤地区：订单满 88 元包邮，不满 88 元收 8 元运费，一般 1–2 天送达。 (茶语 配送说明)",
+        )
+    )
+    out = answer("And if my order is below that?", TEA_SHIPPING, memory=earlier)
+    assert "收 8 元运费" in out, out
+    assert "12 元" not in out, out
