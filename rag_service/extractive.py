@@ -1698,8 +1698,9 @@ _REGULAR_DAYS = re.compile(
     re.I,
 )
 _SPECIAL_MISS = 0.4
+# Not "above it" (a clearance), not "不满意" (a complaint).
 _SHORT_OF = re.compile(
-    r"\b(?:below|under|above|over|less than|more than)\s(?:that|it|this|the (?:threshold|minimum|limit))\b|不满|低于|没满|达不到",
+    r"\b(?:below|under|above|over|less than|more than)\s(?:that|the (?:threshold|minimum|limit))\b|不满(?!意)|低于|没满|达不到",
     re.I,
 )
 _SPECIAL_HIT = 1.5
