@@ -1741,14 +1741,20 @@ def _store_in_focus(q: Question, candidates: Sequence[Candidate]) -> str:
             return ""  # "湖滨店和滨江店哪家近": a choice between stores, none in focus
         if said:
             return said.pop()
-        if (
-            by_city
-            and (named := places(text))
-            and len(in_city := {n for n, found in cities.items() if found & named}) == 1
-        ):
-            return in_city.pop()  # "青岛那边的门店": the one store the shop has in the city named
+        if by_city and (named := places(text)) and (in_city := _stores_in(cities, named)):
+            return in_city  # "青岛那边的门店": the one store the shop has in the city named
         if own_place and i == 0:
             return ""
+    return ""
+
+
+def _stores_in(cities: dict[str, frozenset[str]], named: frozenset[str]) -> str:
+    """The one store in the place named, by its city before its province: "深圳" names the Shenzhen store, not the
+    Guangzhou one that shares its province. "" when the place has none or several."""
+    for level in (frozenset(p for p in named if not p.endswith("_")), named):
+        found = [n for n, own in cities.items() if own & level]
+        if found:
+            return found[0] if len(found) == 1 else ""
     return ""
 
 

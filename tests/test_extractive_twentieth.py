@@ -135,3 +135,27 @@ def test_below_that_after_a_threshold_gets_the_threshold_said_before() -> None:
     out = answer("And if my order is below that?", TEA_SHIPPING, memory=earlier)
     assert "收 8 元运费" in out, out
     assert "12 元" not in out, out
+
+
+def test_a_city_named_before_picks_its_store_not_another_of_its_province() -> None:
+    stores = chunk(
+        "kite-south",
+        "纸鸢文具 华南门店",
+        "\n".join(
+            [
+                "深圳福田店",
+                "地址是深圳市福田区华富路 8 号。营业时间为每天 9:00 至 20:30。",
+                "广州海珠店",
+                "地址是广州市海珠区江南大道 66 号。营业时间为每天 10:00 至 22:00。",
+            ]
+        ),
+    )
+    earlier = conversation(
+        (
+            "你们深圳的店在哪",
+            "[extractive answer, no LLM configured] 根据知识库：\n- 地址是深圳市福田区华富路 8 号。（纸鸢文具 华南门店）",
+        )
+    )
+    out = answer("几点关门", [stores], memory=earlier)
+    assert "20:30" in out, out
+    assert "22:00" not in out, out
