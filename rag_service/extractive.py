@@ -1174,7 +1174,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     # A length asked for ("how long should it last?"): a line's length in hours is what it states, not a sub-topic.
     lasting = primary is Ask.DURATION
     asked_states = _states(q.text)
-    # "and if my order is below that?": an amount on the other side of a threshold said before.
+    # "what if the basket is under that?": an amount on the other side of a threshold said before.
     short_of = _SHORT_OF.search(q.text) is not None
     # "that" is the threshold the previous answer quoted, when it quoted one: not another region's.
     said_threshold = short_of and any(states_threshold(c.text) and _was_quoted(c, q.answered_lines) for c in candidates)

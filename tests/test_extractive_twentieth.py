@@ -1,7 +1,12 @@
 """Line choice of the twentieth session, on invented shops:
 - a question on the opening hours that names no holiday or date asks the regular hours, not the line on a
   holiday's hours; one that names a holiday asks that line; a line stating the regular week with a holiday note
-  ("每天 9:00–20:00，节假日照常") is the regular hours."""
+  ("每天 9:00–20:00，节假日照常") is the regular hours;
+- a bare line of figures from another page's price table does not ride along after the best line;
+- across languages, a word the glossary reads as two concepts ("installments": instalments and "install*") is said in
+  part by a line that has one of them;
+- "below that" after an answer that quoted a threshold asks the other side of that threshold, not another region's;
+- a city named earlier picks its store by the city, not by the province it shares with another store."""
 
 from __future__ import annotations
 
@@ -52,7 +57,7 @@ def test_a_regular_week_with_a_holiday_note_is_the_regular_hours() -> None:
             ["客服热线 400-100-2020，服务时间为每天 9:00 至 20:00，节假日照常。", "春节期间客服暂停，初八恢复。"]
         ),
     )
-    out = answer("客服几点下班", [hotline])
+    out = answer("你们客服晚上几点下班", [hotline])
     assert "20:00" in out.splitlines()[1], out
 
 
@@ -70,7 +75,7 @@ def test_bare_figure_lines_of_another_page_do_not_ride_along() -> None:
         section="Lamp price +1 year +3 years",
     )
     cover = chunk("lamp-care", "Glow Care Extended Warranty Plans", "Glow Care extends the maker's warranty.", index=1)
-    out = answer("过了保修期上门检测收多少钱", [plans, fees, cover], query="延保 过了保修期上门检测收多少钱")
+    out = answer("保修过期了，上门检测要收多少钱", [plans, fees, cover], query="延保 保修过期了，上门检测要收多少钱")
     assert "40 元" in out.splitlines()[1], out
     assert "39 yuan" not in out, out
 
@@ -132,7 +137,7 @@ def test_below_that_after_a_threshold_gets_the_threshold_said_before() -> None:
             "- 闽粤地区：订单满 88 元包邮，不满 88 元收 8 元运费，一般 1–2 天送达。 (茶语 配送说明)",
         )
     )
-    out = answer("And if my order is below that?", TEA_SHIPPING, memory=earlier)
+    out = answer("What if my basket is below that?", TEA_SHIPPING, memory=earlier)
     assert "收 8 元运费" in out, out
     assert "12 元" not in out, out
 
@@ -152,7 +157,7 @@ def test_a_city_named_before_picks_its_store_not_another_of_its_province() -> No
     )
     earlier = conversation(
         (
-            "你们深圳的店在哪",
+            "深圳那家店在哪里",
             "[extractive answer, no LLM configured] 根据知识库：\n- 地址是深圳市福田区华富路 8 号。（纸鸢文具 华南门店）",
         )
     )
