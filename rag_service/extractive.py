@@ -292,6 +292,9 @@ class Question:
     # The lines themselves the previous answer quoted, for the same follow-ups: a line quoted without the heading
     # that names its sibling ("10kg 装：310 元" under one formula's heading) still says which sibling was settled on.
     answered_lines: frozenset[str] = frozenset()
+    # The same, for a question that names no model at all and has no rewrite naming one ("鞋底开胶保多久" after an
+    # answer on one model): the section of the model settled on, among sections that repeat the same labelled lines.
+    settled_lines: frozenset[str] = frozenset()
     # A follow-up that names what it moves on to ("配件呢"): the sibling quoted before holds only where it names none.
     moved_on: bool = False
     # The amount the customer says they spent, in this question or one just before: the tier it reaches.
@@ -398,6 +401,10 @@ class Question:
             and bool(_ANAPHOR.search(question) or _elliptic(question) or _FOLLOW_UP.search(question))
             and not _names_own_subject(question)
         )
+        # "鞋底开胶保多久" after an answer on one model, with no rewrite naming one: that model's line.
+        unnamed = bool(answered) and not (
+            named or picked or products(query or question) or _names_own_subject(question)
+        )
         if spend is None and not asked_numbers(question, []):
             spend = next((s for e in reversed(earlier[-_CONTEXT_ROUNDS:]) if (s := stated_spend(e)) is not None), None)
         return cls(
@@ -418,6 +425,7 @@ class Question:
             # the sibling settled on, unless it names one of that page's siblings itself.
             answered_subjects=quoted_subjects(answered) if points_back else (),
             answered_lines=quoted_lines(answered) if points_back else frozenset(),
+            settled_lines=quoted_lines(answered) if points_back or unnamed else frozenset(),
             moved_on=bool(_FOLLOW_UP.search(question)) and not (_ANAPHOR.search(question) or _elliptic(question)),
             base_model=BASE_WORDS.search(question) is not None,
             attrs=_with_place_pointed_at(attributes(question) or attributes(query), question, earlier),
@@ -1499,7 +1507,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         for c in candidates:
             if _OTHERS.match(c.text) and not products(c.text) and (own_statement or c.chunk.doc_id in placed):
                 c.score *= _OTHERS_MISS
-    if q.answered_lines:
+    if q.settled_lines:
         _settled_section(q, candidates)
     _by_size(q, candidates)
 
@@ -1546,7 +1554,7 @@ def _settled_section(q: Question, candidates: list[Candidate]) -> None:
     """Sections of a page that repeat the same labelled lines ("1kg 装：…", "3kg 装：…" under each formula) are
     siblings, and the one the previous answer quoted from is the one a follow-up points back at ("那它 3 kg 装的呢"
     after "1kg 装：35 元" was quoted from the adult formula's section): the same label under another is a sibling's."""
-    settled = {(c.chunk.doc_id, c.section) for c in candidates if c.row is None and _was_quoted(c, q.answered_lines)}
+    settled = {(c.chunk.doc_id, c.section) for c in candidates if c.row is None and _was_quoted(c, q.settled_lines)}
     if not settled:
         return
     labelled: dict[tuple[str, str], set[str]] = {}

@@ -164,3 +164,34 @@ def test_a_city_named_before_picks_its_store_not_another_of_its_province() -> No
     out = answer("几点关门", [stores], memory=earlier)
     assert "20:30" in out, out
     assert "22:00" not in out, out
+
+
+def test_a_question_naming_no_model_keeps_the_model_the_last_answer_settled_on() -> None:
+    kettles = [
+        chunk(
+            "kettle", "汀泉电水壶 商品详情", "容量：1.5 L\n售价：129 元\n底座保修：12 个月", section="汀泉 K1 经典款"
+        ),
+        chunk(
+            "kettle",
+            "汀泉电水壶 商品详情",
+            "容量：1.7 L\n售价：199 元\n底座保修：24 个月",
+            section="汀泉 K3 恒温款",
+            index=1,
+        ),
+        chunk(
+            "kettle",
+            "汀泉电水壶 商品详情",
+            "容量：1.2 L\n售价：99 元\n底座保修：6 个月",
+            section="汀泉 K0 便携款",
+            index=2,
+        ),
+    ]
+    earlier = conversation(
+        (
+            "恒温那款能装多少水",
+            "[extractive answer, no LLM configured] 根据知识库：\n- 汀泉 K3 恒温款：容量：1.7 L（汀泉电水壶 商品详情）",
+        )
+    )
+    out = answer("底座坏了保多久", kettles, memory=earlier)
+    assert "24 个月" in out, out
+    assert "12 个月" not in out and "6 个月" not in out, out
