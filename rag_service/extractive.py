@@ -292,7 +292,7 @@ class Question:
     # The lines themselves the previous answer quoted, for the same follow-ups: a line quoted without the heading
     # that names its sibling ("10kg 装：310 元" under one formula's heading) still says which sibling was settled on.
     answered_lines: frozenset[str] = frozenset()
-    # The same, for a question that names no model at all and has no rewrite naming one ("鞋底开胶保多久" after an
+    # The same, for a question that names no model at all and has no rewrite naming one ("底座保修多久" after an
     # answer on one model): the section of the model settled on, among sections that repeat the same labelled lines.
     settled_lines: frozenset[str] = frozenset()
     # A follow-up that names what it moves on to ("配件呢"): the sibling quoted before holds only where it names none.
@@ -401,7 +401,7 @@ class Question:
             and bool(_ANAPHOR.search(question) or _elliptic(question) or _FOLLOW_UP.search(question))
             and not _names_own_subject(question)
         )
-        # "鞋底开胶保多久" after an answer on one model, with no rewrite naming one: that model's line.
+        # "底座保修多久" after an answer on one model, with no rewrite naming one: that model's line.
         unnamed = bool(answered) and not (
             named or picked or products(query or question) or _names_own_subject(question)
         )
