@@ -292,6 +292,9 @@ class Question:
     # The lines themselves the previous answer quoted, for the same follow-ups: a line quoted without the heading
     # that names its sibling ("10kg 装：310 元" under one formula's heading) still says which sibling was settled on.
     answered_lines: frozenset[str] = frozenset()
+    # The same, for a question that names no model at all and has no rewrite naming one ("底座保修多久" after an
+    # answer on one model): the section of the model settled on, among sections that repeat the same labelled lines.
+    settled_lines: frozenset[str] = frozenset()
     # A follow-up that names what it moves on to ("配件呢"): the sibling quoted before holds only where it names none.
     moved_on: bool = False
     # The amount the customer says they spent, in this question or one just before: the tier it reaches.
@@ -398,6 +401,10 @@ class Question:
             and bool(_ANAPHOR.search(question) or _elliptic(question) or _FOLLOW_UP.search(question))
             and not _names_own_subject(question)
         )
+        # "底座保修多久" after an answer on one model, with no rewrite naming one: that model's line.
+        unnamed = bool(answered) and not (
+            named or picked or products(query or question) or _names_own_subject(question)
+        )
         if spend is None and not asked_numbers(question, []):
             spend = next((s for e in reversed(earlier[-_CONTEXT_ROUNDS:]) if (s := stated_spend(e)) is not None), None)
         return cls(
@@ -418,6 +425,7 @@ class Question:
             # the sibling settled on, unless it names one of that page's siblings itself.
             answered_subjects=quoted_subjects(answered) if points_back else (),
             answered_lines=quoted_lines(answered) if points_back else frozenset(),
+            settled_lines=quoted_lines(answered) if points_back or unnamed else frozenset(),
             moved_on=bool(_FOLLOW_UP.search(question)) and not (_ANAPHOR.search(question) or _elliptic(question)),
             base_model=BASE_WORDS.search(question) is not None,
             attrs=_with_place_pointed_at(attributes(question) or attributes(query), question, earlier),
@@ -1174,6 +1182,13 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
     # A length asked for ("how long should it last?"): a line's length in hours is what it states, not a sub-topic.
     lasting = primary is Ask.DURATION
     asked_states = _states(q.text)
+    # "what if the basket is under that?": an amount on the other side of a threshold said before.
+    short_of = _SHORT_OF.search(q.text) is not None
+    # "that" is the threshold the previous answer quoted, when it quoted one: not another region's.
+    said_threshold = short_of and any(states_threshold(c.text) and _was_quoted(c, q.answered_lines) for c in candidates)
+    # "What are your opening hours?" asks the regular hours, not a holiday's.
+    hours_asked = "opening_hours" in q.ideas
+    special_day = hours_asked and _SPECIAL_DAY.search(q.text) is not None
     for c in candidates:
         # A FAQ's question heading frames its answer but is worded like the customer's question: its words
         # would make every answer under it look like the answer.
@@ -1337,7 +1352,11 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         elif takes and _RIGHT_WITHIN.search(c.text):
             # "购买后 3 个月内…可免费换新": a time within which the customer may do something, not how long it takes.
             score *= _VALIDITY_MISS
-        if priced and primary in (Ask.YESNO, Ask.GENERAL) and states_threshold(c.text):
+        if (
+            (priced or (short_of and (not said_threshold or _was_quoted(c, q.answered_lines))))
+            and primary in (Ask.YESNO, Ask.GENERAL)
+            and states_threshold(c.text)
+        ):
             score *= 2.0  # "a 900 yuan basket, may I split it?": the amount from which one can
         context = _context_products(c, q)
         if model_numbers and context:
@@ -1455,6 +1474,14 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         if window and shows(c.text, Ask.DURATION):
             # "几天以内得办好": the time within which it must be done ("签收后 30 天内购买"), not a length ("延保 1 年").
             score *= _WINDOW_HIT if _WINDOW_STATED.search(c.text) else _WINDOW_MISS
+        if (
+            hours_asked
+            and "opening_hours" in c.ideas
+            and _SPECIAL_DAY.search(f"{c.section} {c.text}")
+            and not _REGULAR_DAYS.search(c.text)
+        ):
+            # "除夕当天所有门店提前到 18:00 关门" names the stores and the hours, but of days that are not regular ones.
+            score *= _SPECIAL_HIT if special_day else _SPECIAL_MISS
         if _BOILERPLATE.search(c.text):
             score *= 0.05
         elif c.row is None and c.text.endswith(_INTRO_ENDS):
@@ -1480,7 +1507,7 @@ def score_candidates(q: Question, candidates: list[Candidate]) -> None:
         for c in candidates:
             if _OTHERS.match(c.text) and not products(c.text) and (own_statement or c.chunk.doc_id in placed):
                 c.score *= _OTHERS_MISS
-    if q.answered_lines:
+    if q.settled_lines:
         _settled_section(q, candidates)
     _by_size(q, candidates)
 
@@ -1527,7 +1554,7 @@ def _settled_section(q: Question, candidates: list[Candidate]) -> None:
     """Sections of a page that repeat the same labelled lines ("1kg 装：…", "3kg 装：…" under each formula) are
     siblings, and the one the previous answer quoted from is the one a follow-up points back at ("那它 3 kg 装的呢"
     after "1kg 装：35 元" was quoted from the adult formula's section): the same label under another is a sibling's."""
-    settled = {(c.chunk.doc_id, c.section) for c in candidates if c.row is None and _was_quoted(c, q.answered_lines)}
+    settled = {(c.chunk.doc_id, c.section) for c in candidates if c.row is None and _was_quoted(c, q.settled_lines)}
     if not settled:
         return
     labelled: dict[tuple[str, str], set[str]] = {}
@@ -1656,6 +1683,35 @@ def _states(text: str) -> dict[int, bool]:
 # A length in hours ("for 48 hours", "a 2-hour class") names no opening hours unless the line says what opens.
 _HOURS_LONG = re.compile(r"\d\s?-?(?:hours?|hrs?)\b", re.I)
 _OPENING = re.compile(r"\bopen|\bclos|营业|开门|关门", re.I)
+# A holiday or a date: the hours of a day that is not a regular one ("除夕当天提前到 18:00 关门", "closed on
+# Christmas Day"). A question on the hours that names none asks the regular ones; one that names a day asks that day's.
+_MONTH = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?"
+    r"|nov(?:ember)?|dec(?:ember)?)(?![a-z])\.?"
+)
+_SPECIAL_DAY = re.compile(
+    r"节假日|假日|假期|法定假|春节|除夕|大年|年三十|过年|正月|腊月|元旦|国庆|劳动节|五一|清明|端午|中秋|元宵|圣诞"
+    r"|\d{1,2}\s?月\s?\d{1,2}\s?[日号]"
+    r"|\b(?:holidays?|christmas|xmas|new year|easter|thanksgiving|national day|golden week|labou?r day|may day"
+    r"|spring festival|lunar|mid-autumn|dragon boat|boxing day)\b"
+    rf"|\b{_MONTH}\s\d{{1,2}}(?:st|nd|rd|th)?\b|\b\d{{1,2}}(?:st|nd|rd|th)?\s(?:of\s)?{_MONTH}(?![a-z])",
+    re.I,
+)
+# A line that states the regular week names a holiday only in passing ("每天 9:00–21:00（除夕休息）", "daily, holidays
+# included"): it is the regular hours.
+_REGULAR_DAYS = re.compile(
+    r"每天|每日|天天|全年|工作日|周[一二三四五六日天末]|星期|礼拜"
+    r"|\b(?:daily|every day|weekdays?|weekends?|mon(?:day)?s?|tue(?:s|sday)?s?|wed(?:nesday)?s?|thu(?:rs|rsday)?s?"
+    r"|fri(?:day)?s?|sat(?:urday)?s?|sun(?:day)?s?|year-round|all year)\b",
+    re.I,
+)
+_SPECIAL_MISS = 0.4
+# Not "above it" (a clearance), not "不满意" (a complaint).
+_SHORT_OF = re.compile(
+    r"\b(?:below|under|above|over|less than|more than)\s(?:that|the (?:threshold|minimum|limit))\b|不满(?!意)|低于|没满|达不到",
+    re.I,
+)
+_SPECIAL_HIT = 1.5
 # "How often does it come?": a frequency, stated as a count ("twice a year") or as an interval ("every 30 days",
 # "每 2 小时", "每月一次").
 _HOW_OFTEN = re.compile(r"\bhow often\b|\bhow frequently\b|多久一次|多长时间一次|隔多久|多久.{0,6}一次", re.I)
@@ -1693,14 +1749,20 @@ def _store_in_focus(q: Question, candidates: Sequence[Candidate]) -> str:
             return ""  # "湖滨店和滨江店哪家近": a choice between stores, none in focus
         if said:
             return said.pop()
-        if (
-            by_city
-            and (named := places(text))
-            and len(in_city := {n for n, found in cities.items() if found & named}) == 1
-        ):
-            return in_city.pop()  # "青岛那边的门店": the one store the shop has in the city named
+        if by_city and (named := places(text)) and (in_city := _stores_in(cities, named)):
+            return in_city  # "青岛那边的门店": the one store the shop has in the city named
         if own_place and i == 0:
             return ""
+    return ""
+
+
+def _stores_in(cities: dict[str, frozenset[str]], named: frozenset[str]) -> str:
+    """The one store in the place named, by its city before its province: "深圳" names the Shenzhen store, not the
+    Guangzhou one that shares its province. "" when the place has none or several."""
+    for level in (frozenset(p for p in named if not p.endswith("_")), named):
+        found = [n for n, own in cities.items() if own & level]
+        if found:
+            return found[0] if len(found) == 1 else ""
     return ""
 
 
@@ -1792,6 +1854,9 @@ def _says(
         # the line.
         if other:
             return (1.0 if lift else None) if says([other], f"{c.section} {c.text}".lower())[0] else _ACROSS_MISS
+        if ideas & c.ideas:
+            # Some of the word's concepts: "installments" is also read as "install*", which no instalment line says.
+            return _ACROSS_PART
         return _ACROSS_MISS if ideas else None
     if word in text:
         return 1.0
@@ -1800,6 +1865,7 @@ def _says(
 
 
 _TITLE_SAYS = 1.0  # the title's concept: said as by the line itself
+_ACROSS_PART = 0.5
 _ACROSS_MISS = 0.0  # a concept or a translation the line lacks (0.5 lost more than it won: run 2)
 # Steps after the first need not repeat what the question names: they are read by their section. A contact or
 # an address line is told by its channel and place ("customer service", "维修中心" name every one of them).
@@ -2246,6 +2312,7 @@ def _pick(q: Question, ranked: list[Candidate], limit: int) -> list[Candidate]:
         if (
             c.score >= 0.75 * best.score
             and not _other_row(c, best)
+            and not _other_table(c, best, q)
             and not (said and _sibling_value(c, best, said, unsaid, primary))
         ):
             picked.append(c)
@@ -2334,6 +2401,18 @@ def _other_row(c: Candidate, best: Candidate) -> bool:
         and c.chunk.doc_id == best.chunk.doc_id
         and c.row.header == best.row.header
         and c.said < best.said
+    )
+
+
+def _other_table(c: Candidate, best: Candidate, q: Question) -> bool:
+    """A bare line of figures on another page than the best line's, which says no word of the question and no
+    concept but its value's: a row of another list ("below 1,000 yuan 59 yuan 149 yuan" of an extended warranty's
+    price table after "上门检测费 60 元"), which only its own table's header would explain."""
+    return (
+        c.chunk.doc_id != best.chunk.doc_id
+        and "price" in c.ideas
+        and not (c.ideas - {"price"} - GENERIC)
+        and not (c.words & q.words)
     )
 
 
