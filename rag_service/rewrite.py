@@ -309,7 +309,10 @@ class Gate:
             # "另外还想给孩子配副眼镜…": besides, the customer wants something else; the conversation's product glued
             # on would keep the search on its page. Read as asked, but no switch: the topic does not restart.
             return Decision("standalone", _ANOTHER_WANT_REASON, history)
-        names = own_names(question)
+        # A word jieba tags as a name that names nothing the shop knows ("那续保最多到几岁" after a question about a
+        # plan) is no new subject: read as a switch, the follow-up lost the plan's page.
+        said = [r.user.content for r in rounds]
+        names = [e for e in own_names(question) if not _stray_tag(e, said, known)]
         # A standalone question with a customer-service concept of its own is matched to its page by the
         # reranker's concept bonuses; one with none ("充满电能亮多久") has only the conversation to go on.
         ideas = concepts(question)

@@ -1,0 +1,28 @@
+"""A word jieba tags as a name that names nothing the shop knows (a breed, a service word such as 续保) is no new
+subject of the question (invented shop and wording)."""
+
+from __future__ import annotations
+
+from rag_core.settings import RewriteSettings
+from rag_service.rewrite import KnownNames, RuleRewriter
+from tests.test_rewrite_switches import view
+
+TITLES = ["安宠意外险 保障说明", "Purr 5 猫粮 商品详情"]
+PLAN = ("想给狗买个安宠意外险，8 岁还能投保吗", "安宠意外险投保年龄为 3 个月至 10 岁。")
+
+
+def rewrite(question: str) -> tuple[str, bool]:
+    result = RuleRewriter(RewriteSettings(mode="rule")).rewrite_now(question, view(PLAN), KnownNames(TITLES))
+    return result.query, result.topic_switch
+
+
+def test_a_stray_name_tag_does_not_switch_away_from_the_plan() -> None:
+    query, switched = rewrite("那续保能续到几岁")
+    assert "意外险" in query and not switched
+    query, switched = rewrite("那柯基能买吗")
+    assert "意外险" in query and not switched
+
+
+def test_a_name_the_shop_knows_is_still_a_new_subject() -> None:
+    query, switched = rewrite("那 Purr 5 猫粮多少钱")
+    assert "意外险" not in query and switched
