@@ -1,6 +1,6 @@
 """Stays, holidays and insurance follow-ups in either language (`glossary.CONCEPTS`; invented shops and wording):
 leaving something in a shop's care by the night, public holidays by name, a policy's renewal and premiums, a return
-visit after a fitting; and a night's rate is a price, not interest."""
+visit after a fitting, stock, weekends, trying a thing on; and a night's rate is a price, not interest."""
 
 from __future__ import annotations
 
@@ -51,6 +51,27 @@ def test_a_rate_for_a_night_or_a_day_is_no_interest(question: str) -> None:
 def test_an_english_nightly_rate_question_finds_the_chinese_room_rates() -> None:
     # The instalment page's fee line outscores the hotel's rate card on the embedding alone; read as interest, the
     # question's "rate" kept it first.
-    fees = _chunk("instalments", "分期付款", "分 12 期，手续费费率每期 0.6%。", 0.86, "zh")
+    fees = _chunk("instalments", "付款方式", "按月付：费率每期千分之六。", 0.86, "zh")
     rooms = _chunk("hotel", "兔子寄养", "标准笼位每晚 45 元，豪华笼位每晚 68 元。", 0.82, "zh")
-    assert rerank("Can you board my rabbit, and what's the nightly rate?", [fees, rooms])[0].doc_id == "hotel"
+    assert rerank("Rabbit boarding: nightly rate?", [fees, rooms])[0].doc_id == "hotel"
+
+
+@pytest.mark.parametrize(
+    ("question", "line", "concept"),
+    [
+        # Invented shoe shop: stock, weekends and trying a pair on, in either language.
+        ("Is the trail runner in stock in size 42?", "42 码现货，43 码缺货。", "stock"),
+        ("这双鞋还有货吗", "The trail runner is sold out until May.", "stock"),
+        ("Are you open on Sundays?", "周末门店照常营业。", "weekend"),
+        ("周六能送货吗", "No deliveries at weekends.", "weekend"),
+        ("Can I try them on in the store?", "门店可以试穿所有款式。", "try_on"),
+        ("可以试穿吗", "Every pair can be tried on in our stores.", "try_on"),
+    ],
+)
+def test_what_any_shop_is_asked_is_one_concept_in_either_language(question: str, line: str, concept: str) -> None:
+    assert concept in concepts(question) and concept in concepts(line)
+
+
+def test_an_arrival_is_delivery_not_stock() -> None:
+    # "什么时候到货" asks when a parcel arrives.
+    assert "stock" not in concepts("什么时候到货")
