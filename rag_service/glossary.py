@@ -283,13 +283,12 @@ CONCEPTS: dict[str, tuple[str, str]] = {
         "寄养|宠物酒店|寄宿",
     ),
     "per_night": ("per night|a night|nightly|each night|every night|overnight|nights", "每晚|一晚|过夜|几晚|晚价"),
-    # Whether a thing can be had now, the days of the week a service keeps, and trying a thing before buying it:
+    # Whether a thing can be had now, and trying a thing before buying it:
     # what a customer asks of any shop, in words a page in the other language writes its own way.
     "stock": (
         "in stock|out of stock|stock|stocks|stocked|sold out|restock*|back in stock|inventory",
         "有货|现货|库存|缺货|断货|售罄|补货|没货",
     ),
-    "weekend": ("weekend*|saturday*|sunday*", "周末|周六|周日|星期六|星期日|星期天|礼拜六|礼拜天"),
     "try_on": (
         "try on|try it on|try them on|try ... on|trying on|tried on|fitting room*|try out|try it out|test ride*"
         "|test drive*",
