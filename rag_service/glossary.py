@@ -45,7 +45,7 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "battery": ("batter*|full charge|per charge|on a charge|single charge", "电池|续航|充满电|充一次电|一次充电|充满"),
     "screen": ("screen*|display*", "屏幕|屏|显示屏"),
     "price": (
-        "price*|cost*|how much|pric*|fee|fees|charge|charges|charged|expensive|cheap*",
+        "price*|cost*|how much|pric*|fee|fees|charge|charges|charged|expensive|cheap*|rate|rates",
         "价格|售价|多少钱|报价|费用|价钱|元|服务费",
     ),
     "discount": ("discount*|off|promotion*|coupon*|deal*|sale", "优惠|折扣|打折|减免|促销|优惠券|立减"),
@@ -77,7 +77,11 @@ CONCEPTS: dict[str, tuple[str, str]] = {
         "instal*ment*|pay monthly|monthly payment*|credit!card|huabei|hua bei",
         "分期|期数|花呗|信用卡分期|免息",
     ),
-    "interest": ("interest|rate*|handling fee*|service fee*", "利息|费率|手续费|免息"),
+    # Not "rate" alone: a room's nightly rate, a daily rental rate or a rate card is a price, not interest.
+    "interest": (
+        "interest|interest rate*|annual rate*|apr|rate of interest|handling fee*|service fee*",
+        "利息|费率|手续费|免息|年化|利率",
+    ),
     "member": ("member*|loyalty|tier*|vip|gold|silver|platinum|diamond|level*", "会员|金卡|银卡|白金|钻石|等级|黑卡"),
     "gold_tier": ("gold", "金卡|黄金会员"),
     "silver_tier": ("silver", "银卡|白银会员"),
@@ -249,7 +253,11 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     "stove": ("stove*|camp cooker*|camping burner*", "炉具|炉头|卡式炉|气炉"),
     "gas_canister": ("canister*|gas cartridge*|fuel can*", "气罐|燃气罐|气瓶"),
     # A follow-up visit after a fitting or a treatment.
-    "check_up": ("check-up*|checkup*|follow-up visit*|follow-up appointment*|recheck*|re-check*", "复查|复诊|复检"),
+    "check_up": (
+        "check-up*|checkup*|follow-up visit*|follow-up appointment*|recheck*|re-check*|return visit*"
+        "|come back for a check*|come back for check*",
+        "复查|复诊|复检|复验",
+    ),
     "eye_exam": (
         "eye exam*|eye test*|sight test*|vision test*|optometr*|refraction",
         "验光|视力检查|眼科检查|眼部检查",
@@ -261,9 +269,35 @@ CONCEPTS: dict[str, tuple[str, str]] = {
     # Services and goods of many shops that a page in the other language names its own way: a pet, a device or
     # a trip insured; small sizes to try a product; an order wrapped as a present.
     # ("Health cover": an insurance plan as British English names it.)
+    # (Renewing a policy, its premiums and its claims: a follow-up on a plan names them, not the plan; "premium" alone is a
+    # product tier too.)
     "insurance": (
-        "insur*|underwrit*|health cover*|medical cover*|pet cover*|accident cover*|travel cover*",
-        "保险|投保|承保|保单",
+        "insur*|underwrit*|health cover*|medical cover*|pet cover*|accident cover*|travel cover*|premiums"
+        "|insurance premium*|annual premium*|yearly premium*|monthly premium*|policyholder*",
+        "保险|投保|承保|保单|续保|保费|理赔|赔付|险种",
+    ),
+    # Leaving a pet (or a thing) in the shop's care for days, and what a night of it costs.
+    "boarding": (
+        "boarding|board a|board my|board his|board her|board our|board your|board them|pet hotel*|pet sitting"
+        "|kennel*|cattery|catteries",
+        "寄养|宠物酒店|寄宿",
+    ),
+    "per_night": ("per night|a night|nightly|each night|every night|overnight|nights", "每晚|一晚|过夜|几晚|晚价"),
+    # Whether a thing can be had now, and trying a thing before buying it:
+    # what a customer asks of any shop, in words a page in the other language writes its own way.
+    "stock": (
+        "in stock|out of stock|stock|stocks|stocked|sold out|restock*|back in stock|inventory",
+        "有货|现货|库存|缺货|断货|售罄|补货|没货",
+    ),
+    "try_on": (
+        "try on|try it on|try them on|try ... on|trying on|tried on|fitting room*|try out|try it out|test ride*"
+        "|test drive*",
+        "试穿|试戴|试骑|试驾|试坐|试听|试弹|试衣",
+    ),
+    # Public holidays by name (a surcharge, closing days, delivery pauses), in either language.
+    "holiday": (
+        "holiday*|new year*|spring festival|lunar new year|national day|golden week|festive season",
+        "节假日|春节|过年|除夕|国庆|元旦|黄金周|法定假日|放假|假期|年假",
     ),
     # A pet's bath: a grooming page names it its own way (洗护), in either language.
     "grooming": ("groom*|bath|baths|bathe|bathing", "洗澡|洗护|洗浴"),
