@@ -309,10 +309,10 @@ class Gate:
             # "另外还想给孩子配副眼镜…": besides, the customer wants something else; the conversation's product glued
             # on would keep the search on its page. Read as asked, but no switch: the topic does not restart.
             return Decision("standalone", _ANOTHER_WANT_REASON, history)
-        # A word jieba tags as a name that names nothing the shop knows ("那续保最多到几岁" after a question about a
+        # A word jieba tags as a name that names nothing the shop knows (续保 in a follow-up to a question about a
         # plan) is no new subject: read as a switch, the follow-up lost the plan's page.
         said = [r.user.content for r in rounds]
-        names = [e for e in own_names(question) if not _stray_tag(e, said, known)]
+        names = [e for e in own_names(question) if not _unknown_tag(e, said, known)]
         # A standalone question with a customer-service concept of its own is matched to its page by the
         # reranker's concept bonuses; one with none ("充满电能亮多久") has only the conversation to go on.
         ideas = concepts(question)
@@ -772,10 +772,16 @@ def _stray_tag(entity: Entity, said: Sequence[str], known: KnownNames | None) ->
     """A word jieba tags a person's or a place's name that names nothing the shop knows: no title spells it, it is
     no place, no branch (written before 店), no word the glossary reads (延保, 金卡 are the shop's own services). A
     breed (柯基) or 续保 so tagged is no subject a later question is about."""
+    return _unknown_tag(entity, said, known) and not concepts(entity.text)
+
+
+def _unknown_tag(entity: Entity, said: Sequence[str], known: KnownNames | None) -> bool:
+    """A Chinese word jieba tags as a name that is no title's product, no place and no branch: a breed, or a word of
+    the shop's services (续保). As a question's own name it is no new subject to switch to."""
     text = entity.text
     if known is None or not entity.named or not is_chinese(text) or " " in text or any(c.isdigit() for c in text):
         return False
-    return not (place_names(text) or known(text) or concepts(text) or store_subject(entity, said))
+    return not (place_names(text) or known(text) or store_subject(entity, said))
 
 
 def wanted(question: str) -> str:
