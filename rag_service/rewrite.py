@@ -62,6 +62,7 @@ from rag_service.rewrite_rules import (
     asks_about_pair,
     asks_about_product,
     asks_about_shipping,
+    asks_of_people,
     asks_of_store,
     asks_shop_amount,
     content_size,
@@ -606,6 +607,10 @@ class RuleRewriter:
         rounds = decision.history.rounds
         if not query and rounds and (plural := plural_antecedent(question, rounds[-1].user.content)) is not None:
             query, detail = resolve(question, plural), f"they: {plural.text!r}"
+        if not query and rounds and asks_of_people(question, rounds[-1].user.content):
+            named = own_names(rounds[-1].user.content)
+            query = resolve(question, named[0]) if named else question
+            detail = f"they: the people asked for{f' ({named[0].text!r})' if named else ''}"
         if not query:
             lendable = self.lendable(decision.history)
             if asks_of_store(question):

@@ -1169,6 +1169,23 @@ def asks_about_pair(question: str) -> bool:
 _THEY = re.compile(r"\b(?:they|them|their)\b", re.IGNORECASE)
 
 
+# The people a question asks for ("Can somebody on the line help in French?", "Do your staff …"): "they" in the
+# next question stands for them.
+_PEOPLE = re.compile(
+    r"\b(?:some|any)(?:one|body)\b|\b(?:staff|agents?|people|employees?|technicians?|assistants?|advisers?|advisors?)\b",
+    re.IGNORECASE,
+)
+
+
+def asks_of_people(question: str, previous: str) -> bool:
+    """Does "they" in the question stand for the people the previous question asked for ("When do they start?" after
+    "Can somebody on the line help in French?")? Then only a name that question said (a language, a branch) is
+    theirs; a card or a product from further back is not."""
+    if is_chinese(question) or _THEY.search(question) is None or _SINGULAR_IT.search(question) is not None:
+        return False
+    return _PEOPLE.search(previous) is not None
+
+
 def plural_antecedent(question: str, previous: str) -> Entity | None:
     """What they/them stand for in "What do they cost?" after "Will side baskets fit on it?": the plural noun the
     previous question asked about. When that question called the product "it", they/them (with no "it") stand

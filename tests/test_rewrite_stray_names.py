@@ -34,3 +34,15 @@ def test_a_place_is_not_what_a_warranty_is_of_beside_a_stray_tag() -> None:
         "回国以后保修还有效吗", view(abroad), KnownNames(TITLES)
     )
     assert "加拿大" not in result.query and not result.topic_switch
+
+
+def test_they_after_asking_for_people_are_those_people() -> None:
+    turns = (
+        ("Do you take Diners Club cards?", "Diners Club is not accepted."),
+        ("Is there anybody who speaks English on the phone line?", "Ask for the international desk."),
+    )
+    result = RuleRewriter(RewriteSettings(mode="rule")).rewrite_now("When are they on duty?", view(*turns))
+    assert "Diners" not in result.query
+    # "it" is no people: the card is still what "it" may stand for.
+    result = RuleRewriter(RewriteSettings(mode="rule")).rewrite_now("Is it accepted online?", view(*turns[:1]))
+    assert "Diners Club" in result.query
