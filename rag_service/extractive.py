@@ -1706,12 +1706,12 @@ _REGULAR_DAYS = re.compile(
     re.I,
 )
 _SPECIAL_MISS = 0.4
+_SPECIAL_HIT = 1.5
 # Not "above it" (a clearance), not "不满意" (a complaint).
 _SHORT_OF = re.compile(
     r"\b(?:below|under|above|over|less than|more than)\s(?:that|the (?:threshold|minimum|limit))\b|不满(?!意)|低于|没满|达不到",
     re.I,
 )
-_SPECIAL_HIT = 1.5
 # "How often does it come?": a frequency, stated as a count ("twice a year") or as an interval ("every 30 days",
 # "每 2 小时", "每月一次").
 _HOW_OFTEN = re.compile(r"\bhow often\b|\bhow frequently\b|多久一次|多长时间一次|隔多久|多久.{0,6}一次", re.I)

@@ -312,8 +312,10 @@ class Gate:
             return Decision("standalone", _ANOTHER_WANT_REASON, history)
         # A word jieba tags as a name that names nothing the shop knows (续保 in a follow-up to a question about a
         # plan) is no new subject: read as a switch, the follow-up lost the plan's page.
-        said = [r.user.content for r in rounds]
-        names = [e for e in own_names(question) if not _unknown_tag(e, said, known)]
+        names = own_names(question)
+        if names and known is not None:
+            said = [r.user.content for r in rounds]
+            names = [e for e in names if not _unknown_tag(e, said, known)]
         # A standalone question with a customer-service concept of its own is matched to its page by the
         # reranker's concept bonuses; one with none ("充满电能亮多久") has only the conversation to go on.
         ideas = concepts(question)

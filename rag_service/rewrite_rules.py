@@ -945,8 +945,9 @@ def rule_rewrite(question: str, candidates: Sequence[Entity], names_only: bool =
         # "那如果人在<city>市区，…": the place the question names is where it asks about, not the conversation's.
         return question, "names its own place"
     # A Chinese word jieba tags as a name (回国, a breed) names no thing the aspect could be of.
-    named = [e for e in own_names(question) if not is_chinese(e.text) or place_names(e.text)]
-    if (handled or concepts(question) & _THING_ASPECTS) and not named:
+    if (handled or concepts(question) & _THING_ASPECTS) and not any(
+        not is_chinese(e.text) or place_names(e.text) for e in own_names(question)
+    ):
         candidates = [e for e in candidates if not place_names(e.text)]
     if _DEVICE.search(question):
         # "那台什么价", "what does that model cost?": a name of the history, or its subject; never a place. "那台三星
